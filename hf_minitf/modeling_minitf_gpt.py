@@ -1,0 +1,186 @@
+"""MiniTF GPT: a pre-LN decoder-only transformer (seed 004's char GPT, FrawdLLM) as a Hugging Face causal LM."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+
+from .configuration_minitf_gpt import MiniTFGPTConfig
+from .layers import (
+    CACHE_FIELD,
+    PreNormLayer,
+    RotaryEmbedding,
+    build_attention_mask,
+    check_attention_mask,
+    check_token_ids,
+    pick_cache,
+    positions_from_mask,
+)
+
+
+class MiniTFGPTPreTrainedModel(PreTrainedModel):
+    """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
+
+    config_class = MiniTFGPTConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["PreNormLayer"]
+    _supports_sdpa = True
+
+
+class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
+    """The decoder stack: embeddings, `num_hidden_layers` pre-LN layers, final LayerNorm."""
+
+    def __init__(self, config: MiniTFGPTConfig) -> None:
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        if config.position_embedding_type == "learned":
+            self.embed_positions = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        else:
+            head_dim = config.hidden_size // config.num_attention_heads
+            self.rotary_emb = RotaryEmbedding(head_dim, config.rope_theta, config.rope_interleaved)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.layers = nn.ModuleList(
+            PreNormLayer(config, layer_idx, fused_qkv=True) for layer_idx in range(config.num_hidden_layers)
+        )
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        cache: Cache | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPast | tuple:
+        """Hidden states of every position; `attention_mask` (batch, cached + new length) marks real tokens.
+
+        Without `position_ids`, positions count real tokens only, so a left-padded row sees the same
+        positions as the row alone.
+        """
+        config = self.config
+        cache = pick_cache(cache, past_key_values)
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        if input_ids is not None:
+            check_token_ids(input_ids, config.vocab_size)
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch_size, seq_length = inputs_embeds.shape[:2]
+        device = inputs_embeds.device
+
+        use_cache = use_cache if use_cache is not None else config.use_cache
+        if self.gradient_checkpointing and self.training:
+            use_cache = False
+        if use_cache and cache is None:
+            cache = DynamicCache(config=config)
+        past_length = cache.get_seq_length() if cache is not None else 0
+        check_attention_mask(attention_mask, batch_size, past_length + seq_length)
+        if position_ids is None:
+            position_ids = positions_from_mask(attention_mask, past_length, seq_length, batch_size, device)
+
+        rotary = None
+        hidden_states = inputs_embeds
+        if config.position_embedding_type == "learned":
+            last_position = int(position_ids.max()) if position_ids.numel() else 0
+            if last_position >= config.max_position_embeddings:
+                raise ValueError(
+                    f"Position {last_position} is past this model's max_position_embeddings="
+                    f"{config.max_position_embeddings} (learned positions): prompt plus generated tokens must fit "
+                    f"in {config.max_position_embeddings} tokens. Shorten the input or lower max_new_tokens."
+                )
+            hidden_states = hidden_states + self.embed_positions(position_ids)
+        else:
+            cos, sin = self.rotary_emb(position_ids)
+            rotary = (self.rotary_emb, cos, sin)
+        hidden_states = self.dropout(hidden_states)
+
+        mask = build_attention_mask(
+            attention_mask, seq_length, past_length + seq_length, hidden_states.dtype, device, is_causal=True
+        )
+        all_hidden_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, attention_weights, _ = layer(hidden_states, mask, cache=cache, rotary=rotary)
+            if output_attentions:
+                all_attentions += (attention_weights,)
+        hidden_states = self.norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+
+        output = BaseModelOutputWithPast(
+            last_hidden_state=hidden_states,
+            hidden_states=all_hidden_states,
+            attentions=all_attentions,
+            **{CACHE_FIELD: cache if use_cache else None},
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
+    """MiniTF GPT with a language-modelling head tied to the token embedding."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: MiniTFGPTConfig) -> None:
+        super().__init__(config)
+        self.model = MiniTFGPTModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        cache: Cache | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast | tuple:
+        """Next-token logits; with `labels` (the input ids, -100 where ignored) also the shifted LM loss."""
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            cache=pick_cache(cache, past_key_values),
+        )
+        hidden_states = outputs.last_hidden_state
+        kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
+        logits = self.lm_head(hidden_states[:, kept, :])
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        output = CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+__all__ = ["MiniTFGPTPreTrainedModel", "MiniTFGPTModel", "MiniTFGPTForCausalLM"]
