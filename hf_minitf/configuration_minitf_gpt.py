@@ -5,6 +5,7 @@ from __future__ import annotations
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("learned", "rope")
+CONTEXT_OVERFLOW_MODES = ("error", "crop")
 
 # Where each Auto class finds this family in a folder saved with its code (loaded with trust_remote_code=True).
 AUTO_MAP = {
@@ -19,7 +20,8 @@ class MiniTFGPTConfig(PreTrainedConfig):
     final LayerNorm, `lm_head` tied to the token embedding.
 
     `position_embedding_type="learned"` adds a position table of `max_position_embeddings` rows (inputs
-    past it are refused); `"rope"` rotates queries and keys, with `rope_interleaved=True` for FrawdLLM's
+    past it are refused, or with `context_overflow="crop"` cut to their last `max_position_embeddings` tokens, as
+    seed 004's sliding-window generate does); `"rope"` rotates queries and keys, with `rope_interleaved=True` for FrawdLLM's
     pairs `(x[2i], x[2i+1])` and `False` for transformers' rotate-half layout.
     """
 
@@ -39,6 +41,7 @@ class MiniTFGPTConfig(PreTrainedConfig):
     intermediate_size: int | None = None
     max_position_embeddings: int = 256
     position_embedding_type: str = "learned"
+    context_overflow: str = "error"
     rope_theta: float = 10000.0
     rope_interleaved: bool = True
     hidden_act: str = "gelu"
@@ -62,6 +65,10 @@ class MiniTFGPTConfig(PreTrainedConfig):
             raise ValueError(
                 f"position_embedding_type={self.position_embedding_type!r} is unknown; "
                 f"choose one of {POSITION_EMBEDDING_TYPES}."
+            )
+        if self.context_overflow not in CONTEXT_OVERFLOW_MODES:
+            raise ValueError(
+                f"context_overflow={self.context_overflow!r} is unknown; choose one of {CONTEXT_OVERFLOW_MODES}."
             )
         if self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(

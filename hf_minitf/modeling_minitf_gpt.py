@@ -67,15 +67,31 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         """Hidden states of every position; `attention_mask` (batch, cached + new length) marks real tokens.
 
         Without `position_ids`, positions count real tokens only, so a left-padded row sees the same
-        positions as the row alone.
+        positions as the row alone. With `context_overflow="crop"`, an input longer than the position table is
+        cut to its last `max_position_embeddings` tokens (positions restart at the window), and the outputs
+        cover that window only.
         """
         config = self.config
         cache = pick_cache(cache, past_key_values)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        past_length = cache.get_seq_length() if cache is not None else 0
         if input_ids is not None:
             check_token_ids(input_ids, config.vocab_size)
-            inputs_embeds = self.embed_tokens(input_ids)
+        tokens = input_ids if input_ids is not None else inputs_embeds
+        check_attention_mask(attention_mask, tokens.shape[0], past_length + tokens.shape[1])
+        overflow = past_length + tokens.shape[1] - config.max_position_embeddings
+        if config.position_embedding_type == "learned" and config.context_overflow == "crop" and overflow > 0:
+            if past_length > 0:
+                raise ValueError(
+                    "context_overflow='crop' recomputes a sliding window of max_position_embeddings="
+                    f"{config.max_position_embeddings} tokens at each step and cannot extend a KV cache past it; "
+                    "generate with use_cache=False."
+                )
+            tokens = tokens[:, overflow:]
+            attention_mask = attention_mask[:, overflow:] if attention_mask is not None else None
+            position_ids = None
+        inputs_embeds = self.embed_tokens(tokens) if input_ids is not None else tokens
         batch_size, seq_length = inputs_embeds.shape[:2]
         device = inputs_embeds.device
 
@@ -84,8 +100,6 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             use_cache = False
         if use_cache and cache is None:
             cache = DynamicCache(config=config)
-        past_length = cache.get_seq_length() if cache is not None else 0
-        check_attention_mask(attention_mask, batch_size, past_length + seq_length)
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, past_length, seq_length, batch_size, device)
 
@@ -172,6 +186,7 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
         logits = self.lm_head(hidden_states[:, kept, :])
         loss = None
         if labels is not None:
+            labels = labels[:, -hidden_states.shape[1]:]
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         output = CausalLMOutputWithPast(
             loss=loss,
