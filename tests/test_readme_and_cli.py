@@ -1,0 +1,43 @@
+"""The README's examples run as written; the CLI's main job works and documents itself."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hf_minitf.cli import build_parser, main
+from hf_minitf.demo import RHYME
+
+README = Path(__file__).parent.parent / "README.md"
+PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
+def test_readme_python_example_runs(index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    exec(compile(PYTHON_BLOCKS[index], f"README.md python block {index}", "exec"), {})
+
+
+def test_readme_documents_the_two_commands_and_ci_runs_the_test_one():
+    text = README.read_text()
+    assert "make demo" in text and "make test" in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert ci.strip().splitlines()[-1] == "make test"
+
+
+def test_demo_learns_the_rhyme_and_reloads_it(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--prompt", "Twinkle"]) == 0
+    printed = capsys.readouterr().out
+    assert RHYME.strip() in printed
+    assert (tmp_path / "demo" / "model.safetensors").is_file()
+    assert (tmp_path / "demo" / "tokenizer.json").is_file()
+
+
+def test_cli_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    text = capsys.readouterr().out
+    assert "demo" in text and "convert" in text
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["demo", "--help"])
+    assert "--steps" in capsys.readouterr().out
