@@ -150,10 +150,15 @@ class RotaryEmbedding(nn.Module):
         return rotated.to(x.dtype)
 
 
-def eager_attention(query, key, value, attention_mask, scaling, dropout, training):
-    """Softmax attention written out; also returns the attention weights."""
+def eager_attention(query, key, value, attention_mask, scaling, dropout, training, mask_value=None):
+    """Softmax attention written out; also returns the attention weights.
+
+    With `mask_value`, masked scores are set to it (as `masked_fill` does) instead of having the mask added.
+    """
     scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
-    if attention_mask is not None:
+    if attention_mask is not None and mask_value is not None:
+        scores = scores.masked_fill(attention_mask != 0, max(mask_value, torch.finfo(scores.dtype).min))
+    elif attention_mask is not None:
         scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     weights = F.dropout(weights, p=dropout, training=training)
@@ -241,25 +246,31 @@ class Attention(nn.Module):
         implementation = self.config._attn_implementation or "eager"
         if implementation not in ATTENTION_FUNCTIONS:
             raise ValueError(f"attn_implementation={implementation!r} is not supported; use 'eager' or 'sdpa'.")
-        output, weights = ATTENTION_FUNCTIONS[implementation](
-            query, key, value, attention_mask, self.scaling, self.config.attention_dropout, self.training
-        )
-        output = output.transpose(1, 2).reshape(*hidden_states.shape[:2], -1)
+        mask_value = getattr(self.config, "attention_mask_value", None)
+        if mask_value is not None and attention_mask is not None:
+            # Scores set to a fixed value (seed 003: -1e9) differ from added -inf when scores are huge: eager only.
+            output, weights = eager_attention(query, key, value, attention_mask, self.scaling,
+                                              self.config.attention_dropout, self.training, mask_value=mask_value)
+        else:
+            output, weights = ATTENTION_FUNCTIONS[implementation](
+                query, key, value, attention_mask, self.scaling, self.config.attention_dropout, self.training
+            )
+        output = output.transpose(1, 2).reshape(*hidden_states.shape[:2], self.num_heads * self.head_dim)
         return self.o_proj(output), weights
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP: fc1 -> activation -> fc2 -> dropout."""
+    """Position-wise MLP: fc1 -> activation -> dropout -> fc2 (the residual branch adds its own dropout)."""
 
     def __init__(self, hidden_size: int, intermediate_size: int, activation: str, dropout: float = 0.0) -> None:
         super().__init__()
         self.fc1 = nn.Linear(hidden_size, intermediate_size)
         self.act = ACT2FN[activation]
-        self.fc2 = nn.Linear(intermediate_size, hidden_size)
         self.dropout = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(intermediate_size, hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.fc2(self.act(self.fc1(hidden_states))))
+        return self.fc2(self.dropout(self.act(self.fc1(hidden_states))))
 
 
 def layer_norm(config) -> nn.Module:
