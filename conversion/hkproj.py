@@ -1,0 +1,251 @@
+"""Convert an hkproj pytorch-transformer translation model (seed 003 and its later versions) to
+`MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
+
+Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
+or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
+Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
+length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
+versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
+version: `std + eps`, plain logits) or seed 003's scalar gain; scalar gains far below 1 can only come from
+training seed 003's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
+build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained seed-003
+model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
+The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
+log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
+With seed 003's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
+to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
+generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
+greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes).
+
+Run: `python -m hf_minitf.conversion.hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json
+--target-tokenizer tokenizer_it.json --num-heads 8 --out DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import GenerationConfig
+
+from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer
+from hf_minitf.model_card import render_model_card
+
+from .base import (
+    ConvertedModel, Rule, check_given, count_layers, map_weights, meta_model, num_parameters, output_dtype,
+    read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
+)
+from .checkpoint import Checkpoint, ConversionError, open_checkpoint
+
+NORM_CHOICES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
+BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
+# Scalar norm gains below this can only come from training seed 003's `std * eps` norm (with `std + eps` they
+# would scale every sublayer input down to nothing).
+SMALL_GAIN = 1e-2
+
+
+def hkproj_rules(projection: str) -> list[Rule]:
+    """Key map onto MiniTFSeq2SeqForConditionalGeneration (`projection`: "project" in seed 003, "proj" later)."""
+    rules: list[Rule] = [
+        (r"model\.encoder\.embed_tokens\.weight", "src_embed.embedding.weight"),
+        (r"model\.decoder\.embed_tokens\.weight", "tgt_embed.embedding.weight"),
+        (r"lm_head\.(weight|bias)", rf"projection_layer.{projection}.\1"),
+    ]
+    norms = {"encoder": ("self_attn_layer_norm", "mlp_layer_norm"),
+             "decoder": ("self_attn_layer_norm", "cross_attn_layer_norm", "mlp_layer_norm")}
+    attention = {"self_attn": "self_attention_block", "cross_attn": "cross_attention_block"}
+    for stack, layer_norms in norms.items():
+        layer = rf"model\.{stack}\.layers\.(\d+)\."
+        original = rf"{stack}.layers.\1."
+        for index, norm in enumerate(layer_norms):
+            rules += [(rf"{layer}{norm}\.weight", rf"{original}residual_connections.{index}.norm.alpha"),
+                      (rf"{layer}{norm}\.bias", rf"{original}residual_connections.{index}.norm.bias")]
+        for target, block in attention.items():
+            rules.append((rf"{layer}{target}\.(q|k|v|o)_proj\.(weight|bias)", rf"{original}{block}.w_\2.\3"))
+        rules += [(rf"{layer}mlp\.fc1\.(weight|bias)", rf"{original}feed_forward_block.linear_1.\2"),
+                  (rf"{layer}mlp\.fc2\.(weight|bias)", rf"{original}feed_forward_block.linear_2.\2"),
+                  (rf"model\.{stack}\.norm\.weight", f"{stack}.norm.alpha"),
+                  (rf"model\.{stack}\.norm\.bias", f"{stack}.norm.bias")]
+    return rules
+
+
+def largest_norm_gain(checkpoint: Checkpoint) -> float:
+    """The largest |gain| of the checkpoint's LayerNormalization modules."""
+    gain_keys = [key for key in checkpoint.keys() if key.endswith("norm.alpha")]
+    if not gain_keys:
+        raise ConversionError(f"{checkpoint.path} has no LayerNormalization gains (*.norm.alpha).")
+    return max(checkpoint.get(key).abs().max().item() for key in gain_keys)
+
+
+def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) -> str:
+    """The norm formula: per-feature gains say hkproj's last version; tiny scalar gains say seed 003."""
+    gain = largest_norm_gain(checkpoint)
+    sizes = {checkpoint.shape(key) for key in checkpoint.keys() if key.endswith("norm.alpha")}
+    if sizes == {(hidden_size,)}:
+        found = "per_feature_std_plus_eps"
+    elif sizes == {(1,)}:
+        found = "scalar_std_times_eps" if gain < SMALL_GAIN else None
+    else:
+        raise ConversionError(f"{checkpoint.path}: the norm gains have shapes {sorted(sizes)}; expected all (1,) or "
+                              f"all ({hidden_size},).")
+    if norm_type == "auto":
+        if found is None:
+            raise ConversionError(
+                "The norm gains are near 1, which fits both seed 003's LayerNormalization (divides by std * eps; an "
+                "untrained model) and hkproj's fix (divides by std + eps); the weights cannot tell which code made "
+                "them. Pass --norm-type scalar_std_times_eps (`/ (std * self.eps)` in the model's code) or "
+                "scalar_std_plus_eps (`/ (std + self.eps)`)."
+            )
+        return found
+    if norm_type not in NORM_CHOICES:
+        raise ConversionError(f"norm_type={norm_type!r} is unknown; choose one of {NORM_CHOICES}.")
+    if (norm_type == "per_feature_std_plus_eps") != (found == "per_feature_std_plus_eps"):
+        raise ConversionError(f"norm_type={norm_type} does not fit the checkpoint's gains of shape {sorted(sizes)[0]}.")
+    if found == "scalar_std_times_eps" and norm_type != found:
+        raise ConversionError(f"norm_type={norm_type} does not fit gains below {SMALL_GAIN}, which only seed 003's "
+                              "std * eps norm produces.")
+    return norm_type
+
+
+def pair_tokenizer(source: str | Path, target: str | Path, src_vocab_size: int, tgt_vocab_size: int,
+                   max_length: int) -> MiniTFSeq2SeqTokenizer:
+    """The paired tokenizer from hkproj's two files, checked against the model's vocabularies."""
+    try:
+        tokenizer = MiniTFSeq2SeqTokenizer(source_tokenizer_file=str(source), target_tokenizer_file=str(target),
+                                           model_max_length=max_length)
+    except Exception as error:
+        raise ConversionError(f"Tokenizers {source}, {target}: {error}") from error
+    for side, size, limit in (("source", tokenizer.source_vocab_size, src_vocab_size),
+                              ("target", tokenizer.target_vocab_size, tgt_vocab_size)):
+        if size > limit:
+            raise ConversionError(f"The {side} tokenizer has {size} tokens but the model's {side} vocabulary {limit}; "
+                                  "give the tokenizer files the model was trained with (and in the right order).")
+    return tokenizer
+
+
+def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tokenizer: str | Path,
+                num_heads: int | None = None, norm_type: str = "auto", config: Mapping[str, Any] | None = None,
+                max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
+    """Plan the conversion of an open hkproj checkpoint (see the module docstring)."""
+    require_architecture(checkpoint, "hkproj", "hkproj pytorch-transformer (seed 003)")
+    given = dict(config or {})
+    src_vocab, d_model = shape_of(checkpoint, "src_embed.embedding.weight")
+    tgt_vocab = shape_of(checkpoint, "tgt_embed.embedding.weight")[0]
+    layers = count_layers(checkpoint, r"encoder\.layers\.(\d+)\.")
+    if count_layers(checkpoint, r"decoder\.layers\.(\d+)\.") != layers:
+        raise ConversionError(f"{checkpoint.path}: the encoder and decoder have different layer counts; "
+                              "MiniTF seq2seq uses one count for both.")
+    inferred: dict[str, Any] = dict(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, d_model=d_model, N=layers,
+                                    d_ff=shape_of(checkpoint, "encoder.layers.0.feed_forward_block.linear_1.weight")[0])
+    for key, name in (("src_pos.pe", "src_seq_len"), ("tgt_pos.pe", "tgt_seq_len")):
+        if key in checkpoint:
+            inferred[name] = sinusoidal_length(checkpoint, key, d_model)
+    check_given(given, inferred, "build_transformer arguments")
+    fields = {**given, **inferred}
+    heads = require_heads(num_heads, d_model, "--num-heads (hkproj's train.py uses build_transformer's default, 8)",
+                          fields.get("h"))
+    lengths = [fields[name] for name in ("src_seq_len", "tgt_seq_len") if fields.get(name) is not None]
+    max_positions = max_length or (max(lengths) if lengths else None)
+    if max_positions is None:
+        raise ConversionError("The checkpoint has no positional tables (src_pos.pe, tgt_pos.pe) to tell the maximum "
+                              "length; pass --max-length (the config's seq_len).")
+    projection = "proj" if "projection_layer.proj.weight" in checkpoint else "project"
+    norm = infer_norm_type(checkpoint, d_model, norm_type)
+    tokenizer = pair_tokenizer(source_tokenizer, target_tokenizer, src_vocab, tgt_vocab, max_positions)
+    specials = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
+                "eos_token_id": tokenizer.eos_token_id}
+    seq2seq_config = MiniTFSeq2SeqConfig(
+        src_vocab_size=src_vocab, vocab_size=tgt_vocab, hidden_size=d_model, num_hidden_layers=layers,
+        num_attention_heads=heads, intermediate_size=inferred["d_ff"], max_position_embeddings=max_positions,
+        hidden_act="relu", hidden_dropout=float(fields.get("dropout", 0.1)),
+        attention_dropout=float(fields.get("dropout", 0.1)), norm_type=norm, layer_norm_eps=1e-6,
+        attention_bias="encoder.layers.0.self_attention_block.w_q.bias" in checkpoint, attention_mask_value=-1e9,
+        scale_embedding=True, lm_head_bias=f"projection_layer.{projection}.bias" in checkpoint,
+        output_log_softmax=norm != "per_feature_std_plus_eps", decoder_start_token_id=specials["bos_token_id"],
+        **specials,
+    )
+    plans = map_weights(checkpoint, meta_model(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config),
+                        hkproj_rules(projection), BUFFERS, output_dtype(checkpoint, checkpoint.keys(), dtype))
+    # With seed 003's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so the
+    # original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier
+    # ones, and a decoder state depends on how long the prefix is. Only recomputing the whole prefix at each step,
+    # as the original's greedy_decode does, reproduces its outputs; a KV cache keeps states from shorter prefixes.
+    leaky_mask = norm == "scalar_std_times_eps" and largest_norm_gain(checkpoint) >= SMALL_GAIN
+    generation_config = GenerationConfig(decoder_start_token_id=specials["bos_token_id"], max_length=max_positions,
+                                         use_cache=not leaky_mask, **specials)
+    card = render_model_card(
+        "seq2seq", seq2seq_config, title="hkproj Transformer translation model (converted)", prompt="Hello world",
+        summary="An encoder-decoder Transformer (\"Attention Is All You Need\") for translation, with separate source "
+                "and target word-level vocabularies.",
+        origin=f"Converted with `minitf convert hkproj` from `{checkpoint.path.name}` (hkproj/pytorch-transformer). "
+               f"The norm is `{norm}` as in the original code, so the converted model gives the original's numbers "
+               "(to float32 rounding, relative where activations are large).",
+        notes=" ".join(note for note, shown in (
+            ("`logits` are log-probabilities, as the original's ProjectionLayer returns.",
+             seq2seq_config.output_log_softmax),
+            ("With this norm and gains near 1 the attention scores are so large that the original's masking (-1e9) "
+             "leaks; the generation config sets `use_cache=False` so `generate` recomputes the prefix at each step "
+             "and reproduces the original's decoding.", leaky_mask)) if shown),
+        num_parameters=num_parameters(plans),
+    )
+    inferred.update(h=heads, norm_type=norm, attention_bias=seq2seq_config.attention_bias,
+                    output_log_softmax=seq2seq_config.output_log_softmax, generate_use_cache=not leaky_mask)
+    return ConvertedModel(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config, plans, tokenizer, generation_config,
+                          card, inferred)
+
+
+def convert_hkproj(checkpoint: str | Path, out: str | Path, *, source_tokenizer: str | Path,
+                   target_tokenizer: str | Path, num_heads: int | None = None, norm_type: str = "auto",
+                   config: str | Path | Mapping[str, Any] | None = None, max_length: int | None = None,
+                   dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
+    """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted."""
+    if not isinstance(config, Mapping):
+        config = read_json(config, "build_transformer arguments")
+    with open_checkpoint(checkpoint) as source:
+        converted = plan_hkproj(source, source_tokenizer, target_tokenizer, num_heads, norm_type, config,
+                                max_length, dtype)
+        save_converted(converted, out, overwrite)
+    return converted
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hkproj options (shared by `minitf convert hkproj` and `python -m ...hkproj`)."""
+    parser.add_argument("checkpoint", type=Path,
+                        help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
+    parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
+    parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
+    parser.add_argument("--num-heads", type=int,
+                        help="attention heads h (not in the weights; hkproj's train.py uses the default h=8); "
+                             "required unless --config gives h")
+    parser.add_argument("--norm-type", default="auto", choices=NORM_CHOICES,
+                        help="the LayerNormalization formula; auto infers it from the gains when they can tell "
+                             "(per-feature gains, or scalar gains far below 1)")
+    parser.add_argument("--config", type=Path,
+                        help="optional JSON of build_transformer arguments (src_vocab_size, ..., h, dropout, d_ff); "
+                             "checked against the weights")
+    parser.add_argument("--max-length", type=int,
+                        help="seq_len, needed only when the weights lack the positional tables")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
+                        help="dtype of the saved weights (default: the checkpoint's)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed hkproj command; prints what was inferred."""
+    converted = convert_hkproj(args.checkpoint, args.out, source_tokenizer=args.source_tokenizer,
+                               target_tokenizer=args.target_tokenizer, num_heads=args.num_heads,
+                               norm_type=args.norm_type, config=args.config, max_length=args.max_length,
+                               dtype=args.dtype, overwrite=args.overwrite)
+    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+    return 0
+
+
+DESCRIPTION = __doc__.split("\n\nRun:")[0]
+
+if __name__ == "__main__":
+    from .cli import run_module
+
+    raise SystemExit(run_module("hkproj"))

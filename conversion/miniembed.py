@@ -1,0 +1,180 @@
+"""Convert a MiniEmbed embedding model (seed 000) to `MiniTFEncoderModel` + a fast tokenizer, saved as a
+folder that is both a Hugging Face model and a SentenceTransformer (and seed 001's `TransformerEmbedding`
+to the encoder's embedding weights).
+
+Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
+`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
+dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
+Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
+(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
+count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
+the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`.
+
+Run: `python -m hf_minitf.conversion.miniembed model.safetensors --config config.json --tokenizer tokenizer.json
+--out DIR`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokenizer, save_sentence_transformer
+from hf_minitf.model_card import render_model_card
+
+from .base import (
+    ConvertedModel, check_given, count_layers, map_weights, meta_model, num_parameters, output_dtype, read_json,
+    require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
+)
+from .checkpoint import Checkpoint, ConversionError, open_checkpoint
+
+RULES = [
+    (r"embed_tokens\.weight", "token_embedding.weight"),
+    (r"layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", r"layers.\1.norm1.\2"),
+    (r"layers\.(\d+)\.self_attn\.q_proj\.(weight|bias)", r"layers.\1.attention.W_q.\2"),
+    (r"layers\.(\d+)\.self_attn\.k_proj\.(weight|bias)", r"layers.\1.attention.W_k.\2"),
+    (r"layers\.(\d+)\.self_attn\.v_proj\.(weight|bias)", r"layers.\1.attention.W_v.\2"),
+    (r"layers\.(\d+)\.self_attn\.o_proj\.(weight|bias)", r"layers.\1.attention.W_o.\2"),
+    (r"layers\.(\d+)\.mlp_layer_norm\.(weight|bias)", r"layers.\1.norm2.\2"),
+    (r"layers\.(\d+)\.mlp\.fc1\.(weight|bias)", r"layers.\1.feed_forward.linear1.\2"),
+    (r"layers\.(\d+)\.mlp\.fc2\.(weight|bias)", r"layers.\1.feed_forward.linear2.\2"),
+    (r"norm\.(weight|bias)", r"final_norm.\1"),
+]
+BUFFERS = [r"positional_encoding\.pe"]
+
+
+def miniembed_fields(config: Mapping[str, Any]) -> dict[str, Any]:
+    """MiniEmbed's constructor arguments from its config.json (flat, or nested under `model_config`/`model`)."""
+    for key in ("model_config", "model"):
+        if isinstance(config.get(key), Mapping) and "d_model" in config[key]:
+            return dict(config[key])
+    return dict(config)
+
+
+def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, config: Mapping[str, Any] | None = None,
+                   num_heads: int | None = None, max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
+    """Plan the conversion of an open MiniEmbed checkpoint (see the module docstring)."""
+    require_architecture(checkpoint, "miniembed", "MiniEmbed (seed 000)")
+    stored = checkpoint.extras.get("config")
+    given = miniembed_fields({**(stored if isinstance(stored, Mapping) else {}), **(config or {})})
+    vocab_size, hidden_size = shape_of(checkpoint, "token_embedding.weight")
+    inferred: dict[str, Any] = dict(vocab_size=vocab_size, d_model=hidden_size,
+                                    num_layers=count_layers(checkpoint, r"layers\.(\d+)\."),
+                                    d_ff=shape_of(checkpoint, "layers.0.feed_forward.linear1.weight")[0])
+    if "positional_encoding.pe" in checkpoint:
+        inferred["max_seq_len"] = sinusoidal_length(checkpoint, "positional_encoding.pe", hidden_size)
+    check_given(given, inferred, "MiniEmbed config")
+    fields = {**given, **inferred}
+    for key, value in (("num_heads", num_heads), ("max_seq_len", max_length)):
+        if value is not None:
+            if fields.get(key) is not None and fields[key] != value:
+                raise ConversionError(f"The given {key}={value} contradicts the checkpoint's {key}={fields[key]}.")
+            fields[key] = value
+    if fields.get("max_seq_len") is None:
+        raise ConversionError("The checkpoint has no positional table (positional_encoding.pe) to tell the maximum "
+                              "length; pass --config with max_seq_len or --max-length.")
+    heads = require_heads(fields.get("num_heads"), hidden_size, "--config (MiniEmbed's config.json) or --num-heads")
+    dropout = float(fields.get("dropout", 0.1))
+    encoder_config = MiniTFEncoderConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=inferred["num_layers"],
+        num_attention_heads=heads, intermediate_size=inferred["d_ff"], max_position_embeddings=fields["max_seq_len"],
+        position_embedding_type="sinusoidal", scale_embeddings=True, hidden_act="gelu", layer_norm_eps=1e-5,
+        hidden_dropout=dropout, attention_dropout=dropout, pad_token_id=int(fields.get("pad_token_id", 0)),
+    )
+    plans = map_weights(checkpoint, meta_model(MiniTFEncoderModel, encoder_config), RULES, BUFFERS,
+                        output_dtype(checkpoint, checkpoint.keys(), dtype))
+    try:
+        fast_tokenizer = miniembed_tokenizer(tokenizer, max_length=fields["max_seq_len"])
+    except (OSError, ValueError) as error:
+        raise ConversionError(f"MiniEmbed tokenizer {tokenizer}: {error}") from error
+    largest = max(fast_tokenizer.get_vocab().values())
+    if largest >= vocab_size:
+        raise ConversionError(f"The tokenizer has word id {largest}, past the model's vocab_size={vocab_size}; "
+                              "give the tokenizer.json the model was trained with.")
+    card = render_model_card(
+        "encoder", encoder_config, title="MiniEmbed (converted)", prompt="How to train an embedding model?",
+        summary=f"A MiniEmbed sentence-embedding model: {hidden_size}-dimensional, L2-normalized sentence vectors "
+                "for semantic similarity, search and clustering, with MiniEmbed's lowercasing word-level tokenizer.",
+        origin=f"Converted with `minitf convert miniembed` from `{checkpoint.path.name}` (MiniEmbed, "
+               "bhandarisuraz/miniembed, MIT). Token states equal MiniEmbed's `forward` and sentence embeddings its "
+               "`encode`, to float32 rounding.",
+        notes="Inputs longer than the maximum length are truncated by the tokenizer. A text that is all padding "
+              "embeds to the zero vector (MiniEmbed returned NaN).",
+        num_parameters=num_parameters(plans),
+    )
+    inferred["num_heads"] = heads
+    return ConvertedModel(MiniTFEncoderModel, encoder_config, plans, fast_tokenizer, None, card, inferred,
+                          save_model=lambda model, tok, folder: save_sentence_transformer(model, tok, folder))
+
+
+def convert_miniembed(checkpoint: str | Path, out: str | Path, *, tokenizer: str | Path | Mapping,
+                      config: str | Path | Mapping[str, Any] | None = None, num_heads: int | None = None,
+                      max_length: int | None = None, dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
+    """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`."""
+    if not isinstance(config, Mapping):
+        config = read_json(config, "MiniEmbed config")
+    with open_checkpoint(checkpoint) as source:
+        converted = plan_miniembed(source, tokenizer, config, num_heads, max_length, dtype)
+        save_converted(converted, out, overwrite)
+    return converted
+
+
+def convert_transformer_embedding(checkpoint: str | Path,
+                                  prefix: str = "") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Seed 001's `TransformerEmbedding` state_dict as MiniTF encoder embedding weights under `prefix`.
+
+    Returns the weights (load them into a larger `MiniTFEncoderModel` with `strict=False`; use prefix "model."
+    for `MiniTFEncoderForSequenceClassification`) and the config fields they fix (vocab_size, hidden_size,
+    max_position_embeddings, sinusoidal positions, scaled embeddings). The padding row of the embedding
+    is the one the encoder's `pad_token_id` must name (seed 001's `pad_idx`, 0 by default).
+    """
+    with open_checkpoint(checkpoint) as source:
+        require_architecture(source, "seed 001 embedding layer", "seed 001 TransformerEmbedding")
+        unexpected = sorted(set(source.keys()) - {"token_embedding.weight", "pe"})
+        if unexpected:
+            raise ConversionError(f"{source.path}: unexpected keys {unexpected} for a TransformerEmbedding layer.")
+        vocab_size, hidden_size = source.shape("token_embedding.weight")
+        length = sinusoidal_length(source, "pe", hidden_size)
+        weights = {f"{prefix}embed_tokens.weight": source.get("token_embedding.weight").clone()}
+    fields = dict(vocab_size=vocab_size, hidden_size=hidden_size, max_position_embeddings=length,
+                  position_embedding_type="sinusoidal", scale_embeddings=True)
+    return weights, fields
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The miniembed options (shared by `minitf convert miniembed` and `python -m ...miniembed`)."""
+    parser.add_argument("checkpoint", type=Path,
+                        help="MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)")
+    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
+    parser.add_argument("--tokenizer", type=Path, required=True,
+                        help="MiniEmbed's tokenizer.json ({vocab_size, word_to_id})")
+    parser.add_argument("--config", type=Path,
+                        help="MiniEmbed's config.json (constructor arguments); gives the head count, dropout and "
+                             "pad id")
+    parser.add_argument("--num-heads", type=int, help="number of attention heads, when config.json is not at hand")
+    parser.add_argument("--max-length", type=int,
+                        help="max_seq_len, needed only when the weights lack the positional table")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
+                        help="dtype of the saved weights (default: the checkpoint's)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run a parsed miniembed command; prints what was inferred."""
+    converted = convert_miniembed(args.checkpoint, args.out, tokenizer=args.tokenizer, config=args.config,
+                                  num_heads=args.num_heads, max_length=args.max_length, dtype=args.dtype,
+                                  overwrite=args.overwrite)
+    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+    return 0
+
+
+DESCRIPTION = __doc__.split("\n\nRun:")[0]
+
+if __name__ == "__main__":
+    from .cli import run_module
+
+    raise SystemExit(run_module("miniembed"))
