@@ -320,3 +320,33 @@ class PreNormLayer(GradientCheckpointingLayer):
             hidden_states = hidden_states + self.dropout(cross_output)
         hidden_states = hidden_states + self.dropout(self.mlp(self.mlp_layer_norm(hidden_states)))
         return hidden_states, self_weights, cross_weights
+
+
+def run_layers(
+    layers: nn.ModuleList,
+    norm: nn.Module,
+    hidden_states: torch.Tensor,
+    *layer_args,
+    output_hidden_states: bool = False,
+    output_attentions: bool = False,
+    **layer_kwargs,
+) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
+    """Run a stack of `PreNormLayer`s and its final norm.
+
+    Returns the normed output plus, when asked, every layer's input and the normed output (`hidden_states`),
+    and each layer's self- and cross-attention weights (None where there are none).
+    """
+    all_hidden_states = () if output_hidden_states else None
+    self_attentions = () if output_attentions else None
+    cross_attentions = () if output_attentions else None
+    for layer in layers:
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        hidden_states, self_weights, cross_weights = layer(hidden_states, *layer_args, **layer_kwargs)
+        if output_attentions:
+            self_attentions += (self_weights,)
+            cross_attentions += (cross_weights,)
+    hidden_states = norm(hidden_states)
+    if output_hidden_states:
+        all_hidden_states += (hidden_states,)
+    return hidden_states, all_hidden_states, self_attentions, cross_attentions

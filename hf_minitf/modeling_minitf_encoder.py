@@ -12,7 +12,7 @@ from transformers import PreTrainedModel
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
-from .layers import PreNormLayer, SinusoidalPositionalEmbedding, build_attention_mask, check_token_ids
+from .layers import PreNormLayer, SinusoidalPositionalEmbedding, build_attention_mask, check_token_ids, run_layers
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -126,17 +126,10 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         mask = build_attention_mask(
             attention_mask, seq_length, seq_length, hidden_states.dtype, device, is_causal=False
         )
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, attention_weights, _ = layer(hidden_states, mask)
-            if output_attentions:
-                all_attentions += (attention_weights,)
-        hidden_states = self.norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
+        hidden_states, all_hidden_states, all_attentions, _ = run_layers(
+            self.layers, self.norm, hidden_states, mask,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
 
         output = BaseModelOutputWithPooling(
             last_hidden_state=hidden_states,

@@ -18,6 +18,7 @@ from .layers import (
     check_token_ids,
     pick_cache,
     positions_from_mask,
+    run_layers,
 )
 
 
@@ -122,17 +123,10 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         mask = build_attention_mask(
             attention_mask, seq_length, past_length + seq_length, hidden_states.dtype, device, is_causal=True
         )
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, attention_weights, _ = layer(hidden_states, mask, cache=cache, rotary=rotary)
-            if output_attentions:
-                all_attentions += (attention_weights,)
-        hidden_states = self.norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
+        hidden_states, all_hidden_states, all_attentions, _ = run_layers(
+            self.layers, self.norm, hidden_states, mask, cache=cache, rotary=rotary,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
 
         output = BaseModelOutputWithPast(
             last_hidden_state=hidden_states,

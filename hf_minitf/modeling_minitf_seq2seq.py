@@ -25,6 +25,7 @@ from .layers import (
     check_attention_mask,
     check_token_ids,
     pick_cache,
+    run_layers,
 )
 
 
@@ -187,17 +188,10 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
         mask = build_attention_mask(
             attention_mask, length, length, hidden_states.dtype, hidden_states.device, is_causal=False
         )
-        all_hidden_states = () if output_hidden_states else None
-        all_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, weights, _ = layer(hidden_states, mask)
-            if output_attentions:
-                all_attentions += (weights,)
-        hidden_states = self.norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
+        hidden_states, all_hidden_states, all_attentions, _ = run_layers(
+            self.layers, self.norm, hidden_states, mask,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
         output = BaseModelOutput(
             last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
         )
@@ -261,21 +255,10 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
             )
         cross_mask = build_attention_mask(encoder_attention_mask, length, source_length, dtype, device, False)
 
-        all_hidden_states = () if output_hidden_states else None
-        all_self_attentions = () if output_attentions else None
-        all_cross_attentions = () if output_attentions else None
-        for layer in self.layers:
-            if output_hidden_states:
-                all_hidden_states += (hidden_states,)
-            hidden_states, self_weights, cross_weights = layer(
-                hidden_states, self_mask, encoder_hidden_states, cross_mask, cache=cache
-            )
-            if output_attentions:
-                all_self_attentions += (self_weights,)
-                all_cross_attentions += (cross_weights,)
-        hidden_states = self.norm(hidden_states)
-        if output_hidden_states:
-            all_hidden_states += (hidden_states,)
+        hidden_states, all_hidden_states, all_self_attentions, all_cross_attentions = run_layers(
+            self.layers, self.norm, hidden_states, self_mask, encoder_hidden_states, cross_mask, cache=cache,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+        )
         output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
             hidden_states=all_hidden_states,
