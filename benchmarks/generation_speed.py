@@ -19,7 +19,7 @@ from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 def tokens_per_second(model, batch: int, prompt: int, new_tokens: int, use_cache: bool, repeats: int) -> float:
     ids = torch.randint(0, model.config.vocab_size, (batch, prompt), generator=torch.Generator().manual_seed(0))
     kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache,
-                  pad_token_id=0)
+                  pad_token_id=0, attention_mask=torch.ones_like(ids))
     model.generate(ids, **{**kwargs, "max_new_tokens": 4, "min_new_tokens": 4})
     best = float("inf")
     for _ in range(repeats):
