@@ -91,15 +91,14 @@ def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> Conversion
 def _torch_load(path: Path, allowed_classes: Iterable[type]) -> Any:
     allowed_classes = list(allowed_classes)
     names = [f"{cls.__module__}.{cls.__qualname__}" for cls in allowed_classes]
-    previous = torch.serialization.get_safe_globals()
-    torch.serialization.add_safe_globals(allowed_classes)
     try:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as error:
-            if "mmap" not in str(error):
-                raise
-            return torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(allowed_classes):
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as error:
+                if "mmap" not in str(error):
+                    raise
+                return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         raise _refusal(path, error, names) from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
@@ -109,9 +108,6 @@ def _torch_load(path: Path, allowed_classes: Iterable[type]) -> Any:
     except Exception as error:  # e.g. an allow-listed stand-in called with arguments by a crafted pickle
         raise ConversionError(f"{path} holds pickled content that is not a checkpoint of this kind: {error!r}. "
                               "Nothing else from the file was executed.") from error
-    finally:
-        torch.serialization.clear_safe_globals()
-        torch.serialization.add_safe_globals(previous)
 
 
 def _is_state_dict(value: Any) -> bool:
