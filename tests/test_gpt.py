@@ -89,6 +89,22 @@ def test_left_padded_forward_matches_unpadded(position_type):
 
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
+def test_explicit_position_ids_are_honoured(position_type):
+    model = tiny_model(position_type)
+    ids = prompts(1, 6)
+    with torch.no_grad():
+        default = model(ids).logits
+        same = model(ids, position_ids=torch.arange(6)[None]).logits
+        shifted = model(ids, position_ids=torch.arange(6)[None] + 5).logits
+    assert torch.equal(default, same)
+    if position_type == "rope":  # rotary attention depends on relative positions only
+        torch.testing.assert_close(default, shifted, atol=1e-4, rtol=1e-4)
+        assert not torch.equal(default, shifted)
+    else:
+        assert not torch.allclose(default, shifted, atol=1e-3)
+
+
+@pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_eager_and_sdpa_agree(position_type):
     model = tiny_model(position_type)
     ids = prompts(2, 9)
