@@ -134,7 +134,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The char-gpt options (shared by `minitf convert char-gpt` and `python -m ...char_gpt`)."""
     parser.add_argument("checkpoint", type=Path,
                         help="the model's state_dict: a torch.save file (.pt/.pth) or a .safetensors file")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
     vocab = parser.add_mutually_exclusive_group(required=True)
     vocab.add_argument("--vocab", type=Path,
                        help="JSON list of the characters in id order (or a {character: id} JSON object)")
@@ -147,9 +146,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path,
                         help="optional JSON of the original constructor arguments (vocab_size, block_size, n_embd, "
                              "n_head, n_layer, dropout); checked against the weights")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
-                        help="dtype of the saved weights (default: the checkpoint's)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
 
 
 def run(args: argparse.Namespace) -> int:

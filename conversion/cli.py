@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
 
+from .base import DTYPES
 from .checkpoint import ConversionError
 
 # sub-command -> module in this package (each has DESCRIPTION, add_arguments(parser) and run(args)).
@@ -25,6 +27,14 @@ SOURCES = {
 
 def _module(source: str):
     return importlib.import_module(f"{__package__}.{SOURCES[source][0]}")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every source shares: where to write, in which dtype, and whether to replace a folder."""
+    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
+    parser.add_argument("--dtype", default="auto", choices=["auto", *DTYPES],
+                        help="dtype of the saved weights (default: the checkpoint's)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
 
 
 def _handler(source: str):
@@ -43,6 +53,7 @@ def _add_source(commands, source: str) -> None:
     parser = commands.add_parser(source, help=SOURCES[source][1], description=module.DESCRIPTION,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
+    add_output_arguments(parser)
     parser.set_defaults(handler=_handler(source))
 
 
@@ -73,6 +84,7 @@ def run_module(source: str, argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {module.__name__}", description=module.DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(parser)
+    add_output_arguments(parser)
     return _handler(source)(parser.parse_args(argv))
 
 

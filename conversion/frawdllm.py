@@ -233,7 +233,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", type=Path,
                         help="a FrawdLLM training checkpoint (.pt with model_state_dict and config) or a bare "
                              "state_dict (.pt or .safetensors)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
     parser.add_argument("--tokenizer", type=Path, required=True,
                         help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE")
     parser.add_argument("--num-heads", type=int,
@@ -244,9 +243,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path,
                         help="optional JSON of FrawdLLM ModelConfig fields (n_head, context_length, dropout, token "
                              "ids, ...); checked against the checkpoint")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
-                        help="dtype of the saved weights (default: the checkpoint's)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
 
 
 def run(args: argparse.Namespace) -> int:

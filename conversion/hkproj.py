@@ -214,7 +214,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The hkproj options (shared by `minitf convert hkproj` and `python -m ...hkproj`)."""
     parser.add_argument("checkpoint", type=Path,
                         help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
     parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
     parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
     parser.add_argument("--num-heads", type=int,
@@ -228,9 +227,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "checked against the weights")
     parser.add_argument("--max-length", type=int,
                         help="seq_len, needed only when the weights lack the positional tables")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
-                        help="dtype of the saved weights (default: the checkpoint's)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
 
 
 def run(args: argparse.Namespace) -> int:

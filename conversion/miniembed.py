@@ -149,7 +149,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The miniembed options (shared by `minitf convert miniembed` and `python -m ...miniembed`)."""
     parser.add_argument("checkpoint", type=Path,
                         help="MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)")
-    parser.add_argument("--out", type=Path, required=True, help="output folder (must be empty unless --overwrite)")
     parser.add_argument("--tokenizer", type=Path, required=True,
                         help="MiniEmbed's tokenizer.json ({vocab_size, word_to_id})")
     parser.add_argument("--config", type=Path,
@@ -158,9 +157,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-heads", type=int, help="number of attention heads, when config.json is not at hand")
     parser.add_argument("--max-length", type=int,
                         help="max_seq_len, needed only when the weights lack the positional table")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "float16", "bfloat16"],
-                        help="dtype of the saved weights (default: the checkpoint's)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
 
 
 def run(args: argparse.Namespace) -> int:
