@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+from transformers.utils import logging as transformers_logging
 
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -44,6 +45,7 @@ def train_tiny_gpt(text: str, steps: int, seed: int = 0) -> tuple[MiniTFGPTForCa
 
 def run(out: Path, steps: int = 300, prompt: str = "Twinkle") -> str:
     """Train, save to `out`, reload with AutoModelForCausalLM and pipeline, and return the generated text."""
+    transformers_logging.disable_progress_bar()
     started = time.perf_counter()
     model, tokenizer = train_tiny_gpt(RHYME, steps)
     print(f"trained a {model.num_parameters():,}-parameter MiniTF GPT for {steps} steps "
