@@ -253,6 +253,10 @@ def test_inputs_embeds_equal_input_ids():
     assert torch.equal(from_ids, from_embeds)
     with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
         model(ids, inputs_embeds=model.get_input_embeddings()(ids))
+    from_ids = model.generate(ids, max_new_tokens=10, do_sample=False)
+    from_embeds = model.generate(inputs_embeds=model.get_input_embeddings()(ids), attention_mask=torch.ones_like(ids),
+                                 max_new_tokens=10, do_sample=False)
+    assert torch.equal(from_ids[:, ids.shape[1]:], from_embeds)
 
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
