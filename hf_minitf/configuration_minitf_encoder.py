@@ -1,8 +1,16 @@
-"""Configuration of the MiniTF encoder family: the MiniEmbed text-embedding encoder (seeds 000 and 001)."""
+"""Configuration of the MiniTF encoder family: the MiniEmbed text-embedding encoder (and the Transformer-embedding
+layer it is built on)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformers import PreTrainedConfig
+
+from .configuration_minitf_checks import (
+    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
+    token_ids,
+)
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 
@@ -13,6 +21,26 @@ AUTO_MAP = {
     "AutoModelForSequenceClassification": "modeling_minitf_encoder.MiniTFEncoderForSequenceClassification",
 }
 
+# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+FIELD_CHECKS = {
+    "vocab_size": integer(),
+    "hidden_size": integer(),
+    "num_hidden_layers": integer(),
+    "num_attention_heads": integer(),
+    "intermediate_size": integer(),
+    "max_position_embeddings": integer(),
+    "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
+    "scale_embeddings": boolean(),
+    "hidden_act": activation(),
+    "layer_norm_eps": number(0, above=True),
+    "hidden_dropout": probability(),
+    "attention_dropout": probability(),
+    "attention_bias": boolean(),
+    "classifier_dropout": probability(optional=True),
+    "initializer_range": number(0),
+    "pad_token_id": token_ids(),
+}
+
 
 class MiniTFEncoderConfig(PreTrainedConfig):
     """Pre-LN transformer encoder for sentence embeddings.
@@ -20,8 +48,11 @@ class MiniTFEncoderConfig(PreTrainedConfig):
     Token embedding (row `pad_token_id` kept at zero) times sqrt(hidden_size) when `scale_embeddings`, plus
     sinusoidal (sin on even, cos on odd features) or learned positions; pre-LN layers with biased q/k/v/o
     projections and an exact-GELU MLP; final LayerNorm. The pooled output is the masked mean of the last
-    hidden states, L2-normalized. Defaults are MiniEmbed's (seed 000); its argument names work as aliases
+    hidden states, L2-normalized. Defaults are MiniEmbed's; its argument names work as aliases
     (`d_model`, `num_heads`, `num_layers`, `d_ff`, `max_seq_len`).
+
+    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
+    hidden size, `pad_token_id` inside the vocabulary): a bad value is a ValueError naming the field.
     """
 
     model_type = "minitf_encoder"
@@ -50,27 +81,15 @@ class MiniTFEncoderConfig(PreTrainedConfig):
     initializer_range: float = 0.02
     pad_token_id: int | None = 0
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
+        super().__setattr__(name, value)
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            raise ValueError(
-                f"position_embedding_type={self.position_embedding_type!r} is unknown; "
-                f"choose one of {POSITION_EMBEDDING_TYPES}."
-            )
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "max_position_embeddings", "intermediate_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
-        if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; choose a head count that divides it."
-            )
-        if self.pad_token_id is not None and not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"pad_token_id={self.pad_token_id} is outside the vocabulary (vocab_size={self.vocab_size})."
-            )
+        check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
+        check_token_ids_in_vocabulary(self, ("pad_token_id",), self.vocab_size, "vocabulary")
 
 
 __all__ = ["MiniTFEncoderConfig"]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformers import PreTrainedConfig
+
+from .configuration_minitf_checks import (
+    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
+    token_ids,
+)
 
 POSITION_EMBEDDING_TYPES = ("learned", "rope")
 CONTEXT_OVERFLOW_MODES = ("error", "crop")
@@ -14,6 +21,31 @@ AUTO_MAP = {
     "AutoModelForCausalLM": "modeling_minitf_gpt.MiniTFGPTForCausalLM",
 }
 
+# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+FIELD_CHECKS = {
+    "vocab_size": integer(),
+    "hidden_size": integer(),
+    "num_hidden_layers": integer(),
+    "num_attention_heads": integer(),
+    "intermediate_size": integer(optional=True),
+    "max_position_embeddings": integer(),
+    "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
+    "context_overflow": choice(CONTEXT_OVERFLOW_MODES),
+    "rope_theta": number(0, above=True),
+    "rope_interleaved": boolean(),
+    "hidden_act": activation(),
+    "layer_norm_eps": number(0, above=True),
+    "hidden_dropout": probability(),
+    "attention_dropout": probability(),
+    "attention_bias": boolean(),
+    "initializer_range": number(0),
+    "use_cache": boolean(),
+    "tie_word_embeddings": boolean(),
+    "pad_token_id": token_ids(),
+    "bos_token_id": token_ids(),
+    "eos_token_id": token_ids(allow_list=True),
+}
+
 
 class MiniTFGPTConfig(PreTrainedConfig):
     """Pre-LN GPT: token embedding, learned or rotary positions, fused-qkv attention with bias, GELU MLP,
@@ -21,8 +53,11 @@ class MiniTFGPTConfig(PreTrainedConfig):
 
     `position_embedding_type="learned"` adds a position table of `max_position_embeddings` rows (inputs
     past it are refused, or with `context_overflow="crop"` cut to their last `max_position_embeddings` tokens, as
-    seed 004's sliding-window generate does); `"rope"` rotates queries and keys, with `rope_interleaved=True` for FrawdLLM's
-    pairs `(x[2i], x[2i+1])` and `False` for transformers' rotate-half layout.
+    the nanoGPT-style char GPT's sliding-window generate does); `"rope"` rotates queries and keys, with
+    `rope_interleaved=True` for FrawdLLM's pairs `(x[2i], x[2i+1])` and `False` for transformers' rotate-half layout.
+
+    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
+    hidden size, token ids inside the vocabulary): a bad value is a ValueError naming the field and what it takes.
     """
 
     model_type = "minitf_gpt"
@@ -56,35 +91,23 @@ class MiniTFGPTConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
+        super().__setattr__(name, value)
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
         if self.intermediate_size is None:
             self.intermediate_size = 4 * self.hidden_size
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            raise ValueError(
-                f"position_embedding_type={self.position_embedding_type!r} is unknown; "
-                f"choose one of {POSITION_EMBEDDING_TYPES}."
-            )
-        if self.context_overflow not in CONTEXT_OVERFLOW_MODES:
-            raise ValueError(
-                f"context_overflow={self.context_overflow!r} is unknown; choose one of {CONTEXT_OVERFLOW_MODES}."
-            )
-        if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; choose a head count that divides it."
-            )
-        head_dim = self.hidden_size // self.num_attention_heads
+        head_dim = check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
         if self.position_embedding_type == "rope" and head_dim % 2 != 0:
             raise ValueError(
                 f"Rotary positions need an even head dimension, but hidden_size / num_attention_heads = {head_dim}; "
                 "change hidden_size or num_attention_heads, or use position_embedding_type='learned'."
             )
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "max_position_embeddings", "intermediate_size"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
+        check_token_ids_in_vocabulary(self, ("pad_token_id", "bos_token_id", "eos_token_id"), self.vocab_size,
+                                      "vocabulary")
 
 
 __all__ = ["MiniTFGPTConfig"]

@@ -1,12 +1,20 @@
-"""Configuration of the MiniTF seq2seq family: the translation encoder-decoder of seed 003 and its later variants."""
+"""Configuration of the MiniTF seq2seq family: hkproj's pytorch-transformer translation encoder-decoder and its
+later variants."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from transformers import PreTrainedConfig
+
+from .configuration_minitf_checks import (
+    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
+    token_ids,
+)
 
 # How each norm is computed (mean and std over the hidden features, std unbiased for the "scalar"/"per_feature" ones):
 #   layer_norm               nn.LayerNorm: per-feature weight/bias, (x - mean) / sqrt(var + eps)    (default)
-#   scalar_std_times_eps     seed 003: one weight and one bias, weight * (x - mean) / (std * eps) + bias
+#   scalar_std_times_eps     hkproj's first version: one weight and one bias, weight * (x - mean) / (std * eps) + bias
 #   scalar_std_plus_eps      hkproj's fix: one weight and one bias, weight * (x - mean) / (std + eps) + bias
 #   per_feature_std_plus_eps hkproj's last version: per-feature weight/bias, weight * (x - mean) / (std + eps) + bias
 NORM_TYPES = ("layer_norm", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
@@ -16,6 +24,36 @@ AUTO_MAP = {
     "AutoConfig": "configuration_minitf_seq2seq.MiniTFSeq2SeqConfig",
     "AutoModel": "modeling_minitf_seq2seq.MiniTFSeq2SeqModel",
     "AutoModelForSeq2SeqLM": "modeling_minitf_seq2seq.MiniTFSeq2SeqForConditionalGeneration",
+}
+
+# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+FIELD_CHECKS = {
+    "src_vocab_size": integer(),
+    "vocab_size": integer(),
+    "hidden_size": integer(),
+    "num_hidden_layers": integer(),
+    "num_attention_heads": integer(),
+    "intermediate_size": integer(),
+    "max_position_embeddings": integer(),
+    "hidden_act": activation(),
+    "hidden_dropout": probability(),
+    "attention_dropout": probability(),
+    "norm_type": choice(NORM_TYPES),
+    "layer_norm_eps": number(0, above=True),
+    "attention_bias": boolean(),
+    "attention_mask_value": number(optional=True),
+    "scale_embedding": boolean(),
+    "lm_head_bias": boolean(),
+    "output_log_softmax": boolean(),
+    "label_smoothing": number(0, 1, below=True),
+    "initializer_range": number(0),
+    "use_cache": boolean(),
+    "is_encoder_decoder": boolean(),
+    "tie_word_embeddings": boolean(),
+    "pad_token_id": token_ids(),
+    "bos_token_id": token_ids(),
+    "eos_token_id": token_ids(allow_list=True),
+    "decoder_start_token_id": token_ids(),
 }
 
 
@@ -28,14 +66,19 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     `num_hidden_layers` pre-norm layers with a ReLU feed-forward, and end in a norm; `max_position_embeddings`
     bounds the source length and the decoder length alike.
 
-    Seed 003 exactly: `norm_type="scalar_std_times_eps"`, `layer_norm_eps=1e-6`, `attention_bias=True`,
-    `attention_mask_value=-1e9` (masked scores are set to -1e9, as `masked_fill` does, rather than pushed to the
-    lowest float) and `output_log_softmax=True` (the model returns log-probabilities as `logits`). The defaults
-    are the corrected model: standard LayerNorm, plain logits, masked scores at the lowest float.
-    Where seed 003's norm leaves activations near 1/eps (its untrained weights), scores reach ~1e12 and -1e9 no
+    hkproj's first version exactly: `norm_type="scalar_std_times_eps"`, `layer_norm_eps=1e-6`,
+    `attention_bias=True`, `attention_mask_value=-1e9` (masked scores are set to -1e9, as `masked_fill` does, rather
+    than pushed to the lowest float) and `output_log_softmax=True` (the model returns log-probabilities as `logits`).
+    The defaults are the corrected model: standard LayerNorm, plain logits, masked scores at the lowest float.
+    Where that version's norm leaves activations near 1/eps (its untrained weights), scores reach ~1e12 and -1e9 no
     longer hides later target tokens from earlier ones; a KV cache cannot reproduce that, so such a model matches
-    the original token for token with `generate(..., use_cache=False)` only. Trained seed models cache exactly.
-    `label_smoothing` applies to the loss computed from `labels` (seed 003's training used 0.1).
+    the original token for token with `generate(..., use_cache=False)` only. Trained models cache exactly.
+    Because that norm divides by `std * eps`, its activations exceed float16's range (65504): run such a model in
+    float32 or bfloat16, never float16.
+    `label_smoothing` applies to the loss computed from `labels` (hkproj's training used 0.1).
+
+    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
+    hidden size, special token ids inside both vocabularies): a bad value is a ValueError naming the field.
     """
 
     model_type = "minitf_seq2seq"
@@ -73,31 +116,23 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     eos_token_id: int | list[int] | None = 3
     decoder_start_token_id: int | None = 2
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
+        super().__setattr__(name, value)
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
-        if self.norm_type not in NORM_TYPES:
-            raise ValueError(f"norm_type={self.norm_type!r} is unknown; choose one of {NORM_TYPES}.")
-        if self.hidden_size % self.num_attention_heads != 0:
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; choose a head count that divides it."
-            )
+        check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
         if self.hidden_size % 2 != 0:
-            raise ValueError(f"Sinusoidal positions need an even hidden_size, got {self.hidden_size}.")
-        for name in ("src_vocab_size", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}.")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}.")
-        for name in ("pad_token_id", "bos_token_id", "decoder_start_token_id"):
-            token_id = getattr(self, name)
-            if token_id is not None and not 0 <= token_id < min(self.src_vocab_size, self.vocab_size):
-                raise ValueError(
-                    f"{name}={token_id} is outside the source or target vocabulary "
-                    f"(src_vocab_size={self.src_vocab_size}, vocab_size={self.vocab_size})."
-                )
+            raise ValueError(
+                f"{type(self).__name__}: sinusoidal positions need an even hidden_size, got {self.hidden_size}."
+            )
+        # Special tokens are shared by both vocabularies (the tokenizer pair gives them the same ids).
+        check_token_ids_in_vocabulary(
+            self, ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"),
+            min(self.src_vocab_size, self.vocab_size), "source or target vocabulary",
+        )
 
 
 __all__ = ["MiniTFSeq2SeqConfig"]

@@ -54,7 +54,7 @@ def _pre_tokenizer() -> pre_tokenizers.PreTokenizer:
     return pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="removed", invert=True)
 
 
-def _wrap(tokenizer: Tokenizer, max_length: int) -> PreTrainedTokenizerFast:
+def _wrap(tokenizer: Tokenizer, max_length: int, source: str = "The vocabulary") -> PreTrainedTokenizerFast:
     """Add the `[CLS] $A [SEP]` template and wrap as a transformers fast tokenizer that pads on the right.
 
     Special tokens written in the text are split like any other text (`split_special_tokens=True`), as the
@@ -66,7 +66,7 @@ def _wrap(tokenizer: Tokenizer, max_length: int) -> PreTrainedTokenizerFast:
     for token, token_id in SPECIAL_TOKENS.items():
         if tokenizer.token_to_id(token) != token_id:
             raise ValueError(
-                f"The vocabulary must map {token} to {token_id} (MiniEmbed's special ids "
+                f"{source} must map {token} to {token_id} (MiniEmbed's special ids "
                 f"{SPECIAL_TOKENS}), got {tokenizer.token_to_id(token)}."
             )
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -104,19 +104,31 @@ def miniembed_tokenizer(
     `[CLS] ... [SEP]`, then [PAD] up to `max_length`.
     """
     if isinstance(path_or_dict, Mapping):
-        data = path_or_dict
+        data, source = path_or_dict, "The MiniEmbed vocabulary"
     else:
-        with open(path_or_dict, encoding="utf-8") as handle:
-            data = json.load(handle)
+        source = f"MiniEmbed tokenizer file {os.fspath(path_or_dict)}"
+        try:
+            with open(path_or_dict, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except FileNotFoundError:
+            raise ValueError(f"{source} does not exist; pass the tokenizer.json MiniEmbed saved.") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{source} cannot be read as JSON ({error}); pass the tokenizer.json MiniEmbed "
+                             "saved, a JSON object with 'word_to_id'.") from error
     if not isinstance(data, Mapping) or not isinstance(data.get("word_to_id"), Mapping):
+        found = f"keys {sorted(data)}" if isinstance(data, Mapping) else f"a JSON {type(data).__name__}"
         raise ValueError(
-            "A MiniEmbed tokenizer file is a JSON object with a 'word_to_id' mapping (and 'vocab_size'); "
-            f"got keys {sorted(data) if isinstance(data, Mapping) else type(data).__name__}."
+            f"{source} must be a JSON object with a 'word_to_id' mapping of words to ids (and 'vocab_size'); "
+            f"got {found}."
         )
-    vocab = {str(word): int(index) for word, index in data["word_to_id"].items()}
+    bad = [(word, index) for word, index in data["word_to_id"].items()
+           if not isinstance(index, int) or isinstance(index, bool) or index < 0]
+    if bad:
+        raise ValueError(f"{source}: word_to_id must map each word to an integer id >= 0; got {bad[:5]}.")
+    vocab = {str(word): index for word, index in data["word_to_id"].items()}
     if len(set(vocab.values())) != len(vocab):
-        raise ValueError("word_to_id maps two words to the same id; each id must belong to one word.")
-    return _wrap(_empty_tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK)), max_length)
+        raise ValueError(f"{source}: word_to_id maps two words to the same id; each id must belong to one word.")
+    return _wrap(_empty_tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK)), max_length, source)
 
 
 def train_wordlevel_tokenizer(

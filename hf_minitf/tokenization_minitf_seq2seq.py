@@ -1,6 +1,6 @@
 """The paired tokenizer of the seq2seq family: a source vocabulary for inputs, a target one for labels and decoding.
 
-Seed 003's training code (hkproj/pytorch-transformer) builds one `tokenizers` WordLevel + Whitespace tokenizer per
+hkproj's pytorch-transformer training code builds one `tokenizers` WordLevel + Whitespace tokenizer per
 language (`tokenizer_en.json`, `tokenizer_it.json`) with `[UNK] [PAD] [SOS] [EOS]` = ids 0..3, feeds the encoder
 `[SOS] x [EOS]` and trains the decoder on labels `y [EOS]` (decoder input `[SOS] y`). `MiniTFSeq2SeqTokenizer`
 wraps such a pair like transformers' FSMT/Marian tokenizers: `tokenizer(text)` encodes with the source side,
@@ -25,6 +25,7 @@ VOCAB_FILES_NAMES = {
 
 
 def _load(tokenizer: Tokenizer | str | os.PathLike | None, side: str) -> Tokenizer:
+    """A private copy of the given `tokenizers.Tokenizer`, or the one a JSON file holds (errors name the file)."""
     if isinstance(tokenizer, Tokenizer):
         return Tokenizer.from_str(tokenizer.to_str())
     if tokenizer is None or not os.path.isfile(tokenizer):
@@ -32,7 +33,30 @@ def _load(tokenizer: Tokenizer | str | os.PathLike | None, side: str) -> Tokeniz
             f"The {side} tokenizer is missing: pass a `tokenizers.Tokenizer` or the path of its JSON file "
             f"(e.g. tokenizer_en.json), got {tokenizer!r}."
         )
-    return Tokenizer.from_file(str(tokenizer))
+    try:
+        return Tokenizer.from_file(str(tokenizer))
+    except Exception as error:  # tokenizers raises a bare Exception for malformed files
+        raise ValueError(
+            f"The {side} tokenizer file {tokenizer} is not a valid `tokenizers` JSON file ({error}); "
+            "pass the tokenizer_<lang>.json that `tokenizers` saved (Tokenizer.save)."
+        ) from error
+
+
+def _reject_lone_surrogates(texts) -> None:
+    """A clear error for text holding a lone UTF-16 surrogate (e.g. from bytes decoded with 'surrogateescape'),
+    which `tokenizers` cannot take: it would raise an unexplained TypeError."""
+    for text in texts if isinstance(texts, (list, tuple)) else [texts]:
+        if isinstance(text, (list, tuple)):
+            _reject_lone_surrogates(text)
+        elif isinstance(text, str):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise ValueError(
+                    f"The text has a lone surrogate {text[error.start]!r} at character {error.start}, which is not "
+                    "valid Unicode and cannot be tokenized; fix how it was decoded, or drop such characters with "
+                    "text.encode('utf-8', 'replace').decode('utf-8')."
+                ) from None
 
 
 class MiniTFSeq2SeqTokenizer(PreTrainedTokenizerFast):
@@ -104,6 +128,13 @@ class MiniTFSeq2SeqTokenizer(PreTrainedTokenizerFast):
 
     def _switch_to_target_mode(self) -> None:
         self._tokenizer = self._target_tokenizer
+
+    def _encode_plus(self, text, text_pair=None, *args, **kwargs):
+        """Check the texts for lone surrogates, then encode with the vocabulary of the current side."""
+        _reject_lone_surrogates(text)
+        if text_pair is not None:
+            _reject_lone_surrogates(text_pair)
+        return super()._encode_plus(text, text_pair, *args, **kwargs)
 
     def _decode(self, token_ids, skip_special_tokens: bool = False, clean_up_tokenization_spaces=None, **kwargs):
         """Target ids to text (the model generates target ids)."""
