@@ -13,6 +13,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceCl
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .layers import PreNormLayer, SinusoidalPositionalEmbedding, build_attention_mask, check_token_ids, run_layers
+from .model_card import ModelCardMixin
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -31,7 +32,7 @@ def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | No
     return F.normalize(pooled, p=2, dim=-1).to(last_hidden_state.dtype)
 
 
-class MiniTFEncoderPreTrainedModel(PreTrainedModel):
+class MiniTFEncoderPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the encoder classes."""
 
     config_class = MiniTFEncoderConfig

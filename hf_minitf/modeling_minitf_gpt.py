@@ -20,9 +20,10 @@ from .layers import (
     positions_from_mask,
     run_layers,
 )
+from .model_card import ModelCardMixin
 
 
-class MiniTFGPTPreTrainedModel(PreTrainedModel):
+class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
 
     config_class = MiniTFGPTConfig

@@ -27,6 +27,7 @@ from .layers import (
     pick_cache,
     run_layers,
 )
+from .model_card import ModelCardMixin
 
 
 class MiniTFSeq2SeqLayerNorm(nn.Module):
@@ -76,7 +77,7 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-class MiniTFSeq2SeqPreTrainedModel(PreTrainedModel):
+class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the seq2seq classes."""
 
     config_class = MiniTFSeq2SeqConfig
