@@ -164,7 +164,11 @@ def test_incremental_decoding_logits_equal_full_pass(variant):
                         decoder_input_ids=target[:, position:position + 1], use_cache=True)
             cache = out.cache if hasattr(out, "cache") else out.past_key_values
             steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-4, atol=1e-4)
+    # Float32 rounding differs between the two paths in proportion to the logits' scale (tens here), not to each
+    # logit's own size: compare relative to the largest logit of each row, which holds on any x86-64 CPU.
+    scale = full.abs().amax(dim=-1, keepdim=True)
+    difference = (torch.cat(steps, dim=1) - full).abs() / scale
+    assert difference.max() < 1e-4, f"incremental logits differ by {difference.max():.2e} of their row's scale"
 
 
 def test_sampling_with_cache_equals_without():
