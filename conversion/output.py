@@ -3,12 +3,15 @@ written one tensor at a time (peak memory: about one tensor, not one model)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import logging
 import os
+import re
 import shutil
 import struct
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,8 @@ import torch
 
 from .checkpoint import ConversionError
 
+logger = logging.getLogger(__name__)
+
 TORCH_TO_SAFETENSORS = {
     torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
     torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
@@ -24,34 +29,106 @@ TORCH_TO_SAFETENSORS = {
 }
 
 
-def check_output_dir(out: str | Path, overwrite: bool) -> Path:
-    """Refuse, before any work, an output path that is a file or a non-empty folder (unless `overwrite`)."""
+# Work and trash folders beside `out`: `.NAME.converting-PID-XXXXXXXX` (the new folder being written) and
+# `.NAME.old-PID-XXXXXXXX` (the previous folder while it is being replaced). PID is the writing process, so a
+# later run can tell the leftovers of a killed run (its process is gone) from a run still in progress.
+_LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<kind>converting|old)-(?:(?P<pid>\d+)-)?[0-9a-f]{8}")
+
+
+def _resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def check_output_dir(out: str | Path, overwrite: bool, inputs: Iterable[str | Path | None] = ()) -> Path:
+    """Refuse, before any work, an output path that is a file or a non-empty folder (unless `overwrite`),
+    or that equals or contains one of the `inputs` (replacing it would delete them)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConversionError(f"--out {out} exists and is not a folder; choose a folder path.")
+    target = _resolved(out)
+    for path in inputs:
+        if path is None or not Path(path).exists():
+            continue
+        source = _resolved(path)
+        if source == target or source.is_relative_to(target):
+            raise ConversionError(
+                f"--out {out} {'is' if source == target else 'holds'} the input {path}: writing there would delete "
+                "it. Choose an --out folder outside the input's folder."
+            )
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConversionError(f"--out {out} is not empty; choose another folder or pass --overwrite to replace it.")
     return out
 
 
+def input_paths(args: argparse.Namespace) -> list[Path]:
+    """The existing files and folders a command's options name, other than --out: what --out must not hold."""
+    values = [value for key, value in vars(args).items() if key != "out"]
+    flat = [item for value in values for item in (value if isinstance(value, (list, tuple)) else [value])]
+    return [Path(item) for item in flat if isinstance(item, (str, Path)) and item and Path(item).exists()]
+
+
+def _process_alive(pid: int | None) -> bool:
+    """Whether the process that made a leftover folder may still be writing it (unknown: assume not, for
+    folders named before the PID was part of the name; non-POSIX systems: assume it is)."""
+    if pid is None:
+        return False
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_leftovers(out: str | Path) -> list[str]:
+    """Remove what killed earlier runs left beside `out`, and restore a previous folder a run was replacing
+    when it died (`out` missing, its `.old-` copy present). Returns one line per action, for the user."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return []
+    actions = []
+    for leftover in sorted(out.parent.iterdir()):
+        match = _LEFTOVER.fullmatch(leftover.name)
+        if not match or match["name"] != out.name or not leftover.is_dir():
+            continue
+        if _process_alive(int(match["pid"]) if match["pid"] else None):
+            continue
+        if match["kind"] == "old" and not out.exists():
+            os.replace(leftover, out)
+            actions.append(f"restored {out} from {leftover.name}, left by an interrupted earlier run")
+        else:
+            shutil.rmtree(leftover, ignore_errors=True)
+            actions.append(f"removed {leftover}, left by an interrupted earlier run")
+    for action in actions:
+        logger.warning(action)
+    return actions
+
+
 @contextmanager
-def atomic_output_dir(out: str | Path, overwrite: bool = False) -> Iterator[Path]:
+def atomic_output_dir(out: str | Path, overwrite: bool = False,
+                      inputs: Iterable[str | Path | None] = ()) -> Iterator[Path]:
     """Yield a temporary sibling folder of `out`; on success it replaces `out`, on any error it is removed.
 
     So an interrupted or failed conversion never leaves a partial folder at `out`, and an existing
-    folder (with `overwrite`) is only replaced once the new one is complete.
+    folder (with `overwrite`) is only replaced once the new one is complete. Leftovers of runs killed
+    earlier (kill -9, power loss) are removed first (`clean_stale_leftovers`), with a warning that says so.
     """
-    out = check_output_dir(out, overwrite).absolute()
+    inputs = list(inputs)
+    clean_stale_leftovers(out)
+    out = check_output_dir(out, overwrite, inputs).absolute()
     created = [parent for parent in out.parents if not parent.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = out.parent / f".{out.name}.converting-{uuid.uuid4().hex[:8]}"
+    work = out.parent / f".{out.name}.converting-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     try:
         yield work
-        check_output_dir(out, overwrite)
+        check_output_dir(out, overwrite, inputs)
         trash = None
         if out.exists():
-            trash = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+            trash = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             os.replace(out, trash)
         try:
             os.replace(work, out)
@@ -67,6 +144,22 @@ def atomic_output_dir(out: str | Path, overwrite: bool = False) -> Iterator[Path
             if parent.exists() and not any(parent.iterdir()):
                 parent.rmdir()
         raise
+
+
+def cast_for_output(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> torch.Tensor:
+    """`tensor` in `dtype`; an error naming the tensor when a finite value does not fit (float16 tops out at
+    65504), rather than a file of inf weights."""
+    cast = tensor.detach().to(device="cpu", dtype=dtype)
+    if cast.is_floating_point() and tensor.is_floating_point() and tensor.dtype != dtype:
+        overflow = torch.isinf(cast) & torch.isfinite(tensor.detach().cpu())
+        if overflow.any():
+            largest = tensor.detach().abs().max().item()
+            raise ConversionError(
+                f"{name} has values up to {largest:.4g}, beyond {str(dtype).removeprefix('torch.')}'s range "
+                f"(largest {torch.finfo(dtype).max:.4g}): {int(overflow.sum())} of its values would become inf. "
+                "Choose --dtype bfloat16 or float32."
+            )
+    return cast
 
 
 @dataclass
@@ -104,10 +197,13 @@ def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: d
                 raise ConversionError(
                     f"{plan.name}{source} has shape {list(tensor.shape)}, the model expects {list(plan.shape)}."
                 )
-            data = tensor.detach().to(device="cpu", dtype=plan.dtype).contiguous().reshape(-1)
+            data = cast_for_output(tensor, plan.dtype, plan.name).contiguous().reshape(-1)
             if data.numel():
                 file.write(data.view(torch.uint8).numpy().data)
             del tensor, data
 
 
-__all__ = ["TensorPlan", "atomic_output_dir", "check_output_dir", "write_safetensors"]
+__all__ = [
+    "TensorPlan", "atomic_output_dir", "cast_for_output", "check_output_dir", "clean_stale_leftovers", "input_paths",
+    "write_safetensors",
+]
