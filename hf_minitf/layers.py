@@ -1,11 +1,15 @@
-"""Blocks shared by every MiniTF family: positions, attention with a KV cache, feed-forward, pre-norm layers.
+"""Blocks shared by every MiniTF family: input checks, positions, attention, feed-forward, pre-norm layers.
 
-This file is copied beside the modeling files when a model is saved with its code, so it imports only
-torch and transformers, never other parts of hf_minitf.
+Attention runs through transformers' `ALL_ATTENTION_FUNCTIONS` (eager, sdpa, flex_attention, flash attention, and
+the paged variants continuous batching uses), keyed by `config._attn_implementation`, as transformers' own Llama
+does; masks come from `transformers.masking_utils` in the modeling files. This file is copied beside the modeling
+files when a model is saved with its code, so it imports only torch and transformers, never other parts of
+hf_minitf.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable
 
@@ -16,10 +20,27 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+try:
+    from transformers.generation.continuous_batching.cache import PagedAttentionCache
+except ImportError:  # pragma: no cover - every supported transformers has it
+    PagedAttentionCache = None
 
 # transformers 5.24 renamed the cache field of model outputs (and the forward argument) from
 # `past_key_values` to `cache`; outputs are built with whichever name this transformers declares.
 CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+# Before transformers ~5.22 the paged attention functions wrote the paged cache themselves (given as
+# `kwargs["cache"]`); later ones expect the layer to call `cache.update(..., kwargs=...)` like for any cache.
+PAGED_CACHE_UPDATED_BY_ATTENTION = (
+    PagedAttentionCache is not None and "kwargs" not in inspect.signature(PagedAttentionCache.update).parameters
+)
+
+
+def is_paged_cache(cache: Cache | None) -> bool:
+    """Whether `cache` is continuous batching's paged cache (its requests are packed in one row)."""
+    return PagedAttentionCache is not None and isinstance(cache, PagedAttentionCache)
 
 
 def pick_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
@@ -27,7 +48,7 @@ def pick_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
     if cache is not None and past_key_values is not None and cache is not past_key_values:
         raise ValueError("Pass the KV cache once, as `cache` or as `past_key_values`, not both.")
     cache = cache if cache is not None else past_key_values
-    if cache is not None and not isinstance(cache, Cache):
+    if cache is not None and not isinstance(cache, Cache) and not is_paged_cache(cache):
         raise ValueError(
             f"The KV cache must be a transformers `Cache` (e.g. DynamicCache), got {type(cache).__name__}; "
             "tuple caches were removed in transformers 5."
@@ -35,9 +56,21 @@ def pick_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
     return cache
 
 
+def cached_length(cache: Cache | None) -> int:
+    """Tokens already in the cache (0 without one, and for the paged cache, whose requests carry positions)."""
+    if cache is None or is_paged_cache(cache):
+        return 0
+    return cache.get_seq_length()
+
+
+def checks_enabled() -> bool:
+    """Input checks read tensor values (a host sync, a graph break): skip them inside a compiled graph."""
+    return not torch.compiler.is_compiling()
+
+
 def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
     """Raise a ValueError naming the first id outside `[0, vocab_size)` instead of an index error inside torch."""
-    if input_ids.numel() == 0:
+    if input_ids.numel() == 0 or not checks_enabled():
         return
     bad = (input_ids < 0) | (input_ids >= vocab_size)
     if bad.any():
@@ -48,57 +81,83 @@ def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
         )
 
 
-def check_attention_mask(attention_mask: torch.Tensor | None, batch_size: int, min_length: int) -> None:
-    """Raise a ValueError when a 2D padding mask does not fit the inputs."""
-    if attention_mask is None:
-        return
-    if attention_mask.dim() != 2 or attention_mask.shape[0] != batch_size or attention_mask.shape[1] < min_length:
+def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
+    """Token ids must be a (batch, length) integer tensor of ids inside the vocabulary."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor of token ids, got {type(input_ids).__name__}; "
+                         "call the tokenizer with return_tensors='pt'.")
+    if input_ids.dim() != 2:
         raise ValueError(
-            f"attention_mask must have shape (batch_size, sequence_length) = ({batch_size}, >= {min_length}) "
-            f"covering the cached and the new tokens, got {tuple(attention_mask.shape)}."
+            f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}; "
+            f"for one text, add a batch dimension ({name}[None])."
+        )
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}; "
+            "pass the ids the tokenizer returned, not embeddings or scores."
+        )
+    check_token_ids(input_ids, vocab_size, name)
+
+
+def check_inputs_embeds(inputs_embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:
+    """Embeddings given instead of ids must be (batch, length, hidden_size) floats."""
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != hidden_size:
+        raise ValueError(
+            f"{name} must have shape (batch_size, sequence_length, hidden_size={hidden_size}), "
+            f"got {tuple(inputs_embeds.shape)}."
+        )
+    if not inputs_embeds.is_floating_point():
+        raise ValueError(f"{name} must be floating point, got dtype {inputs_embeds.dtype}; pass token ids as "
+                         "input_ids instead.")
+
+
+def check_attention_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int,
+                         name: str = "attention_mask") -> None:
+    """A 2D padding mask must be (batch, length) exactly; 4D masks (built by transformers) pass through."""
+    if attention_mask is None or isinstance(attention_mask, dict) or not checks_enabled():
+        return
+    if attention_mask.dim() == 4:
+        return
+    if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, length):
+        raise ValueError(
+            f"{name} must have the shape (batch_size, sequence_length) = ({batch_size}, {length}), covering the "
+            f"cached and the new tokens, got {tuple(attention_mask.shape)}; pass the mask the tokenizer returned "
+            "with these ids."
+        )
+
+
+def check_position_ids(position_ids: torch.Tensor, limit: int | None, what: str) -> None:
+    """Position ids must be non-negative and, for a learned table of `limit` rows, below `limit`."""
+    if position_ids.numel() == 0 or not checks_enabled():
+        return
+    lowest, highest = int(position_ids.min()), int(position_ids.max())
+    if lowest < 0:
+        raise ValueError(f"position_ids must be >= 0, got {lowest}.")
+    if limit is not None and highest >= limit:
+        raise ValueError(
+            f"Position {highest} is past this model's max_position_embeddings={limit} ({what}): prompt plus "
+            f"generated tokens must fit in {limit} tokens. Shorten the input or lower max_new_tokens."
         )
 
 
 def positions_from_mask(attention_mask: torch.Tensor | None, past_length: int, query_length: int,
                         batch_size: int, device: torch.device) -> torch.Tensor:
-    """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them."""
-    if attention_mask is None:
-        return torch.arange(past_length, past_length + query_length, device=device).expand(batch_size, -1)
+    """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them.
+
+    Without a 2D mask, positions are `past_length, past_length + 1, ...` for every row, as one (1, length) row.
+    """
+    if attention_mask is None or isinstance(attention_mask, dict) or attention_mask.dim() != 2:
+        return torch.arange(past_length, past_length + query_length, device=device)[None]
     positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     return positions[:, -query_length:].to(device)
-
-
-def build_attention_mask(
-    attention_mask: torch.Tensor | None,
-    query_length: int,
-    key_length: int,
-    dtype: torch.dtype,
-    device: torch.device,
-    is_causal: bool,
-) -> torch.Tensor | None:
-    """Additive mask (batch or 1, 1, query, key) from a 2D padding mask and causality; None when nothing is masked.
-
-    Queries are the last `query_length` of `key_length` positions. A masked score gets the dtype's lowest value,
-    so a row with every key masked stays finite (uniform weights) instead of turning into NaN.
-    """
-    needs_causal = is_causal and query_length > 1
-    has_padding = attention_mask is not None and not bool(attention_mask.all())
-    if not needs_causal and not has_padding:
-        return None
-    allowed = torch.ones(1, 1, query_length, key_length, dtype=torch.bool, device=device)
-    if needs_causal:
-        query_positions = torch.arange(key_length - query_length, key_length, device=device)[:, None]
-        allowed = allowed & (torch.arange(key_length, device=device)[None, :] <= query_positions)
-    if has_padding:
-        allowed = allowed & attention_mask[:, None, None, :].to(device=device, dtype=torch.bool)
-    return torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 class SinusoidalPositionalEmbedding(nn.Module):
     """Fixed sin/cos positions ("Attention Is All You Need"): sin on even, cos on odd features.
 
     Computed from the position ids on every call instead of held in a buffer: nothing to go stale when
-    transformers builds the model on the meta device, and only the positions in use are computed.
+    transformers builds the model on the meta device. Pass (1, length) ids when every row has the same positions:
+    the table is then computed once and broadcast over the batch.
     """
 
     def __init__(self, dim: int, base: float = 10000.0) -> None:
@@ -111,10 +170,8 @@ class SinusoidalPositionalEmbedding(nn.Module):
             torch.arange(0, self.dim, 2, device=position_ids.device).float() * (-math.log(self.base) / self.dim)
         )
         angles = position_ids.float()[..., None] * inv_freq
-        table = torch.zeros(*position_ids.shape, self.dim, device=position_ids.device)
-        table[..., 0::2] = torch.sin(angles)
-        table[..., 1::2] = torch.cos(angles[..., : self.dim // 2])
-        return table
+        table = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+        return table[..., : self.dim]
 
 
 class RotaryEmbedding(nn.Module):
@@ -131,15 +188,17 @@ class RotaryEmbedding(nn.Module):
         self.interleaved = interleaved
 
     def forward(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(batch, seq) positions -> cos, sin of shape (batch, 1, seq, head_dim // 2)."""
+        """(batch, seq) positions -> cos, sin of shape (batch, seq, head_dim // 2)."""
         inv_freq = 1.0 / (
             self.base ** (torch.arange(0, self.head_dim, 2, device=position_ids.device).float() / self.head_dim)
         )
-        angles = position_ids.float()[:, None, :, None] * inv_freq
+        angles = position_ids.float()[..., None] * inv_freq
         return angles.cos(), angles.sin()
 
     def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """Rotate (batch, heads, seq, head_dim) queries or keys, in float32, cast back to x's dtype."""
+        """Rotate (batch, seq, ..., head_dim) queries and/or keys in float32, cast back to x's dtype."""
+        shape = (*cos.shape[:2], *([1] * (x.dim() - 3)), cos.shape[-1])
+        cos, sin = cos.view(shape), sin.view(shape)
         xf = x.float()
         if self.interleaved:
             even, odd = xf[..., 0::2], xf[..., 1::2]
@@ -150,50 +209,81 @@ class RotaryEmbedding(nn.Module):
         return rotated.to(x.dtype)
 
 
-def eager_attention(query, key, value, attention_mask, scaling, dropout, training, mask_value=None):
-    """Softmax attention written out; also returns the attention weights.
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention written out, with the signature of transformers' attention functions.
 
-    With `mask_value`, masked scores are set to it (as `masked_fill` does) instead of having the mask added.
+    `attention_mask` is additive (0 or the dtype's lowest value) or boolean (True = attend). Returns the output as
+    (batch, seq, heads, head_dim) and the attention weights.
     """
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scaling
-    if attention_mask is not None and mask_value is not None:
-        scores = scores.masked_fill(attention_mask != 0, max(mask_value, torch.finfo(scores.dtype).min))
-    elif attention_mask is not None:
-        scores = scores + attention_mask
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
     weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = F.dropout(weights, p=dropout, training=training)
-    return torch.matmul(weights, value), weights
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
-def sdpa_attention(query, key, value, attention_mask, scaling, dropout, training):
-    """torch's fused scaled_dot_product_attention; no weights."""
-    output = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout if training else 0.0, scale=scaling
-    )
-    return output, None
+def fixed_mask_eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eager attention that SETS masked scores to `module.fixed_mask_value` (as `masked_fill(mask == 0, -1e9)` in
+    hkproj's pytorch-transformer) instead of adding the mask.
 
-
-ATTENTION_FUNCTIONS = {"eager": eager_attention, "sdpa": sdpa_attention}
+    The two differ when scores are huge (an untrained hkproj model reaches ~1e12): only this reproduces the
+    original there.
+    """
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        masked = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < 0
+        fill = max(module.fixed_mask_value, torch.finfo(scores.dtype).min)
+        scores = scores.masked_fill(masked, fill)
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 class Attention(nn.Module):
-    """Multi-head attention: self or cross, eager or SDPA (`config._attn_implementation`), rotary, KV cache.
+    """Multi-head attention, self or cross, through `ALL_ATTENTION_FUNCTIONS[config._attn_implementation]`.
 
     `fused_qkv=True` projects with one `qkv_proj` laid out `[q | k | v]` (GPT style), otherwise separate
-    `q_proj`, `k_proj`, `v_proj`. Cross-attention keys/values are computed once and kept in the
-    cross-attention half of an `EncoderDecoderCache`.
+    `q_proj`, `k_proj`, `v_proj`. Self-attention keys/values go through the cache (dynamic, static or paged);
+    cross-attention ones are computed once and kept in the cross-attention half of an `EncoderDecoderCache`.
+    `fixed_mask_value` selects `fixed_mask_eager_attention_forward` whatever the configured implementation.
     """
 
-    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, bias: bool = True,
-                 is_cross_attention: bool = False) -> None:
+    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, bias: bool = True, is_causal: bool = False,
+                 is_cross_attention: bool = False, fixed_mask_value: float | None = None) -> None:
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
+        self.num_key_value_groups = 1
         self.scaling = self.head_dim**-0.5
-        self.fused_qkv = fused_qkv
+        self.attention_dropout = config.attention_dropout
+        self.is_causal = is_causal and not is_cross_attention
         self.is_cross_attention = is_cross_attention
+        self.fused_qkv = fused_qkv
+        self.fixed_mask_value = fixed_mask_value
         hidden = config.hidden_size
         if fused_qkv:
             self.qkv_proj = nn.Linear(hidden, 3 * hidden, bias=bias)
@@ -203,11 +293,31 @@ class Attention(nn.Module):
             self.v_proj = nn.Linear(hidden, hidden, bias=bias)
         self.o_proj = nn.Linear(hidden, hidden, bias=bias)
 
-    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        return x.view(*x.shape[:2], self.num_heads, self.head_dim).transpose(1, 2)
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:
+        """(batch, seq, hidden) -> (batch, heads, seq, head_dim)."""
+        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
-    def _project_key_value(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._split_heads(self.k_proj(states)), self._split_heads(self.v_proj(states))
+    def _self_attention_states(self, hidden_states, rotary) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not self.fused_qkv:
+            return self._heads(self.q_proj(hidden_states)), self._heads(self.k_proj(hidden_states)), \
+                self._heads(self.v_proj(hidden_states))
+        qkv = self.qkv_proj(hidden_states).view(*hidden_states.shape[:-1], 3, self.num_heads, self.head_dim)
+        value = qkv[:, :, 2].transpose(1, 2)
+        query_key = qkv[:, :, :2]
+        if rotary is not None:
+            rotary_embedding, cos, sin = rotary
+            query_key = rotary_embedding.rotate(query_key, cos, sin)
+        return query_key[:, :, 0].transpose(1, 2), query_key[:, :, 1].transpose(1, 2), value
+
+    def _cross_attention_states(self, key_value_states, cache) -> tuple[torch.Tensor, torch.Tensor]:
+        cross_cache = cache.cross_attention_cache if isinstance(cache, EncoderDecoderCache) else None
+        if cross_cache is not None and cache.is_updated.get(self.layer_idx):
+            return cross_cache.layers[self.layer_idx].keys, cross_cache.layers[self.layer_idx].values
+        key, value = self._heads(self.k_proj(key_value_states)), self._heads(self.v_proj(key_value_states))
+        if cross_cache is not None:
+            key, value = cross_cache.update(key, value, self.layer_idx)
+            cache.is_updated[self.layer_idx] = True
+        return key, value
 
     def forward(
         self,
@@ -216,46 +326,33 @@ class Attention(nn.Module):
         key_value_states: torch.Tensor | None = None,
         cache: Cache | None = None,
         rotary: tuple[RotaryEmbedding, torch.Tensor, torch.Tensor] | None = None,
+        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.fused_qkv:
-            query, key, value = map(self._split_heads, self.qkv_proj(hidden_states).chunk(3, dim=-1))
-        else:
-            query = self._split_heads(self.q_proj(hidden_states))
-
         if self.is_cross_attention:
-            cross_cache = cache.cross_attention_cache if isinstance(cache, EncoderDecoderCache) else None
-            if cross_cache is not None and cache.is_updated.get(self.layer_idx):
-                key = cross_cache.layers[self.layer_idx].keys
-                value = cross_cache.layers[self.layer_idx].values
-            else:
-                key, value = self._project_key_value(key_value_states)
-                if cross_cache is not None:
-                    key, value = cross_cache.update(key, value, self.layer_idx)
-                    cache.is_updated[self.layer_idx] = True
+            query = self._heads(self.q_proj(hidden_states))
+            key, value = self._cross_attention_states(key_value_states, cache)
         else:
-            if not self.fused_qkv:
-                key, value = self._project_key_value(hidden_states)
-            if rotary is not None:
-                rotary_embedding, cos, sin = rotary
-                query = rotary_embedding.rotate(query, cos, sin)
-                key = rotary_embedding.rotate(key, cos, sin)
+            query, key, value = self._self_attention_states(hidden_states, rotary)
             if cache is not None:
                 self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-                key, value = self_cache.update(key, value, self.layer_idx)
+                if PAGED_CACHE_UPDATED_BY_ATTENTION and is_paged_cache(self_cache):
+                    kwargs["cache"] = self_cache
+                else:
+                    key, value = self_cache.update(key, value, self.layer_idx, kwargs=kwargs)
 
-        implementation = self.config._attn_implementation or "eager"
-        if implementation not in ATTENTION_FUNCTIONS:
-            raise ValueError(f"attn_implementation={implementation!r} is not supported; use 'eager' or 'sdpa'.")
-        mask_value = getattr(self.config, "attention_mask_value", None)
-        if mask_value is not None and attention_mask is not None:
-            # Scores set to a fixed value (seed 003: -1e9) differ from added -inf when scores are huge: eager only.
-            output, weights = eager_attention(query, key, value, attention_mask, self.scaling,
-                                              self.config.attention_dropout, self.training, mask_value=mask_value)
+        if self.fixed_mask_value is not None:
+            attention_function: Callable = fixed_mask_eager_attention_forward
+        elif query.numel() == 0:  # an empty batch: fused kernels cannot reshape zero-size outputs
+            attention_function = eager_attention_forward
         else:
-            output, weights = ATTENTION_FUNCTIONS[implementation](
-                query, key, value, attention_mask, self.scaling, self.config.attention_dropout, self.training
+            attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
             )
-        output = output.transpose(1, 2).reshape(*hidden_states.shape[:2], self.num_heads * self.head_dim)
+        output, weights = attention_function(
+            self, query, key, value, attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0, scaling=self.scaling, **kwargs,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], self.num_heads * self.head_dim).contiguous()
         return self.o_proj(output), weights
 
 
@@ -282,18 +379,22 @@ class PreNormLayer(GradientCheckpointingLayer):
     """One pre-norm transformer layer: `x + attn(norm(x))`, optionally `x + cross_attn(norm(x), memory)`,
     then `x + mlp(norm(x))`, with dropout on each residual branch.
 
-    `make_norm(config)` builds each norm, so a family can swap LayerNorm for its own variant.
+    `make_norm(config)` builds each norm, so a family can swap LayerNorm for its own variant; `is_causal` marks
+    decoder self-attention; `fixed_mask_value` is hkproj's set-to-a-value masking (see
+    `fixed_mask_eager_attention_forward`).
     """
 
-    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, has_cross_attention: bool = False,
-                 make_norm: Callable = layer_norm) -> None:
+    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, is_causal: bool = False,
+                 has_cross_attention: bool = False, make_norm: Callable = layer_norm, attention_bias: bool = True,
+                 fixed_mask_value: float | None = None) -> None:
         super().__init__()
-        bias = getattr(config, "attention_bias", True)
         self.self_attn_layer_norm = make_norm(config)
-        self.self_attn = Attention(config, layer_idx, fused_qkv=fused_qkv, bias=bias)
+        self.self_attn = Attention(config, layer_idx, fused_qkv=fused_qkv, bias=attention_bias, is_causal=is_causal,
+                                   fixed_mask_value=fixed_mask_value)
         if has_cross_attention:
             self.cross_attn_layer_norm = make_norm(config)
-            self.cross_attn = Attention(config, layer_idx, bias=bias, is_cross_attention=True)
+            self.cross_attn = Attention(config, layer_idx, bias=attention_bias, is_cross_attention=True,
+                                        fixed_mask_value=fixed_mask_value)
         self.mlp_layer_norm = make_norm(config)
         self.mlp = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act, config.hidden_dropout)
         self.dropout = nn.Dropout(config.hidden_dropout)
@@ -306,9 +407,10 @@ class PreNormLayer(GradientCheckpointingLayer):
         encoder_attention_mask: torch.Tensor | None = None,
         cache: Cache | None = None,
         rotary: tuple[RotaryEmbedding, torch.Tensor, torch.Tensor] | None = None,
+        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         attn_output, self_weights = self.self_attn(
-            self.self_attn_layer_norm(hidden_states), attention_mask, cache=cache, rotary=rotary
+            self.self_attn_layer_norm(hidden_states), attention_mask, cache=cache, rotary=rotary, **kwargs
         )
         hidden_states = hidden_states + self.dropout(attn_output)
         cross_weights = None

@@ -9,10 +9,19 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
-from .layers import PreNormLayer, SinusoidalPositionalEmbedding, build_attention_mask, check_token_ids, run_layers
+from .layers import (
+    PreNormLayer,
+    SinusoidalPositionalEmbedding,
+    check_attention_mask,
+    check_input_ids,
+    check_inputs_embeds,
+    check_position_ids,
+    run_layers,
+)
 from .model_card import ModelCardMixin
 
 
@@ -40,6 +49,10 @@ class MiniTFEncoderPreTrainedModel(ModelCardMixin, PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["PreNormLayer"]
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
 
 
 class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
@@ -67,31 +80,20 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(
-                    f"input_ids must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}; "
-                    "for one text, add a batch dimension (input_ids[None])."
-                )
-            check_token_ids(input_ids, config.vocab_size)
-        shape = tuple(input_ids.shape if input_ids is not None else inputs_embeds.shape[:2])
-        if attention_mask is not None and tuple(attention_mask.shape) != shape:
+            check_input_ids(input_ids, config.vocab_size)
+        else:
+            check_inputs_embeds(inputs_embeds, config.hidden_size)
+        batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        if attention_mask is not None and attention_mask.dim() == 2:
+            check_attention_mask(attention_mask, batch_size, length)
+        if position_ids is None and length > config.max_position_embeddings:
             raise ValueError(
-                f"attention_mask must have the shape of the input ids (batch_size, sequence_length) = {shape}, "
-                f"got {tuple(attention_mask.shape)}; pass the mask the tokenizer returned with these ids."
-            )
-        if position_ids is None and shape[1] > config.max_position_embeddings:
-            raise ValueError(
-                f"The input has {shape[1]} tokens but this model takes at most max_position_embeddings="
+                f"The input has {length} tokens but this model takes at most max_position_embeddings="
                 f"{config.max_position_embeddings}; truncate it (tokenizer(..., truncation=True, "
                 f"max_length={config.max_position_embeddings}))."
             )
-        if position_ids is not None and position_ids.numel() and (
-            int(position_ids.min()) < 0 or int(position_ids.max()) >= config.max_position_embeddings
-        ):
-            raise ValueError(
-                f"position_ids must lie in [0, max_position_embeddings={config.max_position_embeddings}), "
-                f"got values from {int(position_ids.min())} to {int(position_ids.max())}."
-            )
+        if position_ids is not None:
+            check_position_ids(position_ids, config.max_position_embeddings, "the position table")
 
     def forward(
         self,
@@ -114,19 +116,17 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         self._check_inputs(input_ids, attention_mask, position_ids, inputs_embeds)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
-        batch_size, seq_length = inputs_embeds.shape[:2]
+        seq_length = inputs_embeds.shape[1]
         device = inputs_embeds.device
         if position_ids is None:
-            position_ids = torch.arange(seq_length, device=device).expand(batch_size, -1)
+            position_ids = torch.arange(seq_length, device=device)[None]
         if self.config.position_embedding_type == "learned":
             positions = self.embed_positions(position_ids)
         else:
             positions = self.sinusoidal_positions(position_ids).to(inputs_embeds.dtype)
         hidden_states = self.dropout(inputs_embeds + positions)
 
-        mask = build_attention_mask(
-            attention_mask, seq_length, seq_length, hidden_states.dtype, device, is_causal=False
-        )
+        mask = create_bidirectional_mask(self.config, hidden_states, attention_mask)
         hidden_states, all_hidden_states, all_attentions, _ = run_layers(
             self.layers, self.norm, hidden_states, mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,

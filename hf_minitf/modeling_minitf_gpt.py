@@ -6,6 +6,7 @@ import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
+from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_minitf_gpt import MiniTFGPTConfig
@@ -13,9 +14,13 @@ from .layers import (
     CACHE_FIELD,
     PreNormLayer,
     RotaryEmbedding,
-    build_attention_mask,
+    cached_length,
     check_attention_mask,
+    check_input_ids,
+    check_inputs_embeds,
+    check_position_ids,
     check_token_ids,
+    is_paged_cache,
     pick_cache,
     positions_from_mask,
     run_layers,
@@ -31,6 +36,10 @@ class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["PreNormLayer"]
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
 
 
 class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
@@ -46,7 +55,8 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             self.rotary_emb = RotaryEmbedding(head_dim, config.rope_theta, config.rope_interleaved)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(
-            PreNormLayer(config, layer_idx, fused_qkv=True) for layer_idx in range(config.num_hidden_layers)
+            PreNormLayer(config, layer_idx, fused_qkv=True, is_causal=True, attention_bias=config.attention_bias)
+            for layer_idx in range(config.num_hidden_layers)
         )
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.gradient_checkpointing = False
@@ -71,17 +81,21 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         Without `position_ids`, positions count real tokens only, so a left-padded row sees the same
         positions as the row alone. With `context_overflow="crop"`, an input longer than the position table is
         cut to its last `max_position_embeddings` tokens (positions restart at the window), and the outputs
-        cover that window only.
+        cover that window only. Extra keyword arguments (continuous batching's packed-sequence data) go to the
+        attention functions.
         """
         config = self.config
         cache = pick_cache(cache, past_key_values)
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        past_length = cache.get_seq_length() if cache is not None else 0
         if input_ids is not None:
-            check_token_ids(input_ids, config.vocab_size)
+            check_input_ids(input_ids, config.vocab_size)
+        else:
+            check_inputs_embeds(inputs_embeds, config.hidden_size)
         tokens = input_ids if input_ids is not None else inputs_embeds
-        check_attention_mask(attention_mask, tokens.shape[0], past_length + tokens.shape[1])
+        past_length = cached_length(cache)
+        if not is_paged_cache(cache):
+            check_attention_mask(attention_mask, tokens.shape[0], past_length + tokens.shape[1])
         overflow = past_length + tokens.shape[1] - config.max_position_embeddings
         if config.position_embedding_type == "learned" and config.context_overflow == "crop" and overflow > 0:
             if past_length > 0:
@@ -95,7 +109,6 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             position_ids = None
         inputs_embeds = self.embed_tokens(tokens) if input_ids is not None else tokens
         batch_size, seq_length = inputs_embeds.shape[:2]
-        device = inputs_embeds.device
 
         use_cache = use_cache if use_cache is not None else config.use_cache
         if self.gradient_checkpointing and self.training:
@@ -103,30 +116,24 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         if use_cache and cache is None:
             cache = DynamicCache(config=config)
         if position_ids is None:
-            position_ids = positions_from_mask(attention_mask, past_length, seq_length, batch_size, device)
+            position_ids = positions_from_mask(attention_mask, past_length, seq_length, batch_size,
+                                               inputs_embeds.device)
 
         rotary = None
         hidden_states = inputs_embeds
         if config.position_embedding_type == "learned":
-            last_position = int(position_ids.max()) if position_ids.numel() else 0
-            if last_position >= config.max_position_embeddings:
-                raise ValueError(
-                    f"Position {last_position} is past this model's max_position_embeddings="
-                    f"{config.max_position_embeddings} (learned positions): prompt plus generated tokens must fit "
-                    f"in {config.max_position_embeddings} tokens. Shorten the input or lower max_new_tokens."
-                )
+            check_position_ids(position_ids, config.max_position_embeddings, "learned positions")
             hidden_states = hidden_states + self.embed_positions(position_ids)
         else:
+            check_position_ids(position_ids, None, "rotary positions")
             cos, sin = self.rotary_emb(position_ids)
             rotary = (self.rotary_emb, cos, sin)
         hidden_states = self.dropout(hidden_states)
 
-        mask = build_attention_mask(
-            attention_mask, seq_length, past_length + seq_length, hidden_states.dtype, device, is_causal=True
-        )
+        mask = create_causal_mask(config, hidden_states, attention_mask, cache, position_ids)
         hidden_states, all_hidden_states, all_attentions, _ = run_layers(
             self.layers, self.norm, hidden_states, mask, cache=cache, rotary=rotary,
-            output_hidden_states=output_hidden_states, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, output_attentions=output_attentions, **kwargs,
         )
 
         output = BaseModelOutputWithPast(
@@ -175,12 +182,14 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             cache=pick_cache(cache, past_key_values),
+            **kwargs,
         )
         hidden_states = outputs.last_hidden_state
         kept = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden_states[:, kept, :])
         loss = None
         if labels is not None:
+            check_token_ids(labels[labels != -100], self.config.vocab_size, name="labels")
             labels = labels[:, -hidden_states.shape[1]:]
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
         output = CausalLMOutputWithPast(

@@ -9,6 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.utils import logging
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
@@ -21,13 +23,18 @@ from .layers import (
     CACHE_FIELD,
     PreNormLayer,
     SinusoidalPositionalEmbedding,
-    build_attention_mask,
+    cached_length,
     check_attention_mask,
+    check_input_ids,
+    check_inputs_embeds,
     check_token_ids,
+    checks_enabled,
     pick_cache,
     run_layers,
 )
 from .model_card import ModelCardMixin
+
+logger = logging.get_logger(__name__)
 
 
 class MiniTFSeq2SeqLayerNorm(nn.Module):
@@ -85,6 +92,20 @@ class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["PreNormLayer"]
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def _check_and_adjust_attn_implementation(self, attn_implementation: str | None, *args, **kwargs) -> str:
+        """hkproj's fixed mask value (`config.attention_mask_value`, -1e9) exists only in eager attention: such a
+        model always runs eager, whatever implementation is asked for."""
+        if self.config.attention_mask_value is not None:
+            if attn_implementation not in (None, "eager"):
+                logger.info(f"attention_mask_value={self.config.attention_mask_value} needs eager attention; "
+                            f"{attn_implementation!r} is not used.")
+            return "eager"
+        return super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
 
 
 class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
@@ -98,7 +119,9 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
         self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(
-            PreNormLayer(config, layer_idx, has_cross_attention=has_cross_attention, make_norm=make_norm)
+            PreNormLayer(config, layer_idx, is_causal=has_cross_attention, has_cross_attention=has_cross_attention,
+                         make_norm=make_norm, attention_bias=config.attention_bias,
+                         fixed_mask_value=config.attention_mask_value)
             for layer_idx in range(config.num_hidden_layers)
         )
         self.norm = make_norm(config)
@@ -110,19 +133,30 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embed_tokens = value
 
-    def _embed(self, input_ids, inputs_embeds, past_length: int, side: str) -> torch.Tensor:
+    def _embed(self, input_ids, inputs_embeds, past_length: int, side: str,
+               position_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Token embeddings times `embed_scale` (also for given `inputs_embeds`, which replace the lookup) plus the
-        sinusoidal positions `past_length, past_length + 1, ...`; refuses bad ids and too long inputs."""
+        sinusoidal positions (`position_ids`, by default `past_length, past_length + 1, ...`); refuses bad ids,
+        too long inputs and the one dtype the original norm cannot run in."""
+        config = self.config
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError(f"Pass exactly one of the {side} input_ids or inputs_embeds.")
+        if config.norm_type == "scalar_std_times_eps" and self.embed_tokens.weight.dtype == torch.float16:
+            raise ValueError(
+                "norm_type='scalar_std_times_eps' (hkproj's original norm, which divides by std * eps) overflows "
+                "float16: every logit would be inf or NaN. Load this model with dtype=torch.bfloat16 or float32."
+            )
         if input_ids is not None:
-            if input_ids.dim() != 2:
-                raise ValueError(f"{side} input_ids must be (batch_size, length), got shape {tuple(input_ids.shape)}.")
+            name = "input_ids (source)" if side == "source" else "decoder_input_ids (target)"
+            if input_ids.dim() != 2 or input_ids.is_floating_point():
+                check_input_ids(input_ids, self.embed_tokens.num_embeddings, name)
             self._check_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
+        else:
+            check_inputs_embeds(inputs_embeds, config.hidden_size)
         length = inputs_embeds.shape[1]
-        limit = self.config.max_position_embeddings
-        if past_length + length > limit:
+        limit = config.max_position_embeddings
+        if checks_enabled() and past_length + length > limit:
             fix = (
                 f"Shorten it, e.g. tokenizer(..., truncation=True, max_length={limit})."
                 if side == "source"
@@ -132,7 +166,8 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
                 f"The {side} holds {past_length + length} tokens, past this model's max_position_embeddings={limit}. "
                 + fix
             )
-        position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None]
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None]
         positions = self.embed_positions(position_ids).to(inputs_embeds.dtype)
         return self.dropout(inputs_embeds * self.embed_scale + positions)
 
@@ -179,16 +214,10 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
             raise ValueError("The source is empty (length 0); give at least one token to translate.")
         if attention_mask is not None:
             check_attention_mask(attention_mask, batch_size, length)
-            if attention_mask.shape[1] != length:
-                raise ValueError(
-                    f"attention_mask covers {attention_mask.shape[1]} tokens but the source has {length}."
-                )
             empty_rows = (attention_mask.sum(-1) == 0).nonzero().flatten().tolist()
             if empty_rows:
                 raise ValueError(f"Source rows {empty_rows} are all padding: every source needs a real token.")
-        mask = build_attention_mask(
-            attention_mask, length, length, hidden_states.dtype, hidden_states.device, is_causal=False
-        )
+        mask = create_bidirectional_mask(self.config, hidden_states, attention_mask)
         hidden_states, all_hidden_states, all_attentions, _ = run_layers(
             self.layers, self.norm, hidden_states, mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
@@ -217,6 +246,7 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -239,22 +269,25 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
             use_cache = False
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
-        past_length = cache.get_seq_length() if cache is not None else 0
+        self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+        past_length = cached_length(self_cache)
 
-        hidden_states = self._embed(input_ids, inputs_embeds, past_length, "target")
+        hidden_states = self._embed(input_ids, inputs_embeds, past_length, "target", position_ids)
         batch_size, length = hidden_states.shape[:2]
-        device, dtype = hidden_states.device, hidden_states.dtype
-        check_attention_mask(attention_mask, batch_size, past_length + length)
-        if attention_mask is not None:
+        if attention_mask is not None and attention_mask.dim() == 2:
+            # A longer 2D mask (e.g. the labels' full mask while decoding step by step) is cut to the tokens seen.
             attention_mask = attention_mask[:, : past_length + length]
-        self_mask = build_attention_mask(attention_mask, length, past_length + length, dtype, device, is_causal=True)
+            check_attention_mask(attention_mask, batch_size, past_length + length, "decoder_attention_mask")
+        self_mask = create_causal_mask(config, hidden_states, attention_mask, self_cache, position_ids)
         source_length = encoder_hidden_states.shape[1]
         if encoder_attention_mask is not None and tuple(encoder_attention_mask.shape) != (batch_size, source_length):
             raise ValueError(
                 f"encoder_attention_mask must have shape (batch_size, source length) = ({batch_size}, "
                 f"{source_length}), got {tuple(encoder_attention_mask.shape)}."
             )
-        cross_mask = build_attention_mask(encoder_attention_mask, length, source_length, dtype, device, False)
+        cross_mask = create_bidirectional_mask(
+            config, hidden_states, encoder_attention_mask, encoder_hidden_states=encoder_hidden_states
+        )
 
         hidden_states, all_hidden_states, all_self_attentions, all_cross_attentions = run_layers(
             self.layers, self.norm, hidden_states, self_mask, encoder_hidden_states, cross_mask, cache=cache,
@@ -296,6 +329,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         decoder_inputs_embeds: torch.FloatTensor | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -329,6 +363,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
             inputs_embeds=decoder_inputs_embeds,
+            position_ids=decoder_position_ids,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
@@ -374,6 +409,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         decoder_inputs_embeds: torch.FloatTensor | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
@@ -404,6 +440,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
             encoder_outputs=encoder_outputs,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
+            decoder_position_ids=decoder_position_ids,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
