@@ -375,7 +375,9 @@ def add_translation_pipeline(folder: str | os.PathLike) -> bool:
 def prepare_upload(folder: str | os.PathLike, repo_id: str, *, source_folder: str | os.PathLike | None = None,
                    license: str | None = None) -> None:
     """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
-    carries its translation pipeline."""
+    carries its translation pipeline. Folders of other models are left as they are."""
+    if _read_json(Path(folder) / "config.json").get("model_type") not in FAMILIES:
+        return
     write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
     if FolderFacts(folder).head == "ForConditionalGeneration":
         add_translation_pipeline(folder)

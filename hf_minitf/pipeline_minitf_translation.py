@@ -1,7 +1,9 @@
 """`pipeline("minitf-translation")`: text in, translation out, for MiniTF seq2seq models (or any seq2seq LM).
 
 transformers 5 removed its `translation_*` and `text2text-generation` pipelines and refuses those names, so the
-task is registered under a name of its own (see hf_minitf/__init__.py).
+task is registered under a name of its own (see hf_minitf/__init__.py). A pushed MiniTF seq2seq model carries this
+file and a `custom_pipelines` entry in its config, so `pipeline("minitf-translation", model=repo_id,
+trust_remote_code=True)` also works where hf_minitf is not installed.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from transformers import Pipeline
+
+from .model_card import prepare_upload
 
 TASK = "minitf-translation"
 
@@ -74,6 +78,11 @@ class MiniTFTranslationPipeline(Pipeline):
             )}
             for output_ids in model_outputs["output_ids"][0]
         ]
+
+    def _upload_modified_files(self, working_dir, repo_id: str, *args, **kwargs):
+        """`push_to_hub` uploads the model's card (naming the repo), not transformers' blank one."""
+        prepare_upload(working_dir, repo_id, source_folder=self.model.name_or_path or None)
+        return super()._upload_modified_files(working_dir, repo_id, *args, **kwargs)
 
 
 __all__ = ["TASK", "MiniTFTranslationPipeline"]

@@ -1,30 +1,23 @@
 """Write a MiniTF encoder as a sentence-transformers folder: Transformer -> Pooling(mean) -> Normalize.
 
-The folder uses only sentence-transformers' own module types, in the long-standing layout that Hub embedding
-models ship (`modules.json`, `sentence_bert_config.json`, `1_Pooling/`, `2_Normalize/`, the Hugging Face model
-and tokenizer at the root), so `SentenceTransformer(folder)` needs no trust beyond the model's own code: none
-when hf_minitf is imported, `trust_remote_code=True` otherwise. `AutoModel.from_pretrained(folder)` and
-`pipeline("feature-extraction", folder)` load the same folder. sentence-transformers is not needed to write it.
+The folder is written by sentence-transformers itself (its modules, its `save`), so its files and its model card
+are the ones sentence-transformers makes: `modules.json`, `sentence_bert_config.json`, `1_Pooling/`,
+`2_Normalize/`, `config_sentence_transformers.json`, README.md, with the Hugging Face model and tokenizer at the
+root. The card then gets the MiniTF metadata, architecture table and usage snippets (`trust_remote_code=True`
+where hf_minitf is not installed). `AutoModel.from_pretrained(folder)` and `pipeline("feature-extraction",
+folder)` load the same folder.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
+import tempfile
 
 from transformers import PreTrainedTokenizerBase
 
+from .model_card import write_model_card
 from .modeling_minitf_encoder import MiniTFEncoderModel
-
-POOLING_FOLDER = "1_Pooling"
-NORMALIZE_FOLDER = "2_Normalize"
-
-
-def _write_json(path: str, data) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2)
-        handle.write("\n")
 
 
 def save_sentence_transformer(
@@ -53,46 +46,25 @@ def save_sentence_transformer(
         raise ValueError(
             f"max_seq_length must lie in [1, max_position_embeddings={limit}], got {max_seq_length}."
         )
-    folder = os.fspath(folder)
-    os.makedirs(os.path.join(folder, POOLING_FOLDER), exist_ok=True)
-    os.makedirs(os.path.join(folder, NORMALIZE_FOLDER), exist_ok=True)
+    from sentence_transformers import SentenceTransformer  # imported here: heavy, and only this function needs it
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    model.save_pretrained(folder)
+    folder = os.fspath(folder)
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.padding_side = "right"
     if tokenizer.is_fast:
         tokenizer.backend_tokenizer.no_padding()
         tokenizer.backend_tokenizer.no_truncation()
-    tokenizer.save_pretrained(folder)
-
-    _write_json(
-        os.path.join(folder, "modules.json"),
-        [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": POOLING_FOLDER, "type": "sentence_transformers.models.Pooling"},
-            {"idx": 2, "name": "2", "path": NORMALIZE_FOLDER, "type": "sentence_transformers.models.Normalize"},
-        ],
-    )
-    _write_json(
-        os.path.join(folder, "sentence_bert_config.json"), {"max_seq_length": max_seq_length, "do_lower_case": False}
-    )
-    _write_json(
-        os.path.join(folder, POOLING_FOLDER, "config.json"),
-        {
-            "word_embedding_dimension": model.config.hidden_size,
-            "pooling_mode_cls_token": False,
-            "pooling_mode_mean_tokens": True,
-            "pooling_mode_max_tokens": False,
-            "pooling_mode_mean_sqrt_len_tokens": False,
-            "pooling_mode_weightedmean_tokens": False,
-            "pooling_mode_lasttoken": False,
-            "include_prompt": True,
-        },
-    )
-    _write_json(
-        os.path.join(folder, "config_sentence_transformers.json"),
-        {"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"},
-    )
+    with tempfile.TemporaryDirectory() as staging:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        transformer = Transformer(staging, max_seq_length=max_seq_length)
+        sentence_model = SentenceTransformer(
+            modules=[transformer, Pooling(model.config.hidden_size, "mean"), Normalize()],
+            similarity_fn_name="cosine", device=str(model.device),
+        )
+        sentence_model.save(folder)
+    write_model_card(folder)
     return folder
 
 
