@@ -1,0 +1,339 @@
+"""Bad input across the public surface, one row each: the exception type (or the command's exit) and a message that
+names the problem (the field, file, tensor or value). Add a row with one `bad(...)` line: an id, a callable taking
+the test's temporary folder, the exception type and a regex its message must match.
+
+After every row the temporary folder must hold no half-written output (no `.NAME.converting-*` folder)."""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+from hf_minitf import (
+    MiniTFEncoderConfig,
+    MiniTFGPTConfig,
+    MiniTFGPTForCausalLM,
+    MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqTokenizer,
+    char_tokenizer,
+    load_bpe_tokenizer,
+    miniembed_tokenizer,
+    train_bpe_tokenizer,
+    train_translation_tokenizers,
+)
+from hf_minitf.conversion import ConversionError
+from hf_minitf.conversion.char_gpt import convert_char_gpt
+from hf_minitf.conversion.cli import main as convert_main
+from hf_minitf.conversion.output import TensorPlan, atomic_output_dir, check_output_dir, write_safetensors
+from hf_minitf.tokenization_minitf import wrap_tokenizer
+
+DATA = Path(__file__).parent / "data"
+CHAR_GPT = DATA / "char_gpt"
+MINIEMBED_VOCAB = DATA / "miniembed_tokenizer" / "tokenizer.json"
+TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=16)
+
+
+class CommandFailed(Exception):
+    """A command line that exited non-zero; the message is what it printed on stderr."""
+
+
+def convert(*argv) -> None:
+    """Run `minitf convert ...`; raise CommandFailed with its stderr when it exits non-zero."""
+    errors = io.StringIO()
+    with contextlib.redirect_stderr(errors):
+        code = convert_main([str(arg) for arg in argv])
+    if code != 0:
+        raise CommandFailed(f"exit {code}: {errors.getvalue()}")
+
+
+def keeping(path: Path, action) -> None:
+    """Run `action` and check, whatever it raises, that `path` is still there (nothing lost)."""
+    try:
+        action()
+    finally:
+        assert path.exists(), f"{path} was deleted"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def word_level(tmp: Path, name: str, words: list[str]) -> Path:
+    tokenizer = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token=words[0]))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp / name))
+    return tmp / name
+
+
+def pair_tokenizer() -> MiniTFSeq2SeqTokenizer:
+    return train_translation_tokenizers([("a small cat", "un petit chat"), ("a dog", "un chien")] * 2)
+
+
+def broken_pair_folder(tmp: Path) -> Path:
+    """A saved seq2seq tokenizer whose target vocabulary file was overwritten with something else."""
+    pair_tokenizer().save_pretrained(tmp / "tok")
+    write(tmp / "tok" / "target_tokenizer.json", "[]")
+    return tmp / "tok"
+
+
+def saved_gpt(tmp: Path, edit=None, **config) -> Path:
+    """A tiny GPT folder; `edit(folder)` then breaks something in it."""
+    MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**TINY, **config})).save_pretrained(tmp / "gpt")
+    if edit is not None:
+        edit(tmp / "gpt")
+    return tmp / "gpt"
+
+
+def edit_config(**changes):
+    def edit(folder: Path) -> None:
+        config = json.loads((folder / "config.json").read_text())
+        config.update(changes)
+        (folder / "config.json").write_text(json.dumps(config))
+
+    return edit
+
+
+def truncate_weights(keep: int):
+    def edit(folder: Path) -> None:
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[:keep])
+
+    return edit
+
+
+def checkpoint_folder(tmp: Path) -> Path:
+    """A folder holding a char-GPT checkpoint, as a user keeps it."""
+    folder = tmp / "run"
+    folder.mkdir()
+    shutil.copy(CHAR_GPT / "checkpoint.pt", folder / "checkpoint.pt")
+    return folder
+
+
+def huge_weight_checkpoint(tmp: Path) -> Path:
+    state = load_file(CHAR_GPT / "original.safetensors")
+    state["ln_f.weight"] = state["ln_f.weight"] * 0 + 1e6
+    save_file(state, str(tmp / "huge.safetensors"))
+    return tmp / "huge.safetensors"
+
+
+def bad(case_id: str, action, error: type[BaseException], message: str):
+    return pytest.param(action, error, message, id=case_id)
+
+
+BAD_INPUTS = [
+    # Configs: types, ranges and names, from the constructor, a later assignment, a from_pretrained kwarg or JSON.
+    bad("gpt-zero-heads", lambda tmp: MiniTFGPTConfig(num_attention_heads=0), ValueError,
+        r"num_attention_heads must be a positive integer, got 0"),
+    bad("encoder-zero-heads", lambda tmp: MiniTFEncoderConfig(num_attention_heads=0), ValueError,
+        r"num_attention_heads must be a positive integer, got 0"),
+    bad("seq2seq-zero-heads", lambda tmp: MiniTFSeq2SeqConfig(num_attention_heads=0), ValueError,
+        r"num_attention_heads must be a positive integer, got 0"),
+    bad("gpt-string-size", lambda tmp: MiniTFGPTConfig(hidden_size="256"), ValueError,
+        r"MiniTFGPTConfig: hidden_size must be a positive integer, got '256' \(str\)"),
+    bad("encoder-float-size", lambda tmp: MiniTFEncoderConfig(hidden_size=64.0), ValueError,
+        r"hidden_size must be a positive integer, got 64.0 \(float\)"),
+    bad("seq2seq-string-vocab", lambda tmp: MiniTFSeq2SeqConfig(src_vocab_size="100"), ValueError,
+        r"src_vocab_size must be a positive integer, got '100'"),
+    bad("gpt-bool-layers", lambda tmp: MiniTFGPTConfig(num_hidden_layers=True), ValueError,
+        r"num_hidden_layers must be a positive integer, got True \(bool\)"),
+    bad("gpt-alias-size", lambda tmp: MiniTFGPTConfig(n_embd="64"), ValueError, r"hidden_size .* got '64'"),
+    bad("gpt-unknown-activation", lambda tmp: MiniTFGPTConfig(hidden_act="swishy"), ValueError,
+        r"hidden_act must be an activation name .* got 'swishy'"),
+    bad("encoder-unknown-activation", lambda tmp: MiniTFEncoderConfig(hidden_act="Gelu"), ValueError,
+        r"hidden_act must be an activation name .*'gelu'.* got 'Gelu'"),
+    bad("seq2seq-no-activation", lambda tmp: MiniTFSeq2SeqConfig(hidden_act=None), ValueError,
+        r"hidden_act must be an activation name .* got None"),
+    bad("gpt-pad-outside-vocab", lambda tmp: MiniTFGPTConfig(vocab_size=100, pad_token_id=100), ValueError,
+        r"pad_token_id=100 is outside the vocabulary \(ids 0..99\)"),
+    bad("gpt-eos-list-outside-vocab", lambda tmp: MiniTFGPTConfig(vocab_size=100, eos_token_id=[3, 250]), ValueError,
+        r"eos_token_id=\[3, 250\] is outside the vocabulary"),
+    bad("gpt-negative-bos", lambda tmp: MiniTFGPTConfig(bos_token_id=-1), ValueError,
+        r"bos_token_id must be null, an integer >= 0, got -1"),
+    bad("encoder-pad-outside-vocab", lambda tmp: MiniTFEncoderConfig(vocab_size=10, pad_token_id=10), ValueError,
+        r"pad_token_id=10 is outside the vocabulary"),
+    bad("seq2seq-start-outside-vocab", lambda tmp: MiniTFSeq2SeqConfig(vocab_size=50, decoder_start_token_id=60),
+        ValueError, r"decoder_start_token_id=60 is outside the source or target vocabulary"),
+    bad("seq2seq-eos-outside-source-vocab", lambda tmp: MiniTFSeq2SeqConfig(src_vocab_size=3), ValueError,
+        r"eos_token_id=3 is outside the source or target vocabulary \(ids 0..2\)"),
+    bad("gpt-dropout-above-1", lambda tmp: MiniTFGPTConfig(hidden_dropout=1.5), ValueError,
+        r"hidden_dropout must be a number in \[0.0, 1.0\], got 1.5"),
+    bad("encoder-negative-dropout", lambda tmp: MiniTFEncoderConfig(attention_dropout=-0.1), ValueError,
+        r"attention_dropout must be a number in \[0.0, 1.0\], got -0.1"),
+    bad("encoder-classifier-dropout", lambda tmp: MiniTFEncoderConfig(classifier_dropout=2), ValueError,
+        r"classifier_dropout must be a number in \[0.0, 1.0\] or null, got 2"),
+    bad("seq2seq-string-dropout", lambda tmp: MiniTFSeq2SeqConfig(hidden_dropout="0.1"), ValueError,
+        r"hidden_dropout must be a number in \[0.0, 1.0\], got '0.1' \(str\)"),
+    bad("seq2seq-label-smoothing-1", lambda tmp: MiniTFSeq2SeqConfig(label_smoothing=1.0), ValueError,
+        r"label_smoothing must be a number in \[0, 1\), got 1.0"),
+    bad("gpt-zero-eps", lambda tmp: MiniTFGPTConfig(layer_norm_eps=0), ValueError, r"layer_norm_eps must be a number > 0"),
+    bad("gpt-nan-rope-theta", lambda tmp: MiniTFGPTConfig(rope_theta=float("nan")), ValueError,
+        r"rope_theta must be a number > 0, got nan"),
+    bad("gpt-unknown-positions", lambda tmp: MiniTFGPTConfig(position_embedding_type="alibi"), ValueError,
+        r"position_embedding_type must be one of \('learned', 'rope'\), got 'alibi'"),
+    bad("gpt-unknown-overflow", lambda tmp: MiniTFGPTConfig(context_overflow="wrap"), ValueError,
+        r"context_overflow must be one of \('error', 'crop'\)"),
+    bad("seq2seq-unknown-norm", lambda tmp: MiniTFSeq2SeqConfig(norm_type="rms"), ValueError,
+        r"norm_type must be one of .*'layer_norm'.* got 'rms'"),
+    bad("gpt-string-bool", lambda tmp: MiniTFGPTConfig(use_cache="yes"), ValueError,
+        r"use_cache must be true or false, got 'yes'"),
+    bad("encoder-int-bool", lambda tmp: MiniTFEncoderConfig(scale_embeddings=1), ValueError,
+        r"scale_embeddings must be true or false, got 1 \(int\)"),
+    bad("gpt-heads-do-not-divide", lambda tmp: MiniTFGPTConfig(hidden_size=30, num_attention_heads=4), ValueError,
+        r"hidden_size=30 is not divisible by num_attention_heads=4.*\[1, 2, 3, 5, 6, 10, 15, 30\]"),
+    bad("gpt-rope-odd-head-dim", lambda tmp: MiniTFGPTConfig(hidden_size=18, num_attention_heads=2,
+                                                             position_embedding_type="rope"),
+        ValueError, r"Rotary positions need an even head dimension.*= 9"),
+    bad("seq2seq-odd-hidden-size", lambda tmp: MiniTFSeq2SeqConfig(hidden_size=9, num_attention_heads=3), ValueError,
+        r"sinusoidal positions need an even hidden_size, got 9"),
+    bad("gpt-assignment-after-construction", lambda tmp: setattr(MiniTFGPTConfig(), "hidden_dropout", 3), ValueError,
+        r"hidden_dropout must be a number in \[0.0, 1.0\], got 3"),
+    bad("gpt-from-pretrained-kwarg", lambda tmp: AutoConfig.from_pretrained(saved_gpt(tmp), num_attention_heads=0),
+        ValueError, r"num_attention_heads must be a positive integer, got 0"),
+    # Saved folders: a hand-edited or damaged config.json or model.safetensors.
+    bad("folder-config-string-size", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(hidden_size="16"))), ValueError, r"hidden_size must be a positive integer, got '16'"),
+    bad("folder-config-unknown-activation", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(hidden_act="gelu2"))), ValueError, r"hidden_act .* got 'gelu2'"),
+    bad("folder-config-pad-outside-vocab", lambda tmp: AutoConfig.from_pretrained(
+        saved_gpt(tmp, edit_config(pad_token_id=40))), ValueError, r"pad_token_id=40 is outside the vocabulary"),
+    bad("folder-config-not-json", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, lambda folder: write(folder / "config.json", "{hidden_size: 16"))), OSError,
+        r"config.json' is not a valid JSON file"),
+    bad("folder-weights-missing", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, lambda folder: (folder / "model.safetensors").unlink())), OSError,
+        r"no file named model.safetensors"),
+    bad("folder-weights-truncated", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, truncate_weights(-64))), SafetensorError, r"deserializing header: incomplete metadata"),
+    bad("folder-weights-header-cut", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, truncate_weights(6))), SafetensorError, r"deserializing header"),
+    bad("folder-config-disagrees-with-weights", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
+    # Tokenizers: malformed files name the file; text that cannot be tokenized says why.
+    bad("miniembed-vocab-not-json", lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "{'word_to_id': {}")),
+        ValueError, r"MiniEmbed tokenizer file .*vocab.json cannot be read as JSON"),
+    bad("miniembed-vocab-missing", lambda tmp: miniembed_tokenizer(tmp / "absent.json"), ValueError,
+        r"MiniEmbed tokenizer file .*absent.json does not exist"),
+    bad("miniembed-vocab-a-list", lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "[1, 2]")), ValueError,
+        r"vocab.json must be a JSON object with a 'word_to_id' mapping .*got a JSON list"),
+    bad("miniembed-vocab-string-id", lambda tmp: miniembed_tokenizer(
+        write(tmp / "v.json", json.dumps({"word_to_id": {"[PAD]": 0, "cat": "x"}}))), ValueError,
+        r"v.json: word_to_id must map each word to an integer id >= 0; got \[\('cat', 'x'\)\]"),
+    bad("miniembed-vocab-duplicate-id", lambda tmp: miniembed_tokenizer({"word_to_id": {"[PAD]": 0, "a": 1, "b": 1}}),
+        ValueError, r"maps two words to the same id"),
+    bad("miniembed-vocab-special-ids", lambda tmp: miniembed_tokenizer(
+        write(tmp / "v.json", json.dumps({"word_to_id": {"[UNK]": 0, "[PAD]": 1, "[CLS]": 2, "[SEP]": 3}}))),
+        ValueError, r"v.json must map \[PAD\] to 0"),
+    bad("miniembed-max-length", lambda tmp: miniembed_tokenizer(MINIEMBED_VOCAB, max_length=1), ValueError,
+        r"max_length must leave room for \[CLS\] and \[SEP\]"),
+    bad("seq2seq-source-not-json", lambda tmp: MiniTFSeq2SeqTokenizer(
+        write(tmp / "tokenizer_en.json", "{broken"), tmp / "tokenizer_it.json"), ValueError,
+        r"source tokenizer file .*tokenizer_en.json is not a valid `tokenizers` JSON file"),
+    bad("seq2seq-target-missing", lambda tmp: MiniTFSeq2SeqTokenizer(
+        word_level(tmp, "en.json", ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]), tmp / "it.json"), ValueError,
+        r"target tokenizer is missing.*it.json"),
+    bad("seq2seq-special-ids-differ", lambda tmp: MiniTFSeq2SeqTokenizer(
+        word_level(tmp, "en.json", ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]),
+        word_level(tmp, "it.json", ["[PAD]", "[UNK]", "[SOS]", "[EOS]"])), ValueError,
+        r"ids \[0, 1, 2, 3\] in the source vocabulary but \[1, 0, 2, 3\] in the target"),
+    bad("seq2seq-folder-vocab-broken", lambda tmp: AutoTokenizer.from_pretrained(broken_pair_folder(tmp)),
+        ValueError, r"target tokenizer file .*target_tokenizer.json is not a valid"),
+    bad("seq2seq-lone-surrogate", lambda tmp: pair_tokenizer()("a \ud800 cat"), ValueError,
+        r"lone surrogate '\\ud800' at character 2"),
+    bad("seq2seq-lone-surrogate-target", lambda tmp: pair_tokenizer()(text_target=["un chat", "\udcff"]), ValueError,
+        r"lone surrogate '\\udcff' at character 0"),
+    bad("bpe-file-not-json", lambda tmp: load_bpe_tokenizer(write(tmp / "bpe.json", "not json")), ValueError,
+        r"bpe.json is not a `tokenizers` JSON file"),
+    bad("bpe-file-missing", lambda tmp: load_bpe_tokenizer(tmp / "bpe.json"), ValueError,
+        r"Tokenizer file .*bpe.json does not exist"),
+    bad("bpe-vocab-too-small", lambda tmp: train_bpe_tokenizer(["abc"], vocab_size=100), ValueError,
+        r"vocab_size=100 is too small for byte-level BPE: it needs at least 260"),
+    bad("char-empty-text", lambda tmp: char_tokenizer(""), ValueError, r"needs at least one character"),
+    bad("char-duplicate-chars", lambda tmp: char_tokenizer(["a", "b", "a"]), ValueError, r"has duplicates"),
+    bad("wrap-missing-special", lambda tmp: wrap_tokenizer(Tokenizer(models.WordLevel({"a": 0}, unk_token="a")),
+                                                           {"pad_token": "<pad>"}), ValueError,
+        r"Special tokens \['<pad>'\] are not in the tokenizer's vocabulary"),
+    # Conversion output: nothing lost, nothing silently wrong.
+    bad("convert-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: convert(
+        "char-gpt", tmp / "run/checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
+        "--out", tmp / "run", "--overwrite")), CommandFailed, r"exit 2: .*--out .*run holds the input .*checkpoint.pt"),
+    bad("output-is-input", lambda tmp: check_output_dir(tmp, True, [tmp, None]), ConversionError,
+        r"--out .* is the input .*writing there would delete it"),
+    bad("convert-out-is-a-file", lambda tmp: convert(
+        "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
+        "--out", write(tmp / "out", "x")), CommandFailed, r"--out .*out exists and is not a folder"),
+    bad("convert-out-not-empty", lambda tmp: convert(
+        "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
+        "--out", write(tmp / "out/keep.txt", "mine").parent), CommandFailed, r"--out .*out is not empty.*--overwrite"),
+    bad("convert-float16-overflow", lambda tmp: convert_char_gpt(
+        huge_weight_checkpoint(tmp), tmp / "out", vocab=json.loads((CHAR_GPT / "vocab.json").read_text()),
+        num_heads=4, dtype="float16"), ConversionError,
+        r"model.norm.weight has values up to 1e\+06, beyond float16's range \(largest 6.55e\+04\).*bfloat16"),
+    bad("output-holds-input", lambda tmp: check_output_dir(tmp, True, [write(tmp / "sub/a.pt", "x")]),
+        ConversionError, r"holds the input .*a.pt"),
+    bad("output-shape-mismatch", lambda tmp: write_safetensors(tmp / "w.safetensors", [
+        TensorPlan("w", (2, 2), torch.float32, lambda: torch.zeros(3), origin="orig.w")]), ConversionError,
+        r"w \(from orig.w\) has shape \[3\], the model expects \[2, 2\]"),
+    bad("output-overflow-in-atomic-folder", lambda tmp: _write_in_atomic_folder(tmp, [
+        TensorPlan("big", (1,), torch.float16, lambda: torch.tensor([1e5]))]), ConversionError,
+        r"big has values up to 1e\+05, beyond float16's range"),
+]
+
+
+def _write_in_atomic_folder(tmp: Path, plans: list[TensorPlan]) -> None:
+    with atomic_output_dir(tmp / "out") as work:
+        write_safetensors(work / "model.safetensors", plans)
+
+
+@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
+    with pytest.raises(error, match=message):
+        action(tmp_path)
+    leftovers = [path for path in tmp_path.rglob(".*") if ".converting-" in path.name or ".old-" in path.name]
+    assert not leftovers, f"half-written output left behind: {leftovers}"
+
+
+def test_bad_input_table_is_large_and_ids_unique():
+    ids = [row.id for row in BAD_INPUTS]
+    assert len(ids) >= 60 and len(set(ids)) == len(ids)
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_leftovers_of_killed_runs_are_removed_or_restored_and_reported(tmp_path, caplog):
+    out = tmp_path / "out"
+    stale = tmp_path / f".out.converting-{_dead_pid()}-0123abcd"
+    legacy = tmp_path / ".out.converting-89abcdef"  # named before the PID was part of the name
+    running = tmp_path / f".out.converting-{os.getpid()}-fedcba98"
+    other = tmp_path / f".elsewhere.converting-{_dead_pid()}-0123abcd"
+    for folder in (stale, legacy, running, other):
+        write(folder / "model.safetensors", "partial")
+    previous = tmp_path / f".out.old-{_dead_pid()}-11112222"  # killed between moving `out` away and moving in the new
+    write(previous / "config.json", "{}")
+    with caplog.at_level("WARNING", logger="hf_minitf.conversion.output"):
+        with pytest.raises(ConversionError, match="not empty"):
+            with atomic_output_dir(out):
+                pass
+    assert (out / "config.json").read_text() == "{}", "the interrupted run's previous folder was not restored"
+    assert not stale.exists() and not legacy.exists() and not previous.exists()
+    assert running.exists(), "a folder a live process is writing was removed"
+    assert other.exists(), "a leftover of another output folder was removed"
+    reported = caplog.text
+    assert f"restored {out}" in reported and stale.name in reported and legacy.name in reported
