@@ -4,6 +4,7 @@ card) atomically."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -12,24 +13,35 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import save_file
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.dynamic_module_utils import custom_object_save
 
 from hf_minitf.layers import SinusoidalPositionalEmbedding
 
 from .checkpoint import Checkpoint, ConversionError
-from .output import TensorPlan, atomic_output_dir, check_output_dir, write_safetensors
+from .output import TensorPlan, atomic_output_dir, cast_for_output, check_output_dir, write_safetensors
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
-# Anchor keys that identify each original codebase, to name the right converter when given the wrong one.
+# Anchor keys that identify each original codebase (by its `minitf convert` source name), to name the right
+# converter when given the wrong one. Checked in this order: a whole model before its embedding layer.
 SIGNATURES = {
     "char-gpt": ("wte.weight", "blocks.0.attn.qkv.weight"),
     "frawdllm": ("embeddings.token_emb.weight", "blocks.0.attn.qkv_proj.weight"),
     "miniembed": ("token_embedding.weight", "layers.0.attention.W_q.weight"),
     "hkproj": ("src_embed.embedding.weight", "encoder.layers.0.self_attention_block.w_q.weight"),
-    "seed 001 embedding layer": ("token_embedding.weight", "pe"),
-    "FrawdLLM embedding layer": ("token_emb.weight",),
+    "transformer-embedding": ("token_embedding.weight", "pe"),
+    "frawdllm-embeddings": ("token_emb.weight",),
+}
+# What each source is, and the function that converts it from Python (as `hf_minitf.conversion` exports it).
+SOURCE_NAMES = {
+    "char-gpt": ("nanoGPT-style character GPT", "convert_char_gpt"),
+    "frawdllm": ("FrawdLLM", "convert_frawdllm"),
+    "miniembed": ("MiniEmbed", "convert_miniembed"),
+    "hkproj": ("hkproj pytorch-transformer", "convert_hkproj"),
+    "transformer-embedding": ("Transformer-embedding layer (TransformerEmbedding)", "convert_transformer_embedding"),
+    "frawdllm-embeddings": ("FrawdLLM Embeddings layer", "convert_frawdllm_embeddings"),
 }
 
 # A key-map rule: a regex over the target model's parameter names, and the template (using the regex's
@@ -51,16 +63,18 @@ def identify(checkpoint: Checkpoint) -> str | None:
 
 
 def require_architecture(checkpoint: Checkpoint, source: str, description: str) -> None:
-    """Raise a clear error when the checkpoint lacks this source's anchor keys, naming what it looks like."""
-    if all(anchor in checkpoint for anchor in SIGNATURES[source]):
+    """Raise a clear error when the checkpoint lacks this source's anchor keys, naming the missing ones and,
+    when the keys are another source's, the command and function that convert it."""
+    missing = [anchor for anchor in SIGNATURES[source] if anchor not in checkpoint]
+    if not missing:
         return
     found = identify(checkpoint)
     hint = ""
     if found:
-        command = f": use `minitf convert {found}`" if found in ("char-gpt", "frawdllm", "miniembed", "hkproj") else ""
-        hint = f" It looks like a {found} checkpoint{command}."
+        name, function = SOURCE_NAMES[found]
+        hint = f" It looks like a {name} checkpoint: use `minitf convert {found}` (or `hf_minitf.conversion.{function}`)."
     raise ConversionError(
-        f"{checkpoint.path} is not a {description} checkpoint: it lacks {', '.join(SIGNATURES[source])}. "
+        f"{checkpoint.path} is not a {description} checkpoint: it lacks {', '.join(missing)}. "
         f"Its keys: {_short(sorted(checkpoint.keys()), 8)}.{hint}"
     )
 
@@ -231,6 +245,8 @@ class ConvertedModel:
     generation_config: GenerationConfig | None
     card: str
     inferred: dict[str, Any] = field(default_factory=dict)
+    # Lines for the user about this conversion (flags that had no effect, a chat template, ...).
+    notes: list[str] = field(default_factory=list)
     # When set, the model is built in memory and this writes it (with the tokenizer) instead of the streamed
     # write: for folders another library lays out, such as a SentenceTransformer folder.
     save_model: Callable[[PreTrainedModel, PreTrainedTokenizerBase | None, Path], None] | None = None
@@ -250,7 +266,7 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
         if tuple(tensor.shape) != tuple(plan.shape):
             raise ConversionError(f"{plan.name} (from {plan.origin}) has shape {list(tensor.shape)}, "
                                   f"the model expects {list(plan.shape)}.")
-        state[plan.name] = tensor.to(plan.dtype)
+        state[plan.name] = cast_for_output(tensor, plan.dtype, plan.name)
     result = model.load_state_dict(state, strict=False, assign=True)
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
     if set(result.missing_keys) - tied or result.unexpected_keys:
@@ -286,8 +302,66 @@ def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool =
     return Path(out)
 
 
+# How a user loads each converted model class, `{out}` being the folder.
+LOADING = {
+    "MiniTFGPTForCausalLM": 'AutoModelForCausalLM.from_pretrained("{out}") or pipeline("text-generation", model="{out}")',
+    "MiniTFEncoderModel": 'SentenceTransformer("{out}") or AutoModel.from_pretrained("{out}")',
+    "MiniTFSeq2SeqForConditionalGeneration": ('AutoModelForSeq2SeqLM.from_pretrained("{out}") or '
+                                              'pipeline("minitf-translation", model="{out}")'),
+}
+
+
+def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[str, Any], out: str | Path, what: str,
+                         config_class: str, source: str | Path, dtype: str = "auto", overwrite: bool = False) -> str:
+    """Write an embedding layer's converted weights (`embeddings.safetensors`, MiniTF names) and the config fields
+    they fix (`embedding_config.json`) into the folder `out`, atomically; returns what to tell the user."""
+    if dtype != "auto" and dtype not in DTYPES:
+        raise ConversionError(f"dtype={dtype!r} is not supported; choose auto or one of {sorted(DTYPES)}.")
+    with atomic_output_dir(out, overwrite) as work:
+        save_file({name: (tensor if dtype == "auto" else cast_for_output(tensor, DTYPES[dtype], name)).contiguous()
+                   for name, tensor in weights.items()}, str(work / "embeddings.safetensors"))
+        (work / "embedding_config.json").write_text(json.dumps(dict(fields), indent=2) + "\n", encoding="utf-8")
+    count = sum(tensor.numel() for tensor in weights.values())
+    return "\n".join([
+        f"Converted {what} {source} into {out}",
+        f"  weights: embeddings.safetensors ({', '.join(weights)}; {count:,} parameters)",
+        f"  config:  embedding_config.json ({', '.join(f'{key}={value}' for key, value in fields.items())})",
+        f"  use:     model = <model class>({config_class}(**<embedding_config.json>, <the other sizes>)); "
+        "model.load_state_dict(safetensors.torch.load_file(\"embeddings.safetensors\"), strict=False)",
+    ])
+
+
+def add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, default_prefix: str,
+                                  model: str) -> None:
+    """The options of the embedding-layer sources (`minitf convert transformer-embedding|frawdllm-embeddings`)."""
+    parser.add_argument("checkpoint", type=Path, help=f"the {what}'s state_dict (.pt/.pth or .safetensors)")
+    parser.add_argument("--prefix", default=default_prefix,
+                        help=f"prefix of the written weight names (default {default_prefix!r}: loads into {model})")
+
+
+def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) -> str:
+    """What a user reads after a conversion: what was converted, into where, the model's size, how to load it."""
+    config = converted.config
+    sizes = f"{config.num_hidden_layers} layers, hidden size {config.hidden_size}, {config.num_attention_heads} heads"
+    positions = getattr(config, "position_embedding_type", None)
+    if positions:
+        sizes += f", {'RoPE' if positions == 'rope' else positions + ' positions'}"
+    plans = converted.plans
+    dtypes = sorted({str(plan.dtype).removeprefix("torch.") for plan in plans if plan.dtype.is_floating_point})
+    name = converted.model_class.__name__
+    lines = [f"Converted {what} into {out}",
+             f"  model: {name} ({config.model_type}), {sizes}, {num_parameters(plans):,} parameters "
+             f"({'/'.join(dtypes)})"]
+    lines += [f"  note:  {note}" for note in converted.notes]
+    loading = LOADING.get(name, name + '.from_pretrained("{out}")')
+    lines.append(f"  load:  {loading.format(out=out)}")
+    lines.append("         (without hf_minitf installed, add trust_remote_code=True)")
+    return "\n".join(lines)
+
+
 __all__ = [
-    "ConvertedModel", "Rule", "check_given", "count_layers", "expected_weights", "identify", "map_weights",
-    "materialize", "meta_model", "num_parameters", "original_name", "output_dtype", "read_json", "require_architecture",
-    "require_heads", "save_converted", "shape_of", "sinusoidal_length",
+    "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "add_embedding_layer_arguments", "check_given", "conversion_summary",
+    "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model", "num_parameters",
+    "original_name", "output_dtype", "read_json", "require_architecture", "require_heads", "save_converted",
+    "save_embedding_layer", "shape_of", "sinusoidal_length",
 ]

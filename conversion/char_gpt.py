@@ -29,8 +29,8 @@ from hf_minitf.model_card import render_model_card
 from hf_minitf.tokenization_minitf import char_tokenizer
 
 from .base import (
-    ConvertedModel, check_given, count_layers, num_parameters, output_dtype, read_json, require_architecture,
-    require_heads, save_converted, shape_of,
+    ConvertedModel, check_given, conversion_summary, count_layers, num_parameters, output_dtype, read_json,
+    require_architecture, require_heads, save_converted, shape_of,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     converted = convert_char_gpt(args.checkpoint, args.out, vocab=args.vocab, training_text=args.training_text,
                                  num_heads=args.num_heads, original_config=args.config, dtype=args.dtype,
                                  overwrite=args.overwrite)
-    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+    print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0
 
 

@@ -118,28 +118,34 @@ class Checkpoint:
     """The tensors of an original checkpoint, read lazily, and its other top-level entries (`extras`).
 
     Use as a context manager (or call `close`). `get` reads one tensor; `shape` and `dtype` read nothing.
+    With `key_prefix`, stored keys that start with it are presented without it (a wrapper's `model.` prefix,
+    as in FrawdLLM's own Hugging Face folders); other keys keep their names.
     """
 
     def __init__(self, path: Path, tensors: Mapping[str, torch.Tensor] | None, extras: dict[str, Any],
-                 safetensors_handle=None) -> None:
+                 safetensors_handle=None, key_prefix: str = "") -> None:
         self.path = path
         self.extras = extras
         self._tensors = tensors
         self._handle = safetensors_handle
-        self._keys = list(safetensors_handle.keys()) if safetensors_handle is not None else list(tensors)
+        stored = list(safetensors_handle.keys()) if safetensors_handle is not None else list(tensors)
+        self._stored = {key.removeprefix(key_prefix) if key_prefix else key: key for key in stored}
+        self._keys = list(self._stored)
 
     def keys(self) -> list[str]:
         return list(self._keys)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._keys
+        return key in self._stored
 
     def shape(self, key: str) -> tuple[int, ...]:
+        key = self._stored[key]
         if self._handle is not None:
             return tuple(self._handle.get_slice(key).get_shape())
         return tuple(self._tensors[key].shape)
 
     def dtype(self, key: str) -> torch.dtype:
+        key = self._stored[key]
         if self._handle is not None:
             name = self._handle.get_slice(key).get_dtype()
             if name not in SAFETENSORS_DTYPES:
@@ -148,10 +154,11 @@ class Checkpoint:
         return self._tensors[key].dtype
 
     def get(self, key: str) -> torch.Tensor:
+        stored = self._stored[key]
         try:
             if self._handle is not None:
-                return self._handle.get_tensor(key)
-            return self._tensors[key]
+                return self._handle.get_tensor(stored)
+            return self._tensors[stored]
         except Exception as error:  # a truncated or corrupt tensor surfaces only when it is read
             raise ConversionError(
                 f"Cannot read tensor {key} from {self.path} (truncated or corrupt file?): {error}"
@@ -173,11 +180,13 @@ def open_checkpoint(
     path: str | Path,
     state_dict_keys: Iterable[str] = ("model_state_dict", "state_dict", "model"),
     allowed_classes: Iterable[type] = (),
+    key_prefix: str = "",
 ) -> Checkpoint:
     """Open a safetensors file or a torch.save checkpoint (a bare state_dict, or a training checkpoint dict
     holding the state_dict under one of `state_dict_keys`) without executing any pickled code.
 
-    `allowed_classes` are `PickledRecord` stand-ins the unpickler may build (see `stand_in_class`).
+    `allowed_classes` are `PickledRecord` stand-ins the unpickler may build (see `stand_in_class`);
+    `key_prefix` is stripped from the keys that carry it (see `Checkpoint`).
     """
     path = Path(path)
     if not path.is_file():
@@ -189,7 +198,7 @@ def open_checkpoint(
             metadata = handle.metadata() or {}
         except Exception as error:
             raise ConversionError(f"Cannot read {path} as safetensors (truncated or corrupt file?): {error}") from error
-        return Checkpoint(path, None, {"metadata": metadata}, safetensors_handle=handle)
+        return Checkpoint(path, None, {"metadata": metadata}, safetensors_handle=handle, key_prefix=key_prefix)
 
     loaded = _torch_load(path, allowed_classes)
     if not _is_state_dict(loaded):
@@ -209,7 +218,7 @@ def open_checkpoint(
     bad = [key for key, value in state_dict.items() if not isinstance(value, torch.Tensor)]
     if bad:
         raise ConversionError(f"{path}: state_dict entries {bad[:10]} are not tensors.")
-    return Checkpoint(path, state_dict, extras)
+    return Checkpoint(path, state_dict, extras, key_prefix=key_prefix)
 
 
 __all__ = ["Checkpoint", "ConversionError", "PickledRecord", "open_checkpoint", "stand_in_class"]

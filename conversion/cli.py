@@ -1,4 +1,4 @@
-"""`minitf convert {char-gpt,frawdllm,miniembed,hkproj} CHECKPOINT --out DIR [...]`.
+"""`minitf convert SOURCE CHECKPOINT --out DIR [...]`, one SOURCE per original codebase (and embedding layer).
 
 `add_convert_parser` adds the command to the `minitf` parser; `python -m hf_minitf.conversion` and
 `python -m hf_minitf.conversion.<module>` run the same commands on their own.
@@ -9,24 +9,35 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .base import DTYPES
 from .checkpoint import ConversionError
+from .output import check_output_dir, input_paths
 
-# sub-command -> module in this package (each has DESCRIPTION, add_arguments(parser) and run(args)).
+# sub-command -> (module in this package, help, entry): the module's DESCRIPTION, add_arguments(parser) and run(args)
+# implement the command; entry "embeddings" names EMBEDDINGS_DESCRIPTION, add_embeddings_arguments, run_embeddings.
 SOURCES = {
-    "char-gpt": ("char_gpt", "character-level GPT (seed 004, nanoGPT family) -> MiniTFGPTForCausalLM + char tokenizer"),
-    "frawdllm": ("frawdllm", "FrawdLLM checkpoint (learned or RoPE) -> MiniTFGPTForCausalLM + its BPE tokenizer"),
-    "miniembed": ("miniembed",
-                  "MiniEmbed embedding model (seed 000) -> MiniTFEncoderModel + tokenizer + SentenceTransformer"),
-    "hkproj": ("hkproj",
-               "hkproj pytorch-transformer translation model (seed 003) -> MiniTFSeq2SeqForConditionalGeneration"),
+    "char-gpt": ("char_gpt", "nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer", ""),
+    "frawdllm": ("frawdllm", "FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models too) "
+                             "-> MiniTFGPTForCausalLM + its BPE tokenizer", ""),
+    "miniembed": ("miniembed", "MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer", ""),
+    "hkproj": ("hkproj", "hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration", ""),
+    "transformer-embedding": ("miniembed", "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF "
+                                           "encoder embedding weights", "embeddings"),
+    "frawdllm-embeddings": ("frawdllm", "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
+                            "embeddings"),
 }
+ENTRY_NAMES = {"": ("DESCRIPTION", "add_arguments", "run"),
+               "embeddings": ("EMBEDDINGS_DESCRIPTION", "add_embeddings_arguments", "run_embeddings")}
 
 
-def _module(source: str):
-    return importlib.import_module(f"{__package__}.{SOURCES[source][0]}")
+def _entry(source: str) -> tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]:
+    """The description, argument adder and runner of one sub-command."""
+    module_name, _, entry = SOURCES[source]
+    module = importlib.import_module(f"{__package__}.{module_name}")
+    return tuple(getattr(module, name) for name in ENTRY_NAMES[entry])
 
 
 def add_output_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +51,8 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 def _handler(source: str):
     def handle(args: argparse.Namespace) -> int:
         try:
-            return _module(source).run(args)
+            check_output_dir(args.out, args.overwrite, input_paths(args))
+            return _entry(source)[2](args)
         except ConversionError as error:
             print(f"minitf convert {source}: error: {error}", file=sys.stderr)
             return 2
@@ -49,10 +61,10 @@ def _handler(source: str):
 
 
 def _add_source(commands, source: str) -> None:
-    module = _module(source)
-    parser = commands.add_parser(source, help=SOURCES[source][1], description=module.DESCRIPTION,
+    description, add_arguments, _ = _entry(source)
+    parser = commands.add_parser(source, help=SOURCES[source][1], description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    module.add_arguments(parser)
+    add_arguments(parser)
     add_output_arguments(parser)
     parser.set_defaults(handler=_handler(source))
 
@@ -80,10 +92,10 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_module(source: str, argv: list[str] | None = None) -> int:
     """Entry point of `python -m hf_minitf.conversion.<module>`: the one sub-command, on its own."""
-    module = _module(source)
-    parser = argparse.ArgumentParser(prog=f"python -m {module.__name__}", description=module.DESCRIPTION,
+    description, add_arguments, _ = _entry(source)
+    parser = argparse.ArgumentParser(prog=f"python -m {__package__}.{SOURCES[source][0]}", description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    module.add_arguments(parser)
+    add_arguments(parser)
     add_output_arguments(parser)
     return _handler(source)(parser.parse_args(argv))
 

@@ -1,43 +1,64 @@
 """Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
-`Embeddings` layer, seed 002, to the GPT's embedding weights).
+`Embeddings` layer to the GPT's embedding weights).
 
-Input: a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
-`src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
-state_dict (torch.save or safetensors); and the `tokenizers` JSON of its BPE tokenizer.
+Input, one of:
+- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
+  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
+  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
+- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
+  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
+  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
+  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
 Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
 (no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
 which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
 against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
 size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
 Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
-the tokenizer. The RMSNorm and SwiGLU variants (`use_rmsnorm`, `use_swiglu`) are not supported.
+the tokenizer.
+
+FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
+by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
+checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
+but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
+are refused, naming the keys.
+
+Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
+tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
+{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
+ids, as FrawdLLM's chat scripts add them.
 
 FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
 follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100.
 
-Run: `python -m hf_minitf.conversion.frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`.
+Run: `python -m hf_minitf.conversion.frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, or
+`python -m hf_minitf.conversion.frawdllm OWNER/REPO_OR_FOLDER --out DIR`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import GenerationConfig
+from tokenizers import AddedToken, processors
+from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.model_card import render_model_card
 from hf_minitf.tokenization_minitf import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 
 from .base import (
-    ConvertedModel, check_given, count_layers, num_parameters, output_dtype, read_json, require_architecture,
-    require_heads, save_converted, shape_of,
+    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, num_parameters, output_dtype, read_json,
+    require_architecture, require_heads, save_converted, save_embedding_layer, shape_of,
 )
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
+from .hub_source import download_repo_files, looks_like_repo_id
 
 ModelConfigStandIn = stand_in_class("src.model.config.ModelConfig")
 
@@ -51,11 +72,43 @@ RULES = gpt_rules(
 BUFFERS = [r"blocks\.\d+\.attn\.mask"]
 # FrawdLLM's tokenizer: <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3.
 DEFAULT_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}
-# FrawdLLM's presets: (vocab_size, n_embd, n_layer, context_length, use_rope) -> n_head.
-PRESETS = {"tiny": ((8192, 256, 6, 256, False), 8), "small": ((8192, 512, 8, 512, False), 8),
-           "base": ((8192, 768, 12, 1024, False), 12), "100m": ((32000, 768, 12, 1024, True), 12)}
-UNSUPPORTED_HINT = ("FrawdLLM's RMSNorm / SwiGLU variants (use_rmsnorm / use_swiglu) are not supported by MiniTF GPT; "
-                    "only the LayerNorm + GELU model converts.")
+# FrawdLLM's presets (src/model/config.py): name -> (vocab_size, n_embd, n_layer, context_length, use_rope, n_head).
+# The -llama ones also set use_rmsnorm and use_swiglu, which FrawdLLM's model code ignores.
+PRESETS = {
+    "tiny": (8192, 256, 6, 256, False, 8),
+    "small": (8192, 512, 8, 512, False, 8),
+    "base": (8192, 768, 12, 1024, False, 12),
+    "tiny-llama": (8192, 256, 6, 256, True, 8),
+    "small-llama": (8192, 512, 8, 512, True, 8),
+    "100m": (32000, 768, 12, 1024, True, 12),
+}
+# FrawdLLM's ModelConfig fields, and the Hugging Face aliases its published config.json repeats.
+FIELDS = ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "dropout", "use_rope", "use_rmsnorm",
+          "use_swiglu", "pad_token_id", "bos_token_id", "eos_token_id", "head_dim")
+ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}
+INERT_FLAGS = {"use_rmsnorm": "RMSNorm", "use_swiglu": "SwiGLU"}
+# The files of a FrawdLLM Hugging Face folder that conversion reads (its .py files are never read).
+PUBLISHED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+USER_TOKEN, ASSISTANT_TOKEN = "<|user|>", "<|assistant|>"
+# FrawdLLM's chat format (src/training/sft_dataset.py, scripts/chat.py), one exchange at a time:
+# <|bos|><|user|>{instruction}<|assistant|>{response}<|eos|>. A conversation is its exchanges one after another.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{%- if message['role'] == 'user' -%}"
+    "{%- if loop.index0 % 2 != 0 -%}{{ raise_exception(\"FrawdLLM's chat format alternates user and assistant "
+    "messages, starting with a user message.\") }}{%- endif -%}"
+    "{{ bos_token }}" + USER_TOKEN + "{{ message['content'] }}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{%- if loop.index0 % 2 != 1 -%}{{ raise_exception(\"FrawdLLM's chat format alternates user and assistant "
+    "messages, starting with a user message.\") }}{%- endif -%}"
+    + ASSISTANT_TOKEN + "{{ message['content'] }}{{ eos_token }}"
+    "{%- else -%}"
+    "{{ raise_exception(\"FrawdLLM's chat format has only user and assistant messages, not '\" ~ message['role'] "
+    "~ \"'.\") }}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}" + ASSISTANT_TOKEN + "{%- endif -%}"
+)
 
 
 def stored_config(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -71,13 +124,68 @@ def stored_config(checkpoint: Checkpoint) -> dict[str, Any]:
     return {key: value for key, value in fields.items() if not key.startswith("_")}
 
 
+def published_fields(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """FrawdLLM ModelConfig fields from a published config.json (FrawdLLM's names, else the HF aliases it also
+    writes); the rest (auto_map, transformers_version, ...) is not FrawdLLM's model and is ignored."""
+    fields = {key: config[key] for key in FIELDS if key in config}
+    for alias, name in ALIASES.items():
+        if alias in config:
+            if name in fields and fields[name] != config[alias]:
+                raise ConversionError(f"{origin} says {name}={fields[name]} but {alias}={config[alias]}; "
+                                      "they must agree.")
+            fields.setdefault(name, config[alias])
+    return fields
+
+
 def _check_fields(fields: Mapping[str, Any], origin: str) -> None:
     for key, value in fields.items():
         if not isinstance(value, (bool, int, float, str, type(None))):
             raise ConversionError(f"{origin}: field {key} holds a {type(value).__name__}, expected a number or text.")
-    unsupported = [key for key in ("use_rmsnorm", "use_swiglu") if fields.get(key)]
-    if unsupported:
-        raise ConversionError(f"{origin} sets {', '.join(f'{k}=True' for k in unsupported)}. {UNSUPPORTED_HINT}")
+
+
+def check_layer_variant(checkpoint: Checkpoint) -> None:
+    """Refuse weights that really are RMSNorm or SwiGLU (FrawdLLM's code builds neither), naming the keys.
+
+    LayerNorm has a bias beside its weight, RMSNorm has none; FrawdLLM's MLP is fc1 -> GELU -> fc2 with
+    fc1's output as wide as fc2's input, while SwiGLU adds a gate projection (or fuses it into a fc1 twice
+    as wide)."""
+    norms = sorted({key.removesuffix(".weight") for key in checkpoint.keys()
+                    if re.fullmatch(r"(blocks\.\d+\.ln[12]|ln_f)\.weight", key)})
+    biasless = [f"{norm}.weight" for norm in norms if f"{norm}.bias" not in checkpoint]
+    if biasless:
+        raise ConversionError(
+            f"{checkpoint.path}: {', '.join(biasless[:6])}{' ...' if len(biasless) > 6 else ''} have no bias: "
+            "these are RMSNorm weights. FrawdLLM's code always builds LayerNorm (with bias), whatever use_rmsnorm "
+            "says, and MiniTF GPT has no RMSNorm; this checkpoint was made by other code and cannot be converted."
+        )
+    mlp_parts = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
+    gates = sorted(key for key in checkpoint.keys()
+                   if (m := re.fullmatch(r"blocks\.\d+\.mlp\.(.+)", key)) and m.group(1) not in mlp_parts)
+    fused = [f"blocks.{index}.mlp.fc1.weight {list(checkpoint.shape(f'blocks.{index}.mlp.fc1.weight'))}"
+             for index in range(count_layers(checkpoint, r"blocks\.(\d+)\."))
+             if f"blocks.{index}.mlp.fc1.weight" in checkpoint and f"blocks.{index}.mlp.fc2.weight" in checkpoint
+             and checkpoint.shape(f"blocks.{index}.mlp.fc1.weight")[0]
+             != checkpoint.shape(f"blocks.{index}.mlp.fc2.weight")[1]]
+    if gates or fused:
+        found = gates or [f"{fused[0]} (twice fc2's input width: a fused gate)"]
+        raise ConversionError(
+            f"{checkpoint.path}: {', '.join(found[:6])}{' ...' if len(found) > 6 else ''} are SwiGLU weights. "
+            "FrawdLLM's code always builds the GELU MLP (fc1, fc2), whatever use_swiglu says, and MiniTF GPT has "
+            "no SwiGLU; this checkpoint was made by other code and cannot be converted."
+        )
+
+
+def inert_flags(fields: Mapping[str, Any]) -> list[str]:
+    """The use_rmsnorm / use_swiglu flags a config sets, which FrawdLLM's model code never reads."""
+    return [flag for flag in INERT_FLAGS if fields.get(flag)]
+
+
+def preset_heads(vocab_size: int, n_embd: int, n_layer: int, context_length: int, use_rope: bool) -> int | None:
+    """The head count of the FrawdLLM preset with these sizes (chat models add tokens to a preset's vocabulary)."""
+    for preset_vocab, *sizes, heads in PRESETS.values():
+        if tuple(sizes) == (n_embd, n_layer, context_length, use_rope) and vocab_size >= preset_vocab:
+            return heads
+    return None
 
 
 def infer_frawdllm_config(checkpoint: Checkpoint, given: Mapping[str, Any], num_heads: int | None,
@@ -85,8 +193,7 @@ def infer_frawdllm_config(checkpoint: Checkpoint, given: Mapping[str, Any], num_
     """FrawdLLM ModelConfig fields from the weights, completed and checked by `given` and the options."""
     vocab_size, n_embd = shape_of(checkpoint, "embeddings.token_emb.weight")
     use_rope = "embeddings.pos_emb.weight" not in checkpoint
-    if "blocks.0.ln1.weight" in checkpoint and "blocks.0.ln1.bias" not in checkpoint:
-        raise ConversionError(f"{checkpoint.path}: blocks.0.ln1 has no bias, as FrawdLLM's RMSNorm. {UNSUPPORTED_HINT}")
+    check_layer_variant(checkpoint)
     inferred: dict[str, Any] = dict(vocab_size=vocab_size, n_embd=n_embd,
                                     n_layer=count_layers(checkpoint, r"blocks\.(\d+)\."), use_rope=use_rope)
     if not use_rope:
@@ -95,18 +202,18 @@ def infer_frawdllm_config(checkpoint: Checkpoint, given: Mapping[str, Any], num_
         inferred["context_length"] = checkpoint.shape("blocks.0.attn.mask")[-1] // 4
     check_given(given, inferred, "FrawdLLM config")
     fields = {**given, **inferred}
-    for key, value in (("context_length", context_length), ("n_head", num_heads)):
+    for key, value, option in (("context_length", context_length, "--context-length"),
+                               ("n_head", num_heads, "--num-heads")):
         if value is not None:
             if fields.get(key) is not None and fields[key] != value:
-                option = "--" + key.replace("_", "-")
-                raise ConversionError(f"{option} {value} contradicts the checkpoint's {key}={fields[key]}.")
+                raise ConversionError(f"{option} {value} contradicts the checkpoint's {key}={fields[key]}; "
+                                      f"leave {option} out (or give the value the model was trained with).")
             fields[key] = value
     if fields.get("context_length") is None:
         raise ConversionError("A RoPE checkpoint without its attention-mask buffer does not tell its context length; "
                               "pass --context-length (the ModelConfig's context_length).")
     if fields.get("n_head") is None:
-        shape = (vocab_size, n_embd, fields["n_layer"], fields["context_length"], use_rope)
-        fields["n_head"] = next((heads for sizes, heads in PRESETS.values() if sizes == shape), None)
+        fields["n_head"] = preset_heads(vocab_size, n_embd, fields["n_layer"], fields["context_length"], use_rope)
     fields["n_head"] = require_heads(fields.get("n_head"), n_embd, "--num-heads (or --config)")
     if fields.get("head_dim") not in (None, n_embd // fields["n_head"]):
         raise ConversionError(
@@ -133,14 +240,42 @@ def frawdllm_gpt_config(fields: Mapping[str, Any], tied: bool) -> MiniTFGPTConfi
     )
 
 
-def frawdllm_tokenizer(path: str | Path, fields: Mapping[str, Any]):
-    """FrawdLLM's BPE JSON as a fast tokenizer; its special ids and size must fit the model."""
+def bos_only_prompts(tokenizer: PreTrainedTokenizerFast) -> str | None:
+    """FrawdLLM's tokenizer files frame every text as `<|bos|> text <|eos|>` (a whole training document). A prompt
+    ending in <|eos|> asks for nothing, and FrawdLLM's own generation (scripts/chat.py, test_hf_model.py) encodes
+    `<|bos|>prompt` instead: make `tokenizer(text)` do that. Returns a note when it changed something."""
+    backend = tokenizer.backend_tokenizer
+    post = json.loads(backend.to_str()).get("post_processor") or {}
+    pieces = [next(iter(piece.values()))["id"] for piece in post.get("single", [])]
+    bos, eos = tokenizer.bos_token, tokenizer.eos_token
+    if post.get("type") != "TemplateProcessing" or pieces != [bos, "A", eos]:
+        return None
+    backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B:1",
+                                                           special_tokens=[(bos, tokenizer.bos_token_id)])
+    return (f"tokenizer(text) gives {bos} text, as FrawdLLM's own generation encodes prompts (its tokenizer file also "
+            f"appended {eos}, which ends a training document, not a prompt)")
+
+
+def frawdllm_tokenizer(path: str | Path,
+                       fields: Mapping[str, Any]) -> tuple[PreTrainedTokenizerFast, list[str], bool]:
+    """FrawdLLM's BPE JSON as a fast tokenizer whose special ids and size fit the model, with FrawdLLM's chat
+    template when it has the chat tokens; returns it, notes on what was changed or added, and whether prompts
+    were made `<|bos|> text` (see `bos_only_prompts`)."""
     try:
         limit = fields["context_length"] * (4 if fields["use_rope"] else 1)
         tokenizer = load_bpe_tokenizer(path, model_max_length=limit)
     except ValueError as error:
         raise ConversionError(f"Tokenizer {path}: {error}") from error
-    largest = max(tokenizer.get_vocab().values())
+    notes = []
+    vocab = tokenizer.get_vocab()
+    chat_tokens = [USER_TOKEN, ASSISTANT_TOKEN]
+    held = [token for token in chat_tokens if token in vocab]
+    # FrawdLLM's SFT and chat scripts add the chat tokens in memory, after the saved vocabulary.
+    add_chat_tokens = not held and fields["vocab_size"] == len(vocab) + len(chat_tokens)
+    if len(held) == 1:
+        raise ConversionError(f"Tokenizer {path} holds {held[0]} but not the other chat token; FrawdLLM's chat "
+                              f"format needs both {USER_TOKEN} and {ASSISTANT_TOKEN}.")
+    largest = max(vocab.values())
     if largest >= fields["vocab_size"]:
         raise ConversionError(f"Tokenizer {path} has token id {largest}, past the model's "
                               f"vocab_size={fields['vocab_size']}; give the tokenizer the model was trained with.")
@@ -149,13 +284,75 @@ def frawdllm_tokenizer(path: str | Path, fields: Mapping[str, Any]):
             token = BPE_SPECIAL_TOKENS[key.replace("_id", "")]
             raise ConversionError(f"Tokenizer {path} gives {token} id {getattr(tokenizer, key)}, the model's config "
                                   f"says {key}={fields[key]}.")
-    return tokenizer
+    prompts = bos_only_prompts(tokenizer)
+    if prompts:
+        notes.append(prompts)
+    if held or add_chat_tokens:
+        # As special tokens: one id each wherever they appear in a text, dropped by skip_special_tokens.
+        tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in chat_tokens],
+                             special_tokens=True)
+        tokenizer.chat_template = CHAT_TEMPLATE
+        ids = tokenizer.convert_tokens_to_ids(chat_tokens)
+        added = (f"; the tokenizer file lacks them, so they were added as FrawdLLM's SFT and chat scripts add them "
+                 f"for a model of {fields['vocab_size']} tokens") if add_chat_tokens else ""
+        notes.append(f"chat template: FrawdLLM's <|bos|><|user|>{{instruction}}<|assistant|>{{response}}<|eos|> "
+                     f"({USER_TOKEN}={ids[0]}, {ASSISTANT_TOKEN}={ids[1]}{added}); use "
+                     "tokenizer.apply_chat_template(messages, add_generation_prompt=True) or pass messages to "
+                     "pipeline(\"text-generation\")")
+    return tokenizer, notes, prompts is not None
+
+
+def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[str, Any], plans,
+               tokenizer: PreTrainedTokenizerFast, bos_prompts: bool) -> str:
+    """The converted folder's card: what FrawdLLM model this is, where it came from, how it differs."""
+    positions = ("rotary positions (RoPE, interleaved pairs as FrawdLLM computes them; up to 4 x the "
+                 f"{fields['context_length']}-token training context)") if fields["use_rope"] else \
+        f"learned positions ({fields['context_length']} tokens)"
+    sections = ["## Differences from FrawdLLM's own wrapper\n\nThis model has a KV cache, honours `attention_mask` "
+                "(left-padded batches generate what each prompt generates alone) and uses transformers' `generate`. "
+                "Its `labels` follow transformers (the input ids, shifted inside; -100 is ignored), while FrawdLLM's "
+                "loss took pre-shifted targets and ignored pad id 0."]
+    flags = inert_flags(fields)
+    if flags:
+        sections.append(
+            "## Configuration flags without effect\n\nThe original configuration sets "
+            f"{' and '.join(f'`{flag}=True`' for flag in flags)} (FrawdLLM's `tiny-llama` / `small-llama` presets do), "
+            "but FrawdLLM's model code never reads these flags: its blocks always build LayerNorm with bias and the "
+            "GELU MLP, and this checkpoint's weights are exactly those. So this is a LayerNorm + GELU model, "
+            f"converted as such (no {' or '.join(INERT_FLAGS[flag] for flag in flags)})."
+        )
+    if bos_prompts:
+        sections.append(
+            f"## Prompts\n\n`tokenizer(text)` gives `{tokenizer.bos_token}` then the text, as FrawdLLM's own generation "
+            f"encodes a prompt. FrawdLLM's tokenizer file also appended `{tokenizer.eos_token}`, which ends a training "
+            "document; to encode a whole document that way, add the token yourself."
+        )
+    chat = tokenizer.chat_template is not None
+    if chat:
+        sections.append(
+            "## Chat format\n\nFrawdLLM's chat models were trained on "
+            "`<|bos|><|user|>{instruction}<|assistant|>{response}<|eos|>`; the tokenizer's chat template writes "
+            "exactly that, and generation stops at `<|eos|>`:\n\n```python\nfrom transformers import pipeline\n\n"
+            "chat = pipeline(\"text-generation\", model=\"path/to/this/folder\")\n"
+            "print(chat([{\"role\": \"user\", \"content\": \"Tell me a story.\"}], max_new_tokens=100))\n```\n\n"
+            "FrawdLLM trained single exchanges; a longer conversation is written as its exchanges one after "
+            "another, each in that format. There is no system role."
+        )
+    return render_model_card(
+        "gpt", config, title="FrawdLLM (converted)", prompt="Once upon a time",
+        summary=f"A FrawdLLM decoder-only language model with {positions} and a byte-level BPE tokenizer"
+                f"{' and its chat tokens' if chat else ''}.",
+        origin=f"Converted with `minitf convert frawdllm` from `{checkpoint_name}` (FrawdLLM, "
+               "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
+        notes="\n\n".join(sections), num_parameters=num_parameters(plans),
+    )
 
 
 def plan_frawdllm(checkpoint: Checkpoint, tokenizer: str | Path, num_heads: int | None = None,
                   config: Mapping[str, Any] | None = None, context_length: int | None = None,
-                  dtype: str = "auto") -> ConvertedModel:
-    """Plan the conversion of an open FrawdLLM checkpoint (see the module docstring)."""
+                  dtype: str = "auto", name: str | None = None) -> ConvertedModel:
+    """Plan the conversion of an open FrawdLLM checkpoint (see the module docstring); `name` is what the card
+    says it was converted from (default: the file name)."""
     require_architecture(checkpoint, "frawdllm", "FrawdLLM")
     stored, given = stored_config(checkpoint), dict(config or {})
     _check_fields(stored, f"{checkpoint.path} (stored ModelConfig)")
@@ -166,51 +363,86 @@ def plan_frawdllm(checkpoint: Checkpoint, tokenizer: str | Path, num_heads: int 
     tied = head_is_tied(checkpoint, "embeddings.token_emb.weight", "lm_head.weight")
     gpt_config = frawdllm_gpt_config(fields, tied)
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
-    plans = plan_gpt(checkpoint, gpt_config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype),
-                     hint=UNSUPPORTED_HINT)
-    fast_tokenizer = frawdllm_tokenizer(tokenizer, fields)
+    plans = plan_gpt(checkpoint, gpt_config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype))
+    fast_tokenizer, notes, bos_prompts = frawdllm_tokenizer(tokenizer, fields)
     generation_config = GenerationConfig(bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"],
                                          pad_token_id=fields["pad_token_id"])
-    positions = ("rotary positions (RoPE, interleaved pairs as FrawdLLM computes them; up to 4 x the "
-                 f"{fields['context_length']}-token training context)") if fields["use_rope"] else \
-        f"learned positions ({fields['context_length']} tokens)"
-    card = render_model_card(
-        "gpt", gpt_config, title="FrawdLLM (converted)", prompt="Once upon a time",
-        summary=f"A FrawdLLM decoder-only language model with {positions} and a byte-level BPE tokenizer.",
-        origin=f"Converted with `minitf convert frawdllm` from `{checkpoint.path.name}` (FrawdLLM, "
-               "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
-        notes="## Differences from FrawdLLM's own wrapper\n\nThis model has a KV cache, honours `attention_mask` "
-              "(left-padded batches generate what each prompt generates alone) and uses transformers' `generate`. "
-              "Its `labels` follow transformers (the input ids, shifted inside; -100 is ignored), while FrawdLLM's "
-              "loss took pre-shifted targets and ignored pad id 0.",
-        num_parameters=num_parameters(plans),
-    )
+    flags = inert_flags(fields)
+    if flags:
+        notes.insert(0, f"{', '.join(f'{flag}=True' for flag in flags)} in the original config had no effect "
+                        "(FrawdLLM's model code never reads them); the weights are LayerNorm + GELU and were converted "
+                        "as such")
+    card = model_card(name or checkpoint.path.name, gpt_config, fields, plans, fast_tokenizer, bos_prompts)
     inferred = {key: fields[key] for key in ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "use_rope")}
-    inferred["tied_lm_head"] = tied
-    return ConvertedModel(MiniTFGPTForCausalLM, gpt_config, plans, fast_tokenizer, generation_config, card, inferred)
+    inferred.update(tied_lm_head=tied, inert_flags=flags, chat_template=fast_tokenizer.chat_template is not None,
+                    bos_only_prompts=bos_prompts)
+    return ConvertedModel(MiniTFGPTForCausalLM, gpt_config, plans, fast_tokenizer, generation_config, card, inferred,
+                          notes=notes)
 
 
-def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str | Path, num_heads: int | None = None,
-                     config: str | Path | Mapping[str, Any] | None = None, context_length: int | None = None,
-                     dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
-    """Convert a FrawdLLM checkpoint into the Hugging Face folder `out`; returns what was converted."""
+def _published_folder(folder: Path, tokenizer: str | Path | None) -> tuple[Path, dict[str, Any], Path]:
+    """The weights file, ModelConfig fields and tokenizer file of a FrawdLLM Hugging Face folder."""
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ConversionError(f"{folder} has no config.json: it is not a Hugging Face folder. Pass a FrawdLLM "
+                              "checkpoint file, or a folder made by FrawdLLM's scripts/convert_to_hf.py.")
+    config = read_json(config_path, "FrawdLLM config")
+    if config.get("model_type") != "frawdllm":
+        hint = " It is already a MiniTF folder: load it directly." if str(config.get("model_type", "")).startswith(
+            "minitf") else ""
+        raise ConversionError(f"{config_path} has model_type={config.get('model_type')!r}, not \"frawdllm\": this is "
+                              f"not a folder FrawdLLM published.{hint}")
+    weights = folder / "model.safetensors"
+    if not weights.is_file():
+        present = sorted(path.name for path in folder.iterdir() if path.suffix in (".safetensors", ".bin", ".json"))
+        raise ConversionError(f"{folder} has no model.safetensors (found: {', '.join(present) or 'nothing'}); "
+                              "FrawdLLM's convert_to_hf.py writes one. Sharded or .bin weights are not supported.")
+    tokenizer_path = Path(tokenizer) if tokenizer is not None else folder / "tokenizer.json"
+    if not tokenizer_path.is_file():
+        raise ConversionError(f"{folder} has no tokenizer.json; pass --tokenizer with FrawdLLM's tokenizer JSON.")
+    return weights, published_fields(config, str(config_path)), tokenizer_path
+
+
+def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str | Path | None = None,
+                     num_heads: int | None = None, config: str | Path | Mapping[str, Any] | None = None,
+                     context_length: int | None = None, revision: str | None = None, dtype: str = "auto",
+                     overwrite: bool = False) -> ConvertedModel:
+    """Convert a FrawdLLM checkpoint file, published Hugging Face folder or Hub repo id into the Hugging Face
+    folder `out`; returns what was converted."""
     if not isinstance(config, Mapping):
         config = read_json(config, "FrawdLLM config")
-    with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn]) as source:
-        converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype)
+    config = dict(config)
+    name, prefix = None, ""
+    if looks_like_repo_id(checkpoint):
+        name = str(checkpoint)
+        checkpoint = download_repo_files(name, PUBLISHED_FILES, revision)
+    elif revision is not None:
+        raise ConversionError(f"--revision applies to a Hub repo id, but {checkpoint} is a local path.")
+    checkpoint = Path(checkpoint)
+    if checkpoint.is_dir():
+        checkpoint, published, tokenizer = _published_folder(checkpoint, tokenizer)
+        check_given(config, published, "given FrawdLLM config (compared with the folder's config.json)")
+        config, prefix = {**published, **config}, "model."
+        name = name or checkpoint.parent.name
+    elif tokenizer is None:
+        raise ConversionError("Pass --tokenizer (FrawdLLM's tokenizer JSON): a checkpoint file does not hold it. "
+                              "A published Hugging Face folder or repo id holds its own.")
+    with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
+        converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
         save_converted(converted, out, overwrite)
     return converted
 
 
 def convert_frawdllm_embeddings(checkpoint: str | Path,
                                 prefix: str = "model.") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """FrawdLLM's `Embeddings` state_dict (seed 002) as MiniTF GPT embedding weights under `prefix`.
+    """FrawdLLM's `Embeddings` state_dict as MiniTF GPT embedding weights under `prefix`.
 
-    Returns the weights (load them into a larger `MiniTFGPTModel`/`ForCausalLM` with `strict=False`) and the
-    config fields they fix (vocab_size, hidden_size, position_embedding_type, max_position_embeddings).
+    Returns the weights (load them into a larger `MiniTFGPTModel`/`ForCausalLM` with `strict=False`; prefix ""
+    for `MiniTFGPTModel`) and the config fields they fix (vocab_size, hidden_size, position_embedding_type,
+    max_position_embeddings).
     """
     with open_checkpoint(checkpoint) as source:
-        require_architecture(source, "FrawdLLM embedding layer", "FrawdLLM Embeddings")
+        require_architecture(source, "frawdllm-embeddings", "FrawdLLM Embeddings layer")
         unexpected = sorted(set(source.keys()) - {"token_emb.weight", "pos_emb.weight"})
         if unexpected:
             raise ConversionError(f"{source.path}: unexpected keys {unexpected} for a FrawdLLM Embeddings layer.")
@@ -230,31 +462,53 @@ def convert_frawdllm_embeddings(checkpoint: str | Path,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The frawdllm options (shared by `minitf convert frawdllm` and `python -m ...frawdllm`)."""
-    parser.add_argument("checkpoint", type=Path,
-                        help="a FrawdLLM training checkpoint (.pt with model_state_dict and config) or a bare "
-                             "state_dict (.pt or .safetensors)")
-    parser.add_argument("--tokenizer", type=Path, required=True,
-                        help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE")
+    parser.add_argument("checkpoint",
+                        help="a FrawdLLM training checkpoint (.pt with model_state_dict and config), a bare state_dict "
+                             "(.pt or .safetensors), a Hugging Face folder made by FrawdLLM's convert_to_hf.py, or "
+                             "the Hub repo id (owner/name) of one")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE (required for a "
+                             "checkpoint file; a published folder's own tokenizer.json is the default there)")
     parser.add_argument("--num-heads", type=int,
                         help="number of attention heads (n_head); needed only for a bare state_dict whose size "
-                             "matches none of FrawdLLM's presets")
+                             f"matches none of FrawdLLM's presets ({', '.join(PRESETS)})")
     parser.add_argument("--context-length", type=int,
                         help="context_length; needed only for a bare RoPE state_dict saved without its mask buffers")
     parser.add_argument("--config", type=Path,
                         help="optional JSON of FrawdLLM ModelConfig fields (n_head, context_length, dropout, token "
                              "ids, ...); checked against the checkpoint")
+    parser.add_argument("--revision", help="branch, tag or commit of a Hub repo id (default: main)")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run a parsed frawdllm command; prints what was inferred."""
+    """Run a parsed frawdllm command; prints what was converted and how to load it."""
     converted = convert_frawdllm(args.checkpoint, args.out, tokenizer=args.tokenizer, num_heads=args.num_heads,
-                                 config=args.config, context_length=args.context_length, dtype=args.dtype,
-                                 overwrite=args.overwrite)
-    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+                                 config=args.config, context_length=args.context_length, revision=args.revision,
+                                 dtype=args.dtype, overwrite=args.overwrite)
+    print(conversion_summary(converted, f"FrawdLLM {args.checkpoint}", args.out))
+    return 0
+
+
+def add_embeddings_arguments(parser: argparse.ArgumentParser) -> None:
+    """The frawdllm-embeddings options (`minitf convert frawdllm-embeddings`)."""
+    add_embedding_layer_arguments(parser, "FrawdLLM Embeddings layer", "model.", "MiniTFGPTForCausalLM")
+
+
+def run_embeddings(args: argparse.Namespace) -> int:
+    """Run a parsed frawdllm-embeddings command."""
+    weights, fields = convert_frawdllm_embeddings(args.checkpoint, prefix=args.prefix)
+    print(save_embedding_layer(weights, fields, args.out, "FrawdLLM Embeddings layer", "MiniTFGPTConfig",
+                               args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
 
 DESCRIPTION = __doc__.split("\n\nRun:")[0]
+EMBEDDINGS_DESCRIPTION = (
+    "Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it "
+    "uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) "
+    "and embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions, "
+    "max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."
+)
 
 if __name__ == "__main__":
     from .cli import run_module

@@ -34,8 +34,8 @@ from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.model_card import render_model_card
 
 from .base import (
-    ConvertedModel, Rule, check_given, count_layers, map_weights, meta_model, num_parameters, output_dtype,
-    read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
+    ConvertedModel, Rule, check_given, conversion_summary, count_layers, map_weights, meta_model, num_parameters,
+    output_dtype, read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace) -> int:
                                target_tokenizer=args.target_tokenizer, num_heads=args.num_heads,
                                norm_type=args.norm_type, config=args.config, max_length=args.max_length,
                                dtype=args.dtype, overwrite=args.overwrite)
-    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+    print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0
 
 

@@ -1,5 +1,5 @@
-"""Convert a MiniEmbed embedding model (seed 000) to `MiniTFEncoderModel` + a fast tokenizer, saved as a
-folder that is both a Hugging Face model and a SentenceTransformer (and seed 001's `TransformerEmbedding`
+"""Convert a MiniEmbed embedding model to `MiniTFEncoderModel` + a fast tokenizer, saved as a folder that is
+both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
 to the encoder's embedding weights).
 
 Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
@@ -27,8 +27,9 @@ from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokeniz
 from hf_minitf.model_card import render_model_card
 
 from .base import (
-    ConvertedModel, check_given, count_layers, map_weights, meta_model, num_parameters, output_dtype, read_json,
-    require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
+    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, map_weights,
+    meta_model, num_parameters, output_dtype, read_json, require_architecture, require_heads, save_converted,
+    save_embedding_layer, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 
@@ -58,7 +59,7 @@ def miniembed_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, config: Mapping[str, Any] | None = None,
                    num_heads: int | None = None, max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
     """Plan the conversion of an open MiniEmbed checkpoint (see the module docstring)."""
-    require_architecture(checkpoint, "miniembed", "MiniEmbed (seed 000)")
+    require_architecture(checkpoint, "miniembed", "MiniEmbed")
     stored = checkpoint.extras.get("config")
     given = miniembed_fields({**(stored if isinstance(stored, Mapping) else {}), **(config or {})})
     vocab_size, hidden_size = shape_of(checkpoint, "token_embedding.weight")
@@ -125,15 +126,16 @@ def convert_miniembed(checkpoint: str | Path, out: str | Path, *, tokenizer: str
 
 def convert_transformer_embedding(checkpoint: str | Path,
                                   prefix: str = "") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Seed 001's `TransformerEmbedding` state_dict as MiniTF encoder embedding weights under `prefix`.
+    """A Transformer-embedding layer's (`TransformerEmbedding`) state_dict as MiniTF encoder embedding weights
+    under `prefix`.
 
     Returns the weights (load them into a larger `MiniTFEncoderModel` with `strict=False`; use prefix "model."
     for `MiniTFEncoderForSequenceClassification`) and the config fields they fix (vocab_size, hidden_size,
     max_position_embeddings, sinusoidal positions, scaled embeddings). The padding row of the embedding
-    is the one the encoder's `pad_token_id` must name (seed 001's `pad_idx`, 0 by default).
+    is the one the encoder's `pad_token_id` must name (the layer's `pad_idx`, 0 by default).
     """
     with open_checkpoint(checkpoint) as source:
-        require_architecture(source, "seed 001 embedding layer", "seed 001 TransformerEmbedding")
+        require_architecture(source, "transformer-embedding", "Transformer-embedding layer (TransformerEmbedding)")
         unexpected = sorted(set(source.keys()) - {"token_embedding.weight", "pe"})
         if unexpected:
             raise ConversionError(f"{source.path}: unexpected keys {unexpected} for a TransformerEmbedding layer.")
@@ -164,11 +166,32 @@ def run(args: argparse.Namespace) -> int:
     converted = convert_miniembed(args.checkpoint, args.out, tokenizer=args.tokenizer, config=args.config,
                                   num_heads=args.num_heads, max_length=args.max_length, dtype=args.dtype,
                                   overwrite=args.overwrite)
-    print(f"Converted {args.checkpoint} -> {args.out} ({converted.inferred})")
+    print(conversion_summary(converted, f"MiniEmbed {args.checkpoint}", args.out))
+    return 0
+
+
+def add_embeddings_arguments(parser: argparse.ArgumentParser) -> None:
+    """The transformer-embedding options (`minitf convert transformer-embedding`)."""
+    add_embedding_layer_arguments(parser, "TransformerEmbedding layer", "", "MiniTFEncoderModel")
+
+
+def run_embeddings(args: argparse.Namespace) -> int:
+    """Run a parsed transformer-embedding command."""
+    weights, fields = convert_transformer_embedding(args.checkpoint, prefix=args.prefix)
+    print(save_embedding_layer(weights, fields, args.out, "Transformer-embedding layer", "MiniTFEncoderConfig",
+                               args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
 
 DESCRIPTION = __doc__.split("\n\nRun:")[0]
+EMBEDDINGS_DESCRIPTION = (
+    "Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by "
+    "sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes "
+    "embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size, "
+    "max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig "
+    "model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's "
+    "pad_idx, 0 by default)."
+)
 
 if __name__ == "__main__":
     from .cli import run_module

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = {"unk_token": "[UNK]", "pad_token": "[PAD]", "bos_token": "[SOS]", "eos_token": "[EOS]"}
@@ -105,6 +105,9 @@ class MiniTFSeq2SeqTokenizer(PreTrainedTokenizerFast):
         for tokenizer in (source, target):
             tokenizer.no_padding()
             tokenizer.no_truncation()
+            # hkproj's files may hold the specials as plain vocabulary entries: register them (at their ids) so
+            # that decode(skip_special_tokens=True) drops them and a "[EOS]" in a text is one token.
+            tokenizer.add_special_tokens([AddedToken(str(token), special=True, normalized=False) for token in specials])
         kwargs.setdefault("clean_up_tokenization_spaces", False)
         self._target_tokenizer = target
         super().__init__(

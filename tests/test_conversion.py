@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, pipeline
 
 from hf_minitf import (
     MiniTFEncoderConfig,
@@ -214,8 +214,19 @@ def test_hkproj_reproduces_the_original(data_dir, tmp_path, tokenizer_files, nam
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
     source_tokenizer = Tokenizer.from_file(str(tokenizer_files / "tokenizer_en.json"))
     assert tokenizer("s5 s7 s9").input_ids == [2, *source_tokenizer.encode("s5 s7 s9").ids, 3]
-    assert tokenizer.decode(greedy[0], skip_special_tokens=True) == Tokenizer.from_file(
-        str(tokenizer_files / "tokenizer_it.json")).decode(greedy[0].tolist())
+    # hkproj's files hold [UNK] [PAD] [SOS] [EOS] as plain vocabulary entries: decoding must still drop them.
+    target_tokenizer = Tokenizer.from_file(str(tokenizer_files / "tokenizer_it.json"))
+
+    def words(ids):
+        return " ".join(word for word in map(target_tokenizer.id_to_token, ids) if not word.startswith("["))
+
+    assert tokenizer.decode(greedy[0], skip_special_tokens=True) == words(greedy[0].tolist())
+    assert tokenizer.decode([2, 5, 6, 3, 1, 1], skip_special_tokens=True) == "t5 t6"
+    assert tokenizer.decode([2, 5, 3], skip_special_tokens=False) == "[SOS] t5 [EOS]"
+    translate = pipeline("minitf-translation", model=str(tmp_path / "out"))
+    text = translate("s5 s7 s9", max_length=8, do_sample=False)[0]["translation_text"]
+    generated = model.generate(**tokenizer("s5 s7 s9", return_tensors="pt"), max_length=8, do_sample=False)
+    assert text == words(generated[0].tolist())
 
 
 def test_hkproj_last_version_is_recognised(data_dir, tmp_path, tokenizer_files):
@@ -387,6 +398,9 @@ def test_each_module_runs_as_a_script(data_dir, tmp_path, tokenizer_files):
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert "'use_rope': True" in result.stdout
+    assert f"Converted FrawdLLM {fixture / 'checkpoint.pt'} into {tmp_path / 'out'}" in result.stdout
+    assert "MiniTFGPTForCausalLM (minitf_gpt), 2 layers, hidden size 32, 4 heads, RoPE, 28,544 parameters" in result.stdout
+    assert f'AutoModelForCausalLM.from_pretrained("{tmp_path / "out"}")' in result.stdout
+    assert "{'" not in result.stdout, "a raw dict was printed"
     model = MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out")
     assert model.config.position_embedding_type == "rope" and model.config.rope_interleaved

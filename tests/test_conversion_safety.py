@@ -184,14 +184,13 @@ def test_what_the_weights_cannot_say_is_asked_for(tmp_path):
     assert_no_output(tmp_path)
 
 
-def test_unsupported_frawdllm_variants_are_refused(tmp_path):
-    with pytest.raises(ConversionError, match="use_rmsnorm=True.*not supported"):
-        convert_frawdllm(DATA / "frawdllm_learned/checkpoint.pt", tmp_path / "out", tokenizer=tmp_path / "t.json",
-                         config={"use_rmsnorm": True})
+def test_rmsnorm_weights_are_refused_but_the_inert_flag_is_not(tmp_path):
+    """FrawdLLM's use_rmsnorm flag changes nothing in its model; only weights without LayerNorm biases are refused."""
     state = load_file(DATA / "frawdllm_learned/original.safetensors")
     save_file({k: v for k, v in state.items() if not k.endswith("ln1.bias")}, str(tmp_path / "rms.safetensors"))
-    with pytest.raises(ConversionError, match="RMSNorm"):
-        convert_frawdllm(tmp_path / "rms.safetensors", tmp_path / "out", tokenizer=tmp_path / "t.json", num_heads=4)
+    with pytest.raises(ConversionError, match=r"blocks\.0\.ln1\.weight, blocks\.1\.ln1\.weight have no bias.*RMSNorm"):
+        convert_frawdllm(tmp_path / "rms.safetensors", tmp_path / "out", tokenizer=tmp_path / "t.json", num_heads=4,
+                         config={"use_rmsnorm": True})
     assert_no_output(tmp_path)
 
 
