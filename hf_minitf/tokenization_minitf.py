@@ -1,7 +1,11 @@
 """Tokenizers for the GPT family: character level and byte-level BPE, both as `PreTrainedTokenizerFast`.
 
 Each is a plain `tokenizers` pipeline saved as `tokenizer.json`, so `AutoTokenizer.from_pretrained` loads it
-anywhere, with or without hf_minitf installed.
+anywhere, with or without hf_minitf installed. Being plain `PreTrainedTokenizerFast` objects, they take text as
+`tokenizers` does: a text holding a lone UTF-16 surrogate (such as bytes decoded with `errors="surrogateescape"`)
+is not valid Unicode and fails inside `tokenizers` with "TypeError: TextEncodeInput must be ..."; clean such text
+first, e.g. `text.encode("utf-8", "replace").decode("utf-8")`. (The seq2seq tokenizer, a class of this package,
+refuses it with a ValueError that says so.)
 """
 
 from __future__ import annotations
@@ -51,6 +55,12 @@ def char_tokenizer(
     if any(len(char) != 1 for char in chars):
         bad = next(char for char in chars if len(char) != 1)
         raise ValueError(f"Every vocabulary entry must be one character; got {bad!r}.")
+    surrogates = [char for char in chars if "\ud800" <= char <= "\udfff"]
+    if surrogates:
+        raise ValueError(
+            f"The characters {surrogates[:5]} are lone surrogates, not valid Unicode, and cannot be tokenized; "
+            "fix how the text was decoded or drop them (text.encode('utf-8', 'replace').decode('utf-8'))."
+        )
     if len(set(chars)) != len(chars):
         raise ValueError("The character list has duplicates; each character needs exactly one id.")
     specials = list((special_tokens or {}).values())
