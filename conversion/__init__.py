@@ -1,9 +1,11 @@
 """Convert checkpoints trained with the original codebases into Hugging Face folders that give the same numbers.
 
-One module per source: `char_gpt` (seed 004), `frawdllm` (FrawdLLM, seed 002 embeddings), `miniembed`
-(seed 000, seed 001 embeddings), `hkproj` (seed 003). Checkpoints are read without running pickled code
-(`checkpoint`), weights are streamed into the output file and the output folder is written atomically
-(`output`, `base`). `add_convert_parser` adds `minitf convert ...` to a command line.
+One module per source: `char_gpt` (the nanoGPT-style char GPT), `frawdllm` (FrawdLLM: checkpoints, its
+published Hugging Face folders and Hub repo ids, its Embeddings layer), `miniembed` (MiniEmbed, and the
+Transformer-embedding layer), `hkproj` (hkproj's pytorch-transformer). Checkpoints are read without running
+pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hub_source`), weights are streamed
+into the output file and the output folder is written atomically (`output`, `base`). `add_convert_parser`
+adds `minitf convert ...` to a command line.
 """
 
 import importlib

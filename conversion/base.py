@@ -72,7 +72,8 @@ def require_architecture(checkpoint: Checkpoint, source: str, description: str) 
     hint = ""
     if found:
         name, function = SOURCE_NAMES[found]
-        hint = f" It looks like a {name} checkpoint: use `minitf convert {found}` (or `hf_minitf.conversion.{function}`)."
+        hint = (f" It looks like a {name} checkpoint: use `minitf convert {found}` "
+                f"(or `hf_minitf.conversion.{function}`).")
     raise ConversionError(
         f"{checkpoint.path} is not a {description} checkpoint: it lacks {', '.join(missing)}. "
         f"Its keys: {_short(sorted(checkpoint.keys()), 8)}.{hint}"
@@ -304,7 +305,8 @@ def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool =
 
 # How a user loads each converted model class, `{out}` being the folder.
 LOADING = {
-    "MiniTFGPTForCausalLM": 'AutoModelForCausalLM.from_pretrained("{out}") or pipeline("text-generation", model="{out}")',
+    "MiniTFGPTForCausalLM": ('AutoModelForCausalLM.from_pretrained("{out}") or '
+                             'pipeline("text-generation", model="{out}")'),
     "MiniTFEncoderModel": 'SentenceTransformer("{out}") or AutoModel.from_pretrained("{out}")',
     "MiniTFSeq2SeqForConditionalGeneration": ('AutoModelForSeq2SeqLM.from_pretrained("{out}") or '
                                               'pipeline("minitf-translation", model="{out}")'),
@@ -360,8 +362,8 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
 
 
 __all__ = [
-    "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "add_embedding_layer_arguments", "check_given", "conversion_summary",
-    "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model", "num_parameters",
-    "original_name", "output_dtype", "read_json", "require_architecture", "require_heads", "save_converted",
-    "save_embedding_layer", "shape_of", "sinusoidal_length",
+    "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "add_embedding_layer_arguments", "check_given",
+    "conversion_summary", "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model",
+    "num_parameters", "original_name", "output_dtype", "read_json", "require_architecture", "require_heads",
+    "save_converted", "save_embedding_layer", "shape_of", "sinusoidal_length",
 ]

@@ -1,4 +1,4 @@
-"""Convert a character-level GPT (seed 004, nanoGPT family) to `MiniTFGPTForCausalLM` + a character tokenizer.
+"""Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
 
 Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
 Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
@@ -74,7 +74,7 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
 def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int | None = None,
                   original_config: dict[str, Any] | None = None, dtype: str = "auto") -> ConvertedModel:
     """Plan the conversion of an open char-GPT checkpoint (see the module docstring)."""
-    require_architecture(checkpoint, "char-gpt", "character GPT (seed 004)")
+    require_architecture(checkpoint, "char-gpt", "nanoGPT-style character GPT")
     original_config = dict(original_config or {})
     vocab_size, hidden_size = shape_of(checkpoint, "wte.weight")
     block_size = shape_of(checkpoint, "wpe.weight")[0]

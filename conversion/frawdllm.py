@@ -53,8 +53,8 @@ from hf_minitf.model_card import render_model_card
 from hf_minitf.tokenization_minitf import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 
 from .base import (
-    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, num_parameters, output_dtype, read_json,
-    require_architecture, require_heads, save_converted, save_embedding_layer, shape_of,
+    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, num_parameters,
+    output_dtype, read_json, require_architecture, require_heads, save_converted, save_embedding_layer, shape_of,
 )
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
@@ -323,9 +323,9 @@ def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[st
         )
     if bos_prompts:
         sections.append(
-            f"## Prompts\n\n`tokenizer(text)` gives `{tokenizer.bos_token}` then the text, as FrawdLLM's own generation "
-            f"encodes a prompt. FrawdLLM's tokenizer file also appended `{tokenizer.eos_token}`, which ends a training "
-            "document; to encode a whole document that way, add the token yourself."
+            f"## Prompts\n\n`tokenizer(text)` gives `{tokenizer.bos_token}` then the text, as FrawdLLM's own "
+            f"generation encodes a prompt. FrawdLLM's tokenizer file also appended `{tokenizer.eos_token}`, which "
+            "ends a training document; to encode a whole document that way, add the token yourself."
         )
     chat = tokenizer.chat_template is not None
     if chat:

@@ -1,4 +1,4 @@
-"""What the two GPT sources (seed 004's char GPT, FrawdLLM) share: the key map onto `MiniTFGPTForCausalLM`,
+"""What the two GPT sources (the nanoGPT-style char GPT, FrawdLLM) share: the key map onto `MiniTFGPTForCausalLM`,
 and tied-head detection."""
 
 from __future__ import annotations

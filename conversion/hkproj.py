@@ -1,4 +1,4 @@
-"""Convert an hkproj pytorch-transformer translation model (seed 003 and its later versions) to
+"""Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
 `MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
 
 Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
@@ -6,13 +6,13 @@ or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokeniz
 Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
 length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
 versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
-version: `std + eps`, plain logits) or seed 003's scalar gain; scalar gains far below 1 can only come from
-training seed 003's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
-build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained seed-003
+version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
+from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
+build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
 model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
 The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
 log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
-With seed 003's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
+With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
 to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
 generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
 greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes).
@@ -41,13 +41,14 @@ from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 
 NORM_CHOICES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
-# Scalar norm gains below this can only come from training seed 003's `std * eps` norm (with `std + eps` they
+# Scalar norm gains below this can only come from training the early version's `std * eps` norm (with `std + eps` they
 # would scale every sublayer input down to nothing).
 SMALL_GAIN = 1e-2
 
 
 def hkproj_rules(projection: str) -> list[Rule]:
-    """Key map onto MiniTFSeq2SeqForConditionalGeneration (`projection`: "project" in seed 003, "proj" later)."""
+    """Key map onto MiniTFSeq2SeqForConditionalGeneration (`projection`: "project" in the early version, "proj"
+    later)."""
     rules: list[Rule] = [
         (r"model\.encoder\.embed_tokens\.weight", "src_embed.embedding.weight"),
         (r"model\.decoder\.embed_tokens\.weight", "tgt_embed.embedding.weight"),
@@ -80,7 +81,7 @@ def largest_norm_gain(checkpoint: Checkpoint) -> float:
 
 
 def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) -> str:
-    """The norm formula: per-feature gains say hkproj's last version; tiny scalar gains say seed 003."""
+    """The norm formula: per-feature gains say hkproj's last version; tiny scalar gains say the early version."""
     gain = largest_norm_gain(checkpoint)
     sizes = {checkpoint.shape(key) for key in checkpoint.keys() if key.endswith("norm.alpha")}
     if sizes == {(hidden_size,)}:
@@ -93,9 +94,9 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
     if norm_type == "auto":
         if found is None:
             raise ConversionError(
-                "The norm gains are near 1, which fits both seed 003's LayerNormalization (divides by std * eps; an "
-                "untrained model) and hkproj's fix (divides by std + eps); the weights cannot tell which code made "
-                "them. Pass --norm-type scalar_std_times_eps (`/ (std * self.eps)` in the model's code) or "
+                "The norm gains are near 1, which fits both the early version's LayerNormalization (divides by "
+                "std * eps; an untrained model) and hkproj's fix (divides by std + eps); the weights cannot tell which "
+                "code made them. Pass --norm-type scalar_std_times_eps (`/ (std * self.eps)` in the model's code) or "
                 "scalar_std_plus_eps (`/ (std + self.eps)`)."
             )
         return found
@@ -104,8 +105,8 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
     if (norm_type == "per_feature_std_plus_eps") != (found == "per_feature_std_plus_eps"):
         raise ConversionError(f"norm_type={norm_type} does not fit the checkpoint's gains of shape {sorted(sizes)[0]}.")
     if found == "scalar_std_times_eps" and norm_type != found:
-        raise ConversionError(f"norm_type={norm_type} does not fit gains below {SMALL_GAIN}, which only seed 003's "
-                              "std * eps norm produces.")
+        raise ConversionError(f"norm_type={norm_type} does not fit gains below {SMALL_GAIN}, which only the early "
+                              "version's std * eps norm produces.")
     return norm_type
 
 
@@ -129,7 +130,7 @@ def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tok
                 num_heads: int | None = None, norm_type: str = "auto", config: Mapping[str, Any] | None = None,
                 max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
     """Plan the conversion of an open hkproj checkpoint (see the module docstring)."""
-    require_architecture(checkpoint, "hkproj", "hkproj pytorch-transformer (seed 003)")
+    require_architecture(checkpoint, "hkproj", "hkproj pytorch-transformer")
     given = dict(config or {})
     src_vocab, d_model = shape_of(checkpoint, "src_embed.embedding.weight")
     tgt_vocab = shape_of(checkpoint, "tgt_embed.embedding.weight")[0]
@@ -168,8 +169,8 @@ def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tok
     )
     plans = map_weights(checkpoint, meta_model(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config),
                         hkproj_rules(projection), BUFFERS, output_dtype(checkpoint, checkpoint.keys(), dtype))
-    # With seed 003's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so the
-    # original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier
+    # With the early version's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so
+    # the original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier
     # ones, and a decoder state depends on how long the prefix is. Only recomputing the whole prefix at each step,
     # as the original's greedy_decode does, reproduces its outputs; a KV cache keeps states from shorter prefixes.
     leaky_mask = norm == "scalar_std_times_eps" and largest_norm_gain(checkpoint) >= SMALL_GAIN

@@ -40,13 +40,14 @@ def download_repo_files(repo_id: str, files: Sequence[str], revision: str | None
     except LocalEntryNotFoundError as error:
         if constants.is_offline_mode():
             raise ConversionError(
-                f"{where} is not in the local Hugging Face cache ({constants.HF_HUB_CACHE}) and HF_HUB_OFFLINE=1 "
-                f"forbids downloading it. Unset HF_HUB_OFFLINE to download it, or fill the cache first on a "
-                f"machine that is online (`hf download {repo_id}` with the same HF_HOME), or pass the path of a local "
-                "copy of the folder."
+                f"{where} is not a local path, nor in the local Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+                "HF_HUB_OFFLINE=1 forbids downloading it. Unset HF_HUB_OFFLINE to download it, or fill the cache "
+                f"first while online (`hf download {repo_id}` with the same HF_HOME), or pass the path of a local copy "
+                "of the folder."
             ) from error
-        raise ConversionError(f"Cannot download {where} from {constants.ENDPOINT}: {error}. Check the network "
-                              "(and HF_ENDPOINT), or pass the path of a local copy of the folder.") from error
+        raise ConversionError(f"{where} is not a local path, and downloading it from {constants.ENDPOINT} failed: "
+                              f"{error}. Check the network (and HF_ENDPOINT), or pass the path of a local copy of the "
+                              "folder.") from error
     except GatedRepoError as error:
         raise ConversionError(f"{where} is gated: accept its terms on the Hub and log in (`hf auth login`), "
                               "then convert again.") from error

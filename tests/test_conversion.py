@@ -187,7 +187,7 @@ def test_miniembed_reproduces_forward_and_encode(data_dir, tmp_path, miniembed_t
 def test_hkproj_reproduces_the_original(data_dir, tmp_path, tokenizer_files, name, source):
     fixture = data_dir / name
     io = load_file(fixture / "io.safetensors")
-    # An untrained seed-003 model has gains of 1, which both norm formulas admit: the user says which.
+    # An untrained early-hkproj model has gains of 1, which both norm formulas admit: the user says which.
     options = {"norm_type": "scalar_std_times_eps"} if name == "seq2seq_transformer" else {}
     converted = convert_hkproj(fixture / source, tmp_path / "out",
                                source_tokenizer=tokenizer_files / "tokenizer_en.json",
@@ -195,14 +195,15 @@ def test_hkproj_reproduces_the_original(data_dir, tmp_path, tokenizer_files, nam
                                num_heads=fixture_config(fixture)["h"], **options)
     assert converted.inferred["norm_type"] == "scalar_std_times_eps"
     model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
-    # Gains of 1 with seed 003's norm make its -1e9 masking leak, so only prefix recomputation reproduces it.
+    # Gains of 1 with the early hkproj norm make its -1e9 masking leak, so only prefix recomputation reproduces it.
     assert model.generation_config.use_cache is (name == "seq2seq_transformer_trained_like")
     pad = 1
     with torch.no_grad():
         outputs = model(input_ids=io["src"], attention_mask=io["src_mask"][:, 0, 0],
                         decoder_input_ids=io["tgt"], decoder_attention_mask=(io["tgt"] != pad).long(),
                         output_hidden_states=True)
-    # The untrained model's activations are ~1e6 (seed 003 divides by std * eps): compare relative to the scale.
+    # The untrained model's activations are ~1e6 (the early hkproj norm divides by std * eps): compare relative to
+    # the scale.
     assert relative_diff(outputs.encoder_last_hidden_state, io["encoder_output"]) <= TOLERANCE
     assert relative_diff(outputs.decoder_hidden_states[-1], io["decoder_output"]) <= TOLERANCE
     assert relative_diff(outputs.logits, io["log_probs"]) <= TOLERANCE
@@ -255,7 +256,7 @@ def test_hkproj_last_version_is_recognised(data_dir, tmp_path, tokenizer_files):
 
 # ----------------------------------------------------------------------------------------------- embedding layers
 @pytest.mark.parametrize("source", SOURCES)
-def test_seed_001_embedding_loads_into_an_encoder(data_dir, source):
+def test_transformer_embedding_layer_loads_into_an_encoder(data_dir, source):
     fixture = data_dir / "transformer_embedding"
     io = load_file(fixture / "io.safetensors")
     weights, fields = convert_transformer_embedding(fixture / source)
@@ -272,7 +273,7 @@ def test_seed_001_embedding_loads_into_an_encoder(data_dir, source):
 
 @pytest.mark.parametrize("name", ["frawdllm_embeddings_learned", "frawdllm_embeddings_rope"])
 @pytest.mark.parametrize("source", SOURCES)
-def test_seed_002_embedding_loads_into_a_gpt(data_dir, name, source):
+def test_frawdllm_embeddings_layer_loads_into_a_gpt(data_dir, name, source):
     fixture = data_dir / name
     io = load_file(fixture / "io.safetensors")
     weights, fields = convert_frawdllm_embeddings(fixture / source)
@@ -366,8 +367,12 @@ def test_convert_help_names_every_source_and_what_it_needs(capsys):
         minitf_main(["convert", "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    assert all(source in text for source in ("char-gpt", "frawdllm", "miniembed", "hkproj"))
-    needs = {"char-gpt": ["--vocab", "--num-heads", "Inferred"], "frawdllm": ["--tokenizer", "--num-heads", "Inferred"],
+    assert all(source in text for source in ("char-gpt", "frawdllm", "miniembed", "hkproj", "transformer-embedding",
+                                             "frawdllm-embeddings"))
+    needs = {"char-gpt": ["--vocab", "--num-heads", "Inferred"],
+             "frawdllm": ["--tokenizer", "--num-heads", "--revision", "repo id", "tiny-llama", "Inferred"],
+             "transformer-embedding": ["embedding_config.json", "--prefix"],
+             "frawdllm-embeddings": ["embedding_config.json", "--prefix"],
              "miniembed": ["--tokenizer", "--config", "Inferred"],
              "hkproj": ["--source-tokenizer", "--target-tokenizer", "--num-heads", "--norm-type", "Inferred"]}
     for source, words in needs.items():
@@ -399,7 +404,8 @@ def test_each_module_runs_as_a_script(data_dir, tmp_path, tokenizer_files):
     )
     assert result.returncode == 0, result.stderr
     assert f"Converted FrawdLLM {fixture / 'checkpoint.pt'} into {tmp_path / 'out'}" in result.stdout
-    assert "MiniTFGPTForCausalLM (minitf_gpt), 2 layers, hidden size 32, 4 heads, RoPE, 28,544 parameters" in result.stdout
+    model_line = "MiniTFGPTForCausalLM (minitf_gpt), 2 layers, hidden size 32, 4 heads, RoPE, 28,544 parameters"
+    assert model_line in result.stdout
     assert f'AutoModelForCausalLM.from_pretrained("{tmp_path / "out"}")' in result.stdout
     assert "{'" not in result.stdout, "a raw dict was printed"
     model = MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out")

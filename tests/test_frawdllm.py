@@ -80,12 +80,14 @@ def write_published_folder(folder: Path, fixture: Path, tokenizer: Path, marker:
     folder.mkdir(parents=True)
     fields = json.loads((fixture / "config.json").read_text())
     config = {
-        "auto_map": {"AutoConfig": "hf_wrapper.FrawdLLMConfig", "AutoModelForCausalLM": "hf_wrapper.FrawdLLMForCausalLM"},
+        "auto_map": {"AutoConfig": "hf_wrapper.FrawdLLMConfig",
+                     "AutoModelForCausalLM": "hf_wrapper.FrawdLLMForCausalLM"},
         "model_type": "frawdllm", "transformers_version": "4.57.1",
         **{key: fields[key] for key in ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "dropout",
                                          "use_rope", "use_rmsnorm", "use_swiglu", "pad_token_id", "bos_token_id",
                                          "eos_token_id")},
-        "num_hidden_layers": fields["n_layer"], "hidden_size": fields["n_embd"], "num_attention_heads": fields["n_head"],
+        "num_hidden_layers": fields["n_layer"], "hidden_size": fields["n_embd"],
+        "num_attention_heads": fields["n_head"],
     }
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     state = load_file(fixture / "original.safetensors")
@@ -97,7 +99,8 @@ def write_published_folder(folder: Path, fixture: Path, tokenizer: Path, marker:
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|bos|>", "eos_token": "<|eos|>",
         "pad_token": "<|pad|>", "unk_token": "<|unk|>", "model_max_length": fields["context_length"]}, indent=2))
     for name in FRAWDLLM_CODE:
-        (folder / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\nraise RuntimeError('FrawdLLM code ran')\n")
+        (folder / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n"
+                                   "raise RuntimeError('FrawdLLM code ran')\n")
     return folder
 
 
@@ -199,7 +202,7 @@ def test_weights_that_really_are_rmsnorm_or_swiglu_are_refused_naming_the_keys(t
     state = load_file(DATA / "frawdllm_learned/original.safetensors")
     if variant == "rmsnorm":
         state = {key: value for key, value in state.items() if not key.endswith(("ln1.bias", "ln2.bias", "ln_f.bias"))}
-        expected = r"blocks\.0\.ln1\.weight, blocks\.0\.ln2\.weight, blocks\.1\.ln1\.weight.* have no bias: these are RMSNorm"
+        expected = r"blocks\.0\.ln1\.weight, blocks\.0\.ln2\.weight, blocks\.1\.ln1\.weight.* have no bias: .*RMSNorm"
     elif variant == "swiglu_gate":
         state["blocks.0.mlp.gate.weight"] = torch.zeros(128, 32)
         expected = r"blocks\.0\.mlp\.gate\.weight are SwiGLU weights"
@@ -242,15 +245,17 @@ def test_published_repo_id_converts_from_the_hub_cache_offline(files, tmp_path, 
     from huggingface_hub import constants
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert constants.is_offline_mode()
-    with pytest.raises(ConversionError, match=r"not in the local Hugging Face cache.*HF_HUB_OFFLINE=1.*hf download"):
+    expected = r"not a local path, nor in the local Hugging Face cache.*HF_HUB_OFFLINE=1 forbids.*hf download"
+    with pytest.raises(ConversionError, match=expected):
         convert_frawdllm("tsingla1998/frawdllm-tiny", tmp_path / "out")
     populate_hub_cache(tmp_path / "hub", "tsingla1998/frawdllm-tiny", files.published["rope"])
     converted = convert_frawdllm("tsingla1998/frawdllm-tiny", tmp_path / "out")
     assert_reproduces(tmp_path / "out", "frawdllm_rope")
     assert not files.marker.exists(), "FrawdLLM's .py files ran"
     assert "tsingla1998/frawdllm-tiny" in converted.card
-    with pytest.raises(ConversionError, match=r"frawdllm-tiny \(revision v2\) is not in the local Hugging Face cache"):
+    with pytest.raises(ConversionError, match=r"frawdllm-tiny \(revision v2\) is not a local path, nor in the local"):
         convert_frawdllm("tsingla1998/frawdllm-tiny", tmp_path / "again", revision="v2")
 
 
@@ -294,7 +299,8 @@ def test_chat_conversation_is_its_exchanges_in_frawdllm_format(files, chat_folde
     messages = [{"role": "user", "content": q1}, {"role": "assistant", "content": a1},
                 {"role": "user", "content": q2}, {"role": "assistant", "content": a2},
                 {"role": "user", "content": q3}]
-    expected = frawdllm_format_chat(raw, q1, a1) + frawdllm_format_chat(raw, q2, a2) + frawdllm_format_chat(raw, q3, None)
+    expected = [*frawdllm_format_chat(raw, q1, a1), *frawdllm_format_chat(raw, q2, a2),
+                *frawdllm_format_chat(raw, q3, None)]
     assert tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"] == expected
     for bad in ([{"role": "system", "content": "Be nice."}, *messages], [messages[1], messages[0]]):
         with pytest.raises(Exception, match="FrawdLLM's chat format"):
@@ -379,3 +385,32 @@ def test_embedding_layer_sources_write_weights_that_reproduce_the_original(tmp_p
         assert max_diff(gpt(io["input_ids"], output_hidden_states=True).hidden_states[0], io["output"]) <= TOLERANCE
     printed = capsys.readouterr().out
     assert "embeddings.safetensors" in printed and "MiniTFGPTConfig" in printed
+
+
+def test_published_repo_id_downloads_only_data_files_from_the_hub(files, hub, tmp_path, monkeypatch):
+    """A repo id on a (loopback) Hub: only config, weights and tokenizer files are downloaded, never the code; the
+    download then converts again offline, from the cache."""
+    from huggingface_hub import HfApi, constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    repo_id = "tsingla1998/frawdllm-chat"
+    api = HfApi(endpoint=hub.url, token=hub.token)
+    api.create_repo(repo_id)
+    api.upload_folder(repo_id=repo_id, folder_path=str(files.published["learned"]))
+    assert set(FRAWDLLM_CODE) <= hub.files(repo_id)
+
+    converted = convert_frawdllm(repo_id, tmp_path / "out")
+    assert_reproduces(tmp_path / "out", "frawdllm_learned")
+    assert converted.inferred["chat_template"] and repo_id in converted.card
+    downloaded = {path.name for path in (tmp_path / "cache").rglob("*") if path.is_file()}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= downloaded
+    assert not downloaded & set(FRAWDLLM_CODE) and not files.marker.exists()
+
+    with hub.offline():
+        convert_frawdllm(repo_id, tmp_path / "offline")
+    assert_reproduces(tmp_path / "offline", "frawdllm_learned")
+    with pytest.raises(ConversionError, match="has no revision 'v9'"):
+        convert_frawdllm(repo_id, tmp_path / "other", revision="v9")
+    with pytest.raises(ConversionError, match="neither a local path nor a Hub model repository"):
+        convert_frawdllm("tsingla1998/no-such-model", tmp_path / "other")
+    assert not (tmp_path / "other").exists()
