@@ -159,6 +159,8 @@ def architecture_section(facts: FolderFacts) -> str:
 def _snippets(facts: FolderFacts, model_id: str, prompt: str) -> tuple[str, str]:
     """Python code using the model, with hf_minitf installed and without it (`trust_remote_code=True`)."""
     model, text = json.dumps(model_id), json.dumps(prompt)
+    positions = facts.config.get("max_position_embeddings", 64)
+    new_tokens = min(20, max(1, positions // 2))  # leaves room for the prompt in the position table
     if facts.sentence_transformers:
         body = (f"embeddings = model.encode([{text}, \"Another sentence.\"])\n"
                 "print(embeddings.shape, model.similarity(embeddings, embeddings))")
@@ -171,23 +173,24 @@ def _snippets(facts: FolderFacts, model_id: str, prompt: str) -> tuple[str, str]
                 f"tokenizer = AutoTokenizer.from_pretrained({model}{{trust}})\n"
                 f"model = AutoModelForCausalLM.from_pretrained({model}{{trust}})\n"
                 f"inputs = tokenizer({text}, return_tensors=\"pt\")\n"
-                "output_ids = model.generate(**inputs, max_new_tokens=20, do_sample=False)\n"
+                f"output_ids = model.generate(**inputs, max_new_tokens={new_tokens}, do_sample=False)\n"
                 "print(tokenizer.decode(output_ids[0], skip_special_tokens=True))")
     elif facts.head == "ForSequenceClassification":
         code = ("{imports}from transformers import pipeline\n\n"
                 f"classify = pipeline(\"text-classification\", model={model}{{trust}})\n"
                 f"print(classify({text}))")
     elif facts.head == "ForConditionalGeneration":
+        new_tokens = min(40, positions - 1)  # the decoder's start token takes one position
         with_package = ("import hf_minitf  # registers the MiniTF classes\n"
                         "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n\n"
                         f"tokenizer = AutoTokenizer.from_pretrained({model})\n"
                         f"model = AutoModelForSeq2SeqLM.from_pretrained({model})\n"
                         f"inputs = tokenizer({text}, return_tensors=\"pt\")\n"
-                        "output_ids = model.generate(**inputs, max_new_tokens=40)\n"
+                        f"output_ids = model.generate(**inputs, max_new_tokens={new_tokens})\n"
                         "print(tokenizer.batch_decode(output_ids, skip_special_tokens=True))")
         without = ("from transformers import pipeline\n\n"
                    f"translate = pipeline(\"minitf-translation\", model={model}, trust_remote_code=True)\n"
-                   f"print(translate({text}, max_new_tokens=40))")
+                   f"print(translate({text}, max_new_tokens={new_tokens}))")
         return with_package, without
     else:
         code = ("import torch\n{imports}from transformers import AutoModel, AutoTokenizer\n\n"
@@ -332,7 +335,7 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
     data = card.data
     if eval_results:
         dataset = dataset_name or "held-out split"
-        data.model_name = data.model_name or Path(folder).resolve().name
+        data.model_name = data.model_name or Path(model_id or Path(folder).resolve()).name
         task = data.pipeline_tag or "text-generation"
         data.eval_results = [
             EvalResult(task_type=task, dataset_type=re.sub(r"[^a-z0-9_.-]+", "-", dataset.lower()),

@@ -8,12 +8,13 @@ uploaded can be downloaded, and unpickled, by anyone. Light to import: the Hub c
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
-LOCAL_ONLY_PATTERNS = [".*", "**/.*", "__pycache__/**", "**/__pycache__/**", "*.pyc", "**/*.pyc"]
 
 
 class PushError(Exception):
@@ -48,37 +49,58 @@ def check_push_folder(folder: str | Path) -> list[str]:
 
 def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revision: str | None = None,
                 license: str | None = None, commit_message: str | None = None, token: str | None = None) -> str:
-    """Upload `folder` to the model repo `repo_id` (created if needed) and return the commit URL.
+    """Upload `folder` to the model repo `repo_id` (created if needed) in one commit; return the commit URL.
 
-    The folder's model card is written or updated first (with `license` when given), so the repo never
-    gets a blank card. Raises PushError for a folder that should not be published or a refused push.
+    What is uploaded is the folder with its model card made complete for that repo (snippets naming `repo_id`,
+    `license` when given) and, for a seq2seq model, the `minitf-translation` pipeline code and config entry;
+    the local folder itself is not changed. Raises PushError for a folder that should not be published or a
+    push the Hub refused.
     """
-    check_push_folder(folder)
-    from huggingface_hub import HfApi
+    folder = Path(folder)
+    files = check_push_folder(folder)
+    from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
-    from .model_card import update_model_card
+    from .model_card import prepare_upload
 
-    update_model_card(folder, license=license)
-    api = HfApi(token=token)
-    try:
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-        if revision is not None:
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
-        info = api.upload_folder(
-            repo_id=repo_id, folder_path=str(folder), revision=revision,
-            commit_message=commit_message or f"Upload {Path(folder).name} with minitf push",
-            ignore_patterns=LOCAL_ONLY_PATTERNS,
-        )
-    except HfHubHTTPError as error:
-        status = error.response.status_code if error.response is not None else None
-        if status in (401, 403):
-            raise PushError(
-                f"the Hub refused the push to {repo_id} ({status} {'unauthorized' if status == 401 else 'forbidden'}):"
-                " log in with `hf auth login` or set HF_TOKEN to a token with write access to that namespace."
-            ) from None
-        raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
-    return str(info.commit_url if hasattr(info, "commit_url") else info)
+    with tempfile.TemporaryDirectory() as staging_dir:
+        staging = Path(staging_dir)
+        for name in files:  # small files are copied and completed there, weights are only read
+            target = staging / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if name.endswith(".safetensors"):
+                target.symlink_to((folder / name).resolve())
+            else:
+                shutil.copyfile(folder / name, target)
+        try:
+            prepare_upload(staging, repo_id, source_folder=folder, license=license)
+        except (ValueError, KeyError, OSError) as error:
+            raise PushError(f"cannot write the model card of {folder}: {error}") from None
+        uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+        operations = [
+            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
+        ]
+        api = HfApi(token=token)
+        try:
+            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+            if revision is not None:
+                api.create_branch(repo_id, branch=revision, exist_ok=True)
+            info = api.create_commit(
+                repo_id, operations, revision=revision,
+                commit_message=commit_message or f"Upload {folder.name} with minitf push",
+            )
+        except HfHubHTTPError as error:
+            status = error.response.status_code if error.response is not None else None
+            if status in (401, 403):
+                raise PushError(
+                    f"the Hub refused the push to {repo_id} ({status} {'unauthorized' if status == 401 else 'forbidden'}):"
+                    " log in with `hf auth login` or set HF_TOKEN to a token with write access to that namespace."
+                ) from None
+            raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
+        except Exception as error:  # no connection, offline mode, ...: one line, never a reported success
+            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
+    return info.commit_url
 
 
 def add_push_arguments(parser: argparse.ArgumentParser) -> None:

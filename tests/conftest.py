@@ -17,6 +17,7 @@ os.environ.update(
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from hub_server import hub  # noqa: E402, F401  (the loopback Hub fixture)
 
 DATA = Path(__file__).parent / "data"
 

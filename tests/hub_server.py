@@ -42,6 +42,7 @@ USER = "tester"
 class Commit:
     """One commit: its id, message and the full file tree after it (path -> bytes)."""
 
+    repo_id: str
     oid: str
     message: str
     files: dict[str, bytes]
@@ -128,7 +129,7 @@ class LoopbackHub:
                 raise ValueError("LFS uploads are not supported by the loopback Hub (preupload answers regular)")
         digest = hashlib.sha1(json.dumps([header.get("summary"), sorted(paths), parent, len(repo.commits)])
                               .encode()).hexdigest()
-        commit = Commit(digest, header.get("summary", ""), files, sorted(paths), revision)
+        commit = Commit(repo.repo_id, digest, header.get("summary", ""), files, sorted(paths), revision)
         repo.commits[digest] = commit
         repo.branches[revision] = digest
         self.uploads.append(commit)
