@@ -1,4 +1,4 @@
-# Two commands on a fresh clone: `make demo` runs the main job, `make test` runs the tests.
+# Two commands on a fresh clone: `make demo` runs the main job (`minitf quickstart`), `make test` runs the tests.
 # Each sets up .venv itself, installing torch FIRST (pinned: on machines with a local CPU wheel this takes it
 # from disk; an unpinned torch, even one pulled in by another package, would download a multi-GB CUDA build).
 
@@ -17,10 +17,10 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 demo: $(VENV)/.installed
-	$(BIN)/minitf demo
+	$(BIN)/minitf quickstart --overwrite
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf $(VENV) demo_model .pytest_cache
+	rm -rf $(VENV) quickstart_models .pytest_cache

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_minitf.cli import build_parser, main
-from hf_minitf.demo import RHYME
+from minitf_cli import build_parser
 
 README = Path(__file__).parent.parent / "README.md"
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
@@ -25,19 +24,12 @@ def test_readme_documents_the_two_commands_and_ci_runs_the_test_one():
     assert ci.strip().splitlines()[-1] == "make test"
 
 
-def test_demo_learns_the_rhyme_and_reloads_it(tmp_path, capsys):
-    assert main(["demo", "--out", str(tmp_path / "demo"), "--prompt", "Twinkle"]) == 0
-    printed = capsys.readouterr().out
-    assert RHYME.strip() in printed
-    assert (tmp_path / "demo" / "model.safetensors").is_file()
-    assert (tmp_path / "demo" / "tokenizer.json").is_file()
-
-
 def test_cli_help_lists_every_command(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     text = capsys.readouterr().out
-    assert "demo" in text and "convert" in text
+    for command in ("quickstart", "train", "generate", "embed", "translate", "info", "convert", "push"):
+        assert f"\n    {command}" in text, command
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["demo", "--help"])
-    assert "--steps" in capsys.readouterr().out
+        build_parser().parse_args(["quickstart", "--help"])
+    assert "--steps-scale" in capsys.readouterr().out

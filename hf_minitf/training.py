@@ -1,0 +1,634 @@
+"""Train MiniTF models with the ecosystem's trainers: transformers' `Trainer` (GPT), sentence-transformers'
+`SentenceTransformerTrainer` (embedding model) and `Seq2SeqTrainer` (translation model).
+
+So checkpoints, resuming, evaluation, logging integrations, mixed precision and multi-process runs
+(`torchrun`, `accelerate launch`, FSDP or DeepSpeed through `TrainingArguments`) behave as those trainers'
+users expect. Each `train_*` function builds a model from a preset, trains it and writes one complete folder
+(weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the folder appears
+only once everything succeeded. In a multi-process run every process trains and only the main one writes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    DataCollatorForLanguageModeling,
+    DataCollatorForSeq2Seq,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    ProgressCallback,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    Trainer,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_callback import PrinterCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from .configuration_minitf_encoder import MiniTFEncoderConfig
+from .configuration_minitf_gpt import MiniTFGPTConfig
+from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+from .conversion.output import atomic_output_dir
+from .model_card import update_model_card
+from .modeling_minitf_encoder import MiniTFEncoderModel
+from .modeling_minitf_gpt import MiniTFGPTForCausalLM
+from .modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
+from .sentence_transformers_export import save_sentence_transformer
+from .tokenization_minitf import char_tokenizer, train_bpe_tokenizer
+from .tokenization_minitf_miniembed import train_wordlevel_tokenizer
+from .tokenization_minitf_seq2seq import train_translation_tokenizers
+
+LOSS_CURVE = "loss_curve.png"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A model size: config fields, and for GPT the tokenizer kind and vocabulary size it is trained with."""
+
+    description: str
+    config: dict[str, Any]
+    tokenizer: str | None = None
+    vocab_size: int | None = None
+
+
+PRESETS: dict[str, dict[str, Preset]] = {
+    "gpt": {
+        "tiny": Preset("4 layers x 128, RoPE, context 128, char tokenizer (the quickstart's size)",
+                       dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, max_position_embeddings=128,
+                            position_embedding_type="rope"), tokenizer="char"),
+        "shakespeare-char": Preset(
+            "nanoGPT shakespeare-char: 6 layers x 384, 6 heads, context 256, dropout 0.2, char tokenizer "
+            "(65 characters on Tiny Shakespeare)",
+            dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, max_position_embeddings=256,
+                 position_embedding_type="learned", hidden_dropout=0.2, attention_dropout=0.2), tokenizer="char"),
+        "frawdllm-tiny": Preset("FrawdLLM tiny: BPE 8192, 6 layers x 256, 8 heads, context 256, learned positions",
+                                dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8,
+                                     max_position_embeddings=256), tokenizer="bpe", vocab_size=8192),
+        "frawdllm-small": Preset("FrawdLLM small: BPE 8192, 8 layers x 512, 8 heads, context 512, learned positions",
+                                 dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
+                                      max_position_embeddings=512), tokenizer="bpe", vocab_size=8192),
+        "frawdllm-base": Preset(
+            "FrawdLLM base: BPE 8192, 12 layers x 768, 12 heads, context 1024, learned positions, dropout 0.1",
+            dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=1024,
+                 hidden_dropout=0.1, attention_dropout=0.1), tokenizer="bpe", vocab_size=8192),
+        "frawdllm-100m": Preset("FrawdLLM 100m: BPE 32000, 12 layers x 768, 12 heads, context 1024, RoPE",
+                                dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                     max_position_embeddings=1024, position_embedding_type="rope"),
+                                tokenizer="bpe", vocab_size=32000),
+        # FrawdLLM's -llama presets also set use_rmsnorm/use_swiglu, flags its model code never reads: what it
+        # trains is LayerNorm + GELU with RoPE, which these reproduce.
+        "frawdllm-tiny-llama": Preset("FrawdLLM tiny-llama: as tiny, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
+                                      dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8,
+                                           max_position_embeddings=256, position_embedding_type="rope"),
+                                      tokenizer="bpe", vocab_size=8192),
+        "frawdllm-small-llama": Preset("FrawdLLM small-llama: as small, with RoPE (LayerNorm + GELU, as FrawdLLM trains "
+                                       "it)", dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
+                                                   max_position_embeddings=512, position_embedding_type="rope"),
+                                       tokenizer="bpe", vocab_size=8192),
+    },
+    "embedding": {
+        "tiny": Preset("2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
+                       dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                            max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0), vocab_size=2000),
+        "miniembed-mini": Preset("MiniEmbed mini: word vocabulary 30000, 4 layers x 256, 4 heads, FFN 1024, 128 positions",
+                                 dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                                      max_position_embeddings=128), vocab_size=30000),
+    },
+    "seq2seq": {
+        "tiny": Preset("2+2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
+                       dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                            max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)),
+        "hkproj": Preset("hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",
+                         dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                              max_position_embeddings=350, label_smoothing=0.1)),
+    },
+}
+
+class TrainingError(ValueError):
+    """Training data or options that cannot be used, with what to change."""
+
+
+@dataclass
+class TrainSettings:
+    """The trainer options `minitf train` exposes (everything else keeps the trainers' defaults)."""
+
+    epochs: float = 1.0
+    max_steps: int = -1
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    warmup: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    logging_steps: int = 10
+    eval_steps: int | None = None
+    save_steps: int = 500
+    checkpoint_dir: str | Path | None = None
+    resume: bool = False
+    mixed_precision: str = "no"
+    report_to: str = "none"
+    progress: bool = True
+    logs_on_bar: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        positive = {"epochs": self.epochs, "batch_size": self.batch_size, "learning_rate": self.learning_rate,
+                    "logging_steps": self.logging_steps, "save_steps": self.save_steps}
+        bad = {name: value for name, value in positive.items() if not value > 0}
+        if self.max_steps == 0 or self.max_steps < -1:
+            bad["max_steps"] = self.max_steps
+        if self.eval_steps is not None and self.eval_steps <= 0:
+            bad["eval_steps"] = self.eval_steps
+        if bad:
+            raise TrainingError(f"these options must be positive: {bad}")
+        if self.mixed_precision not in ("no", "fp16", "bf16"):
+            raise TrainingError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.resume and self.checkpoint_dir is None:
+            raise TrainingError("resuming needs the checkpoint folder of the earlier run (--checkpoint-dir)")
+
+
+@dataclass
+class TrainingResult:
+    """What a training run wrote and measured."""
+
+    folder: Path | None
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    log_history: list[dict[str, float]]
+    eval_results: dict[str, float]
+
+    @property
+    def losses(self) -> list[tuple[int, float]]:
+        """(step, training loss) as the trainer logged them."""
+        return [(entry["step"], entry["loss"]) for entry in self.log_history if "loss" in entry]
+
+
+class LossOnBarCallback(ProgressCallback):
+    """The trainer's own progress bars, showing the latest loss on the bar instead of printing each log."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs and "loss" in logs:
+            self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}", refresh=False)
+
+
+def get_preset(family: str, name: str) -> Preset:
+    """The preset `name` of `family` (`gpt`, `embedding`, `seq2seq`), or a TrainingError listing the choices."""
+    if family not in PRESETS:
+        raise TrainingError(f"unknown model family {family!r}; choose one of {', '.join(PRESETS)}")
+    if name not in PRESETS[family]:
+        raise TrainingError(f"unknown {family} preset {name!r}; choose one of {', '.join(PRESETS[family])}")
+    return PRESETS[family][name]
+
+
+def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
+                        arguments_class: type[TrainingArguments] = TrainingArguments, **extra) -> TrainingArguments:
+    saving = settings.checkpoint_dir is not None
+    evaluate_every = settings.eval_steps if has_eval and settings.eval_steps else None
+    return arguments_class(
+        output_dir=str(work_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup,
+        weight_decay=settings.weight_decay,
+        lr_scheduler_type="cosine",
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=settings.logging_steps,
+        logging_first_step=True,
+        eval_strategy="steps" if evaluate_every else "no",
+        eval_steps=evaluate_every,
+        save_strategy="steps" if saving else "no",
+        save_steps=settings.save_steps,
+        save_total_limit=2 if saving else None,
+        fp16=settings.mixed_precision == "fp16",
+        bf16=settings.mixed_precision == "bf16",
+        report_to=settings.report_to,
+        disable_tqdm=not settings.progress,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        **extra,
+        **settings.extra,
+    )
+
+
+def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool) -> dict[str, float]:
+    """Train (resuming when asked), then evaluate on the held-out set; returns the evaluation figures."""
+    if settings.progress and settings.logs_on_bar:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(LossOnBarCallback())
+    elif not settings.progress:
+        trainer.remove_callback(PrinterCallback)
+    resume = None
+    if settings.resume:
+        resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
+        if resume is None:
+            raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
+    trainer.train(resume_from_checkpoint=resume)
+    results = trainer.evaluate() if has_eval else {}
+    return {key: float(value) for key, value in results.items()
+            if key.startswith("eval_") and isinstance(value, (int, float)) and not key.endswith(("runtime", "per_second"))}
+
+
+class _WorkDir:
+    """The trainer's output folder: `settings.checkpoint_dir` when given (kept, to resume), else a temporary one."""
+
+    def __init__(self, settings: TrainSettings) -> None:
+        self.kept = settings.checkpoint_dir is not None
+        self._temporary = None if self.kept else tempfile.TemporaryDirectory(prefix="minitf-train-")
+        self.path = Path(settings.checkpoint_dir) if self.kept else Path(self._temporary.name)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc_info) -> None:
+        if self._temporary is not None:
+            self._temporary.cleanup()
+
+
+def plot_loss_curve(log_history: Sequence[dict], path: str | Path, title: str) -> Path | None:
+    """Draw training (and evaluation) loss against step into a PNG; None when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        from matplotlib import pyplot
+    except ImportError:
+        return None
+    train = [(entry["step"], entry["loss"]) for entry in log_history if "loss" in entry]
+    evaluation = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
+    figure, axes = pyplot.subplots(figsize=(6, 3.5), dpi=100)
+    if train:
+        axes.plot(*zip(*train), label="training loss")
+    if evaluation:
+        axes.plot(*zip(*evaluation), "o-", label="held-out loss")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    pyplot.close(figure)
+    return Path(path)
+
+
+def _describe_losses(log_history: Sequence[dict]) -> str:
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    steps = max((entry.get("step", 0) for entry in log_history), default=0)
+    if not losses:
+        return ""
+    return f"Trained for {steps} steps; training loss {losses[0]:.3f} at the start, {losses[-1]:.3f} at the end."
+
+
+def _write_folder(out: str | Path, overwrite: bool, save, result: TrainingResult, title: str,
+                  dataset_name: str | None, extra_markdown: str | None) -> Path:
+    """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures."""
+    with atomic_output_dir(out, overwrite) as work:
+        save(work)
+        image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
+        notes = "\n\n".join(text for text in (_describe_losses(result.log_history), extra_markdown) if text)
+        update_model_card(work, eval_results=result.eval_results or None, dataset_name=dataset_name,
+                          image=LOSS_CURVE if image else None, extra_markdown=notes or None, model_id=str(out))
+    return Path(out)
+
+
+def _config_fields(preset: Preset, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    fields = dict(preset.config)
+    fields.update(overrides or {})
+    return fields
+
+
+def _split_held_out(items: list, fraction: float, seed: int, limit: int = 1000) -> tuple[list, list]:
+    """A random `fraction` (at most `limit`) of `items` held out for evaluation; none for tiny data."""
+    if not 0 <= fraction < 1:
+        raise TrainingError(f"the held-out fraction must lie in [0, 1), got {fraction}")
+    count = min(limit, int(len(items) * fraction))
+    if count == 0:
+        return items, []
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    held = set(order[:count])
+    return [item for index, item in enumerate(items) if index not in held], [items[index] for index in sorted(held)]
+
+
+def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
+    """Rows of a .jsonl/.json file, a folder saved by `datasets`' save_to_disk, or a Hub dataset name."""
+    import json
+
+    local = Path(path)
+    if local.is_dir():
+        from datasets import DatasetDict, load_from_disk
+
+        try:
+            dataset = load_from_disk(str(local))
+        except FileNotFoundError as error:
+            raise TrainingError(f"{local} is a folder but not one saved by datasets' save_to_disk: {error}") from None
+        if isinstance(dataset, DatasetDict):
+            if split not in dataset:
+                raise TrainingError(f"{local} has the splits {', '.join(dataset)}, not {split!r}; pick one with --split")
+            dataset = dataset[split]
+        return dataset.to_list()
+    if local.suffix in (".jsonl", ".json"):
+        text = local.read_text(encoding="utf-8")
+        try:
+            if local.suffix == ".json":
+                rows = json.loads(text)
+            else:
+                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as error:
+            raise TrainingError(f"{local} is not valid JSON{' lines' if local.suffix == '.jsonl' else ''}: {error}")
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise TrainingError(f"{local} must hold JSON objects (one per line for .jsonl, a list for .json)")
+        return rows
+    if local.exists() or local.suffix or len(local.parts) > 2:
+        raise TrainingError(f"{local} is not a file or folder this command reads (.txt, .tsv, .jsonl, .json, or a "
+                            "datasets folder)" if local.exists() else f"{local} does not exist")
+    from datasets import load_dataset
+
+    return load_dataset(str(path), split=split).to_list()
+
+
+def _column(rows: list[dict[str, Any]], name: str, source: str | Path) -> list[str]:
+    if not rows:
+        raise TrainingError(f"{source} holds no rows")
+    if name not in rows[0]:
+        raise TrainingError(f"{source} has no column {name!r}; its columns are {', '.join(rows[0])} (use --columns)")
+    values = [row.get(name) for row in rows]
+    bad = next((index for index, value in enumerate(values) if not isinstance(value, str)), None)
+    if bad is not None:
+        raise TrainingError(f"{source} row {bad}: column {name!r} is {values[bad]!r}, not a text")
+    return values
+
+
+def load_texts(path: str | Path, column: str = "text", split: str = "train") -> list[str]:
+    """GPT training texts: a .txt file is one text; jsonl/json/datasets rows give one text each."""
+    local = Path(path)
+    if local.is_file() and local.suffix not in (".jsonl", ".json"):
+        try:
+            return [local.read_text(encoding="utf-8")]
+        except UnicodeDecodeError as error:
+            raise TrainingError(f"{local} is not UTF-8 text: {error}") from None
+    return _column(_dataset_rows(path, split), column, path)
+
+
+def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -> list[tuple[str, str]]:
+    """Text pairs: a .tsv file's first two tab-separated columns, or two `columns` of jsonl/json/datasets rows."""
+    if len(columns) != 2:
+        raise TrainingError(f"pairs need exactly two columns, got {list(columns)}")
+    local = Path(path)
+    if local.is_file() and local.suffix in (".tsv", ".txt"):
+        pairs = []
+        for number, line in enumerate(local.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 2:
+                raise TrainingError(f"{local} line {number} has no tab: each line must be `first<TAB>second`")
+            pairs.append((fields[0], fields[1]))
+        return pairs
+    rows = _dataset_rows(path, split)
+    return list(zip(_column(rows, columns[0], path), _column(rows, columns[1], path)))
+
+
+def _gpt_blocks(ids: list[int], block_size: int) -> list[dict[str, list[int]]]:
+    return [{"input_ids": ids[start:start + block_size]} for start in range(0, len(ids) - block_size + 1, block_size)]
+
+
+def train_gpt(
+    texts: str | Sequence[str],
+    out: str | Path | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    tokenizer: str | None = None,
+    vocab_size: int | None = None,
+    block_size: int | None = None,
+    eval_texts: Sequence[str] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+) -> TrainingResult:
+    """Train a GPT on `texts` (one text, or documents joined with the EOS token) and write it to `out`.
+
+    The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts;
+    they are cut into blocks of `block_size` tokens (default: the context length). Held out: `eval_texts`,
+    or an `eval_fraction` of the blocks. `out=None` trains without writing (the result holds the model).
+    """
+    settings = settings or TrainSettings()
+    chosen = get_preset("gpt", preset)
+    documents = [texts] if isinstance(texts, str) else list(texts)
+    if not any(text.strip() for text in documents):
+        raise TrainingError("the GPT training text is empty; give a text file with some content")
+    kind = tokenizer or chosen.tokenizer
+    fields = _config_fields(chosen, config_overrides)
+    context = fields["max_position_embeddings"]
+    block_size = block_size or context
+    if not 2 <= block_size <= context:
+        raise TrainingError(f"block size must lie in [2, {context}] (the preset's context), got {block_size}")
+    if kind == "char":
+        built = char_tokenizer("".join(documents), model_max_length=context)
+    elif kind == "bpe":
+        built = train_bpe_tokenizer(documents, vocab_size=vocab_size or chosen.vocab_size or 8192,
+                                    model_max_length=context)
+    else:
+        raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
+
+    def encode(parts: Sequence[str]) -> list[int]:
+        ids: list[int] = []
+        for text in parts:
+            ids.extend(built(text, add_special_tokens=False, verbose=False).input_ids + [built.eos_token_id])
+        return ids
+
+    blocks = _gpt_blocks(encode(documents), block_size)
+    if eval_texts is not None:
+        train_blocks, eval_blocks = blocks, _gpt_blocks(encode(eval_texts), block_size)
+    else:
+        train_blocks, eval_blocks = _split_held_out(blocks, eval_fraction, settings.seed)
+    if not train_blocks:
+        raise TrainingError(f"the training text gives fewer than {block_size} tokens; give more text or a smaller "
+                            "--block-size")
+    set_seed(settings.seed)
+    config = MiniTFGPTConfig(vocab_size=len(built), pad_token_id=built.pad_token_id, bos_token_id=built.bos_token_id,
+                             eos_token_id=built.eos_token_id, **fields)
+    model = MiniTFGPTForCausalLM(config)
+    with _WorkDir(settings) as work_dir:
+        trainer = Trainer(
+            model=model, args=_training_arguments(settings, work_dir, bool(eval_blocks)),
+            train_dataset=train_blocks, eval_dataset=eval_blocks or None, processing_class=built,
+            data_collator=DataCollatorForLanguageModeling(built, mlm=False),
+        )
+        eval_results = _run_trainer(trainer, settings, bool(eval_blocks))
+        if "eval_loss" in eval_results:
+            eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
+        result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
+        if out is not None and trainer.is_world_process_zero():
+            def save(folder: Path) -> None:
+                model.save_pretrained(folder)
+                built.save_pretrained(folder)
+
+            result.folder = _write_folder(out, overwrite, save, result, f"MiniTF GPT ({preset})", dataset_name,
+                                          extra_markdown)
+    return result
+
+
+def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str, str]]:
+    pairs = [tuple(pair) for pair in pairs]
+    bad = next((index for index, pair in enumerate(pairs)
+                if len(pair) != 2 or not all(isinstance(text, str) and text.strip() for text in pair)), None)
+    if bad is not None:
+        raise TrainingError(f"{what} pair {bad} is not two non-empty texts: {pairs[bad]!r}")
+    if len(pairs) < 2:
+        raise TrainingError(f"{what} training needs at least 2 pairs, got {len(pairs)}")
+    return pairs
+
+
+def train_embedding(
+    pairs: Sequence[tuple[str, str]],
+    out: str | Path | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    vocab_size: int | None = None,
+    eval_pairs: Sequence[tuple[str, str]] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+) -> TrainingResult:
+    """Train an embedding model on (anchor, positive) pairs with in-batch negatives and write a
+    SentenceTransformer folder to `out`.
+
+    sentence-transformers' trainer with `MultipleNegativesRankingLoss` (each anchor against every positive in
+    its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
+    """
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        losses,
+    )
+    from sentence_transformers.training_args import BatchSamplers
+
+    settings = settings or TrainSettings()
+    chosen = get_preset("embedding", preset)
+    pairs = _check_pairs(pairs, "embedding")
+    if eval_pairs is None:
+        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    fields = _config_fields(chosen, config_overrides)
+    texts = [text for pair in pairs for text in pair]
+    tokenizer = train_wordlevel_tokenizer(texts, vocab_size=vocab_size or chosen.vocab_size, min_frequency=1,
+                                          max_length=fields["max_position_embeddings"])
+    set_seed(settings.seed)
+    model = MiniTFEncoderModel(MiniTFEncoderConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                                                   **fields))
+
+    def as_dataset(rows: Sequence[tuple[str, str]]) -> Dataset:
+        return Dataset.from_dict({"anchor": [row[0] for row in rows], "positive": [row[1] for row in rows]})
+
+    with _WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
+        embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
+        arguments = _training_arguments(settings, work_dir, bool(eval_pairs), SentenceTransformerTrainingArguments,
+                                        batch_sampler=BatchSamplers.NO_DUPLICATES)
+        trainer = SentenceTransformerTrainer(
+            model=embedder, args=arguments, train_dataset=as_dataset(pairs),
+            eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
+            loss=losses.MultipleNegativesRankingLoss(embedder),
+        )
+        eval_results = _run_trainer(trainer, settings, bool(eval_pairs))
+        trained = embedder[0].auto_model.eval()
+        result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
+        if out is not None and trainer.is_world_process_zero():
+            result.folder = _write_folder(
+                out, overwrite, lambda folder: save_sentence_transformer(trained, tokenizer, folder), result,
+                f"MiniTF embedding model ({preset})", dataset_name, extra_markdown,
+            )
+    return result
+
+
+def train_seq2seq(
+    pairs: Sequence[tuple[str, str]],
+    out: str | Path | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    eval_pairs: Sequence[tuple[str, str]] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+) -> TrainingResult:
+    """Train a translation model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
+
+    Source and target word-level vocabularies are trained on the training pairs (words seen once count);
+    pairs longer than the preset's positions are truncated.
+    """
+    settings = settings or TrainSettings()
+    chosen = get_preset("seq2seq", preset)
+    pairs = _check_pairs(pairs, "translation")
+    if eval_pairs is None:
+        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    fields = _config_fields(chosen, config_overrides)
+    limit = fields["max_position_embeddings"]
+    tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
+    set_seed(settings.seed)
+    config = MiniTFSeq2SeqConfig(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size,
+                                 pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                                 eos_token_id=tokenizer.eos_token_id, decoder_start_token_id=tokenizer.bos_token_id,
+                                 **fields)
+    model = MiniTFSeq2SeqForConditionalGeneration(config)
+
+    def encode(rows: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
+        batch = tokenizer([row[0] for row in rows], text_target=[row[1] for row in rows], truncation=True,
+                          max_length=limit)
+        return [{"input_ids": ids, "attention_mask": mask, "labels": labels}
+                for ids, mask, labels in zip(batch["input_ids"], batch["attention_mask"], batch["labels"])]
+
+    eval_rows = encode(eval_pairs) if eval_pairs else []
+    with _WorkDir(settings) as work_dir:
+        trainer = Seq2SeqTrainer(
+            model=model, args=_training_arguments(settings, work_dir, bool(eval_rows), Seq2SeqTrainingArguments),
+            train_dataset=encode(pairs), eval_dataset=eval_rows or None, processing_class=tokenizer,
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        )
+        eval_results = _run_trainer(trainer, settings, bool(eval_rows))
+        result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
+        if out is not None and trainer.is_world_process_zero():
+            def save(folder: Path) -> None:
+                model.save_pretrained(folder)
+                tokenizer.save_pretrained(folder)
+
+            result.folder = _write_folder(out, overwrite, save, result, f"MiniTF translation model ({preset})",
+                                          dataset_name, extra_markdown)
+    return result
+
+
+__all__ = [
+    "LOSS_CURVE",
+    "PRESETS",
+    "Preset",
+    "TrainSettings",
+    "TrainingError",
+    "TrainingResult",
+    "get_preset",
+    "load_pairs",
+    "load_texts",
+    "plot_loss_curve",
+    "train_embedding",
+    "train_gpt",
+    "train_seq2seq",
+]
