@@ -110,7 +110,7 @@ def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int |
               "recomputes the window at each step, so the saved generation config has `use_cache=False`. For "
               "faster cached generation within the window, pass `use_cache=True` to `generate` and keep prompt "
               "plus new tokens within it (or load with `context_overflow=\"error\"`).",
-        num_parameters=num_parameters(plans),
+        num_parameters=num_parameters(plans), original_project="nanoGPT", source_checkpoint=checkpoint.path,
     )
     inferred.update(n_head=heads, tied_lm_head=tied)
     return ConvertedModel(MiniTFGPTForCausalLM, config, plans, tokenizer, generation_config, card, inferred)

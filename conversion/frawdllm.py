@@ -344,7 +344,7 @@ def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[st
                 f"{' and its chat tokens' if chat else ''}.",
         origin=f"Converted with `minitf convert frawdllm` from `{checkpoint_name}` (FrawdLLM, "
                "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
-        notes="\n\n".join(sections), num_parameters=num_parameters(plans),
+        notes="\n\n".join(sections), num_parameters=num_parameters(plans), original_project="FrawdLLM",
     )
 
 
@@ -419,6 +419,9 @@ def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str 
     elif revision is not None:
         raise ConversionError(f"--revision applies to a Hub repo id, but {checkpoint} is a local path.")
     checkpoint = Path(checkpoint)
+    if not checkpoint.exists():
+        raise ConversionError(f"{checkpoint} does not exist. Pass a FrawdLLM checkpoint file, a folder FrawdLLM's "
+                              "convert_to_hf.py wrote, or the Hub repo id (owner/name) of one.")
     if checkpoint.is_dir():
         checkpoint, published, tokenizer = _published_folder(checkpoint, tokenizer)
         check_given(config, published, "given FrawdLLM config (compared with the folder's config.json)")

@@ -189,7 +189,7 @@ def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tok
             ("With this norm and gains near 1 the attention scores are so large that the original's masking (-1e9) "
              "leaks; the generation config sets `use_cache=False` so `generate` recomputes the prefix at each step "
              "and reproduces the original's decoding.", leaky_mask)) if shown),
-        num_parameters=num_parameters(plans),
+        num_parameters=num_parameters(plans), original_project="pytorch-transformer", source_checkpoint=checkpoint.path,
     )
     inferred.update(h=heads, norm_type=norm, attention_bias=seq2seq_config.attention_bias,
                     output_log_softmax=seq2seq_config.output_log_softmax, generate_use_cache=not leaky_mask)

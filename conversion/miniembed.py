@@ -105,7 +105,7 @@ def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, conf
                "`encode`, to float32 rounding.",
         notes="Inputs longer than the maximum length are truncated by the tokenizer. A text that is all padding "
               "embeds to the zero vector (MiniEmbed returned NaN).",
-        num_parameters=num_parameters(plans),
+        num_parameters=num_parameters(plans), original_project="MiniEmbed", source_checkpoint=checkpoint.path,
     )
     inferred["num_heads"] = heads
     return ConvertedModel(MiniTFEncoderModel, encoder_config, plans, fast_tokenizer, None, card, inferred,
