@@ -268,13 +268,15 @@ def test_published_folder_errors_say_what_to_do(files, tmp_path):
     convert_frawdllm(folder, tmp_path / "out", tokenizer=files.chat_tokenizer)  # the option fills the gap
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, "n_head": 8, "num_attention_heads": 8}))
-    with pytest.raises(ConversionError, match=r"n_head=8 but the weights say|contradicts|heads"):
+    with pytest.raises(ConversionError, match=r"--num-heads 4 contradicts the checkpoint's n_head=8"):
         convert_frawdllm(folder, tmp_path / "other", tokenizer=files.chat_tokenizer, num_heads=4)
     (folder / "config.json").write_text(json.dumps({**config, "model_type": "gpt2"}))
     with pytest.raises(ConversionError, match="model_type='gpt2', not \"frawdllm\""):
         convert_frawdllm(folder, tmp_path / "other", tokenizer=files.chat_tokenizer)
     with pytest.raises(ConversionError, match="Pass --tokenizer"):
         convert_frawdllm(DATA / "frawdllm_rope/checkpoint.pt", tmp_path / "other")
+    with pytest.raises(ConversionError, match="hf_model does not exist.*Hub repo id"):
+        convert_frawdllm(tmp_path / "hf_model", tmp_path / "other")
     assert not (tmp_path / "other").exists()
 
 
