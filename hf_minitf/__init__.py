@@ -1,7 +1,8 @@
 """hf_minitf: small from-scratch transformers as first-class Hugging Face models.
 
 Importing this package registers every MiniTF config, model and tokenizer with the transformers Auto classes,
-and the `minitf-translation` pipeline task.
+and the `minitf-translation` pipeline task. Saved and pushed models carry their code and a model card
+(`update_model_card` adds measured figures; `push_folder` is `minitf push`).
 """
 
 from transformers import (
@@ -23,6 +24,7 @@ from .modeling_minitf_encoder import (
     MiniTFEncoderPreTrainedModel,
 )
 from .modeling_minitf_gpt import MiniTFGPTForCausalLM, MiniTFGPTModel, MiniTFGPTPreTrainedModel
+from .model_card import update_model_card
 from .modeling_minitf_seq2seq import (
     MiniTFSeq2SeqForConditionalGeneration,
     MiniTFSeq2SeqModel,
@@ -30,6 +32,7 @@ from .modeling_minitf_seq2seq import (
 )
 from .pipeline_minitf_translation import TASK as TRANSLATION_TASK
 from .pipeline_minitf_translation import MiniTFTranslationPipeline
+from .publishing import PushError, push_folder
 from .sentence_transformers_export import save_sentence_transformer
 from .tokenization_minitf import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
 from .tokenization_minitf_miniembed import miniembed_tokenizer, train_encoder_bpe_tokenizer, train_wordlevel_tokenizer
@@ -86,4 +89,7 @@ __all__ = [
     "train_encoder_bpe_tokenizer",
     "train_translation_tokenizers",
     "save_sentence_transformer",
+    "update_model_card",
+    "push_folder",
+    "PushError",
 ]
