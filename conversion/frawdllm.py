@@ -92,15 +92,14 @@ PUBLISHED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokeni
 USER_TOKEN, ASSISTANT_TOKEN = "<|user|>", "<|assistant|>"
 # FrawdLLM's chat format (src/training/sft_dataset.py, scripts/chat.py), one exchange at a time:
 # <|bos|><|user|>{instruction}<|assistant|>{response}<|eos|>. A conversation is its exchanges one after another.
+_ALTERNATION = "FrawdLLM's chat format alternates user and assistant messages, starting with a user message."
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'user' -%}"
-    "{%- if loop.index0 % 2 != 0 -%}{{ raise_exception(\"FrawdLLM's chat format alternates user and assistant "
-    "messages, starting with a user message.\") }}{%- endif -%}"
+    "{%- if loop.index0 % 2 != 0 -%}{{ raise_exception(\"" + _ALTERNATION + "\") }}{%- endif -%}"
     "{{ bos_token }}" + USER_TOKEN + "{{ message['content'] }}"
     "{%- elif message['role'] == 'assistant' -%}"
-    "{%- if loop.index0 % 2 != 1 -%}{{ raise_exception(\"FrawdLLM's chat format alternates user and assistant "
-    "messages, starting with a user message.\") }}{%- endif -%}"
+    "{%- if loop.index0 % 2 != 1 -%}{{ raise_exception(\"" + _ALTERNATION + "\") }}{%- endif -%}"
     + ASSISTANT_TOKEN + "{{ message['content'] }}{{ eos_token }}"
     "{%- else -%}"
     "{{ raise_exception(\"FrawdLLM's chat format has only user and assistant messages, not '\" ~ message['role'] "
@@ -167,7 +166,7 @@ def check_layer_variant(checkpoint: Checkpoint) -> None:
              and checkpoint.shape(f"blocks.{index}.mlp.fc1.weight")[0]
              != checkpoint.shape(f"blocks.{index}.mlp.fc2.weight")[1]]
     if gates or fused:
-        found = gates or [f"{fused[0]} (twice fc2's input width: a fused gate)"]
+        found = gates or [f"{fused[0]} (wider than fc2's input: a fused gate)"]
         raise ConversionError(
             f"{checkpoint.path}: {', '.join(found[:6])}{' ...' if len(found) > 6 else ''} are SwiGLU weights. "
             "FrawdLLM's code always builds the GELU MLP (fc1, fc2), whatever use_swiglu says, and MiniTF GPT has "

@@ -209,7 +209,7 @@ def test_weights_that_really_are_rmsnorm_or_swiglu_are_refused_naming_the_keys(t
     else:
         state["blocks.1.mlp.fc1.weight"] = torch.zeros(256, 32)
         state["blocks.1.mlp.fc1.bias"] = torch.zeros(256)
-        expected = r"blocks\.1\.mlp\.fc1\.weight \[256, 32\] \(twice fc2's input width: a fused gate\) are SwiGLU"
+        expected = r"blocks\.1\.mlp\.fc1\.weight \[256, 32\] \(wider than fc2's input: a fused gate\) are SwiGLU"
     save_file(state, str(tmp_path / "variant.safetensors"))
     with pytest.raises(ConversionError, match=expected):
         convert_frawdllm(tmp_path / "variant.safetensors", tmp_path / "out", tokenizer=tmp_path / "unused.json",
