@@ -340,9 +340,9 @@ def test_attention_mask_of_wrong_shape_is_a_clear_error():
     [
         (dict(hidden_size=30, num_attention_heads=4), "not divisible by num_attention_heads=4"),
         (dict(hidden_size=36, num_attention_heads=12, position_embedding_type="rope"), "even head dimension"),
-        (dict(position_embedding_type="alibi"), "position_embedding_type='alibi' is unknown"),
-        (dict(context_overflow="wrap"), "context_overflow='wrap' is unknown"),
-        (dict(num_hidden_layers=0), "num_hidden_layers must be positive"),
+        (dict(position_embedding_type="alibi"), "position_embedding_type must be one of .*got 'alibi'"),
+        (dict(context_overflow="wrap"), "context_overflow must be one of .*got 'wrap'"),
+        (dict(num_hidden_layers=0), "num_hidden_layers must be a positive integer, got 0"),
     ],
 )
 def test_invalid_config_fails_at_creation(overrides, message):
