@@ -319,7 +319,7 @@ def _tree_entries(files: dict[str, bytes], prefix: str, recursive: bool) -> list
 @contextlib.contextmanager
 def serve_hub():
     """Run a LoopbackHub and point huggingface_hub (this process, and child processes through os.environ) at it."""
-    import huggingface_hub
+    import huggingface_hub.hf_api
     from huggingface_hub import constants
 
     hub = LoopbackHub().start()

@@ -213,7 +213,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
                 for repo in ("org/tiny-gpt", "org/tiny-translator", "org/tiny-st")}
     result = run_without_hf_minitf(f"""
         import contextlib, io, json, logging, torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
+        from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
         from transformers.utils import logging as hf_logging
         from sentence_transformers import SentenceTransformer
         warnings = io.StringIO()
@@ -221,6 +221,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
         gpt = AutoModelForCausalLM.from_pretrained("org/tiny-gpt", trust_remote_code=True)
         gpt_tokenizer = AutoTokenizer.from_pretrained("org/tiny-gpt", trust_remote_code=True)
         ids = gpt_tokenizer("hello", return_tensors="pt").input_ids
+        plain_ids = PreTrainedTokenizerFast.from_pretrained("org/tiny-gpt")("hello").input_ids  # needs no trust
         translate = pipeline("minitf-translation", model="org/tiny-translator", trust_remote_code=True)
         pipe_repo = pipeline("minitf-translation", model="org/tiny-pipe", trust_remote_code=True)
         st = SentenceTransformer("org/tiny-st", trust_remote_code=True, device="cpu")
@@ -231,7 +232,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
                 exec(code, {{}})
             printed[repo] = out.getvalue()
         print(json.dumps({{
-            "gpt": [type(gpt).__name__, type(gpt_tokenizer).__name__],
+            "gpt": [type(gpt).__name__, type(gpt_tokenizer).__name__], "plain_ids": plain_ids,
             "generated": gpt.generate(ids, max_new_tokens=12, do_sample=False).tolist(),
             "translations": [r["translation_text"] for r in translate(["one two three", "two"], max_new_tokens=8)],
             "pipe_repo": pipe_repo("one two three", max_new_tokens=8)[0]["translation_text"],
@@ -242,6 +243,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
     """, cwd=str(tmp_path))
     ids = gpt_tokenizer("hello", return_tensors="pt").input_ids
     assert result["gpt"] == ["MiniTFGPTForCausalLM", "TokenizersBackend"]
+    assert result["plain_ids"] == ids[0].tolist()
     assert result["generated"] == gpt_model.generate(ids, max_new_tokens=12, do_sample=False).tolist()
     local = pipeline(TRANSLATION_TASK, model=translator, tokenizer=translator_tokenizer)
     expected = [r["translation_text"] for r in local(["one two three", "two"], max_new_tokens=8)]
@@ -322,8 +324,9 @@ def test_minitf_push_refuses_bad_folders_and_bad_tokens(hub, gpt, tmp_path, caps
     assert "401 unauthorized" in captured.err and "HF_TOKEN" in captured.err and captured.err.count("\n") == 1
     assert not captured.out and len(hub.uploads) == uploads and "org/refused" not in hub.repos
 
-    assert push_command(push_args(str(good), "org/branched", "--revision", "dev", "--commit-message", "first")) == 0
-    assert "Pushed" in capsys.readouterr().out
+    assert push_command(push_args(str(good), "org/branched", "--revision", "dev", "--commit-message", "first",
+                                  "--private")) == 0
+    assert "Pushed" in capsys.readouterr().out and hub.repos["org/branched"].private
     assert hub.uploads[-1].message == "first" and hub.uploads[-1].revision == "dev"
     assert "model.safetensors" in hub.files("org/branched", "dev") and hub.files("org/branched") == set()
 

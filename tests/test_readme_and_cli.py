@@ -12,7 +12,7 @@ PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.
 
 
 @pytest.mark.parametrize("index", range(len(PYTHON_BLOCKS)))
-def test_readme_python_example_runs(index, tmp_path, monkeypatch):
+def test_readme_python_example_runs(index, tmp_path, monkeypatch, hub):  # hub: the publishing example pushes
     monkeypatch.chdir(tmp_path)
     exec(compile(PYTHON_BLOCKS[index], f"README.md python block {index}", "exec"), {})
 
