@@ -261,7 +261,8 @@ def _handler_for(hub: LoopbackHub):
                     if repo_id in hub.repos:
                         return self._json(409, {"error": "You already created this model repo", "url":
                                                 f"{hub.url}/{repo_id}"})
-                    repo = Repo(repo_id, private=bool(request.get("private")))
+                    private = bool(request.get("private")) or request.get("visibility") == "private"
+                    repo = Repo(repo_id, private=private)
                     hub.repos[repo_id] = repo
                     hub._commit(repo, "main", [{"key": "header", "value": {"summary": "initial commit"}}])
                     return self._json(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
