@@ -41,7 +41,7 @@ FIELD_CHECKS = {
     "norm_type": choice(NORM_TYPES),
     "layer_norm_eps": number(0, above=True),
     "attention_bias": boolean(),
-    "attention_mask_value": number(optional=True),
+    "attention_mask_value": number(maximum=0, optional=True),
     "scale_embedding": boolean(),
     "lm_head_bias": boolean(),
     "output_log_softmax": boolean(),

@@ -179,6 +179,8 @@ BAD_INPUTS = [
         r"hidden_dropout must be a number in \[0.0, 1.0\], got '0.1' \(str\)"),
     bad("seq2seq-label-smoothing-1", lambda tmp: MiniTFSeq2SeqConfig(label_smoothing=1.0), ValueError,
         r"label_smoothing must be a number in \[0, 1\), got 1.0"),
+    bad("seq2seq-positive-mask-value", lambda tmp: MiniTFSeq2SeqConfig(attention_mask_value=1e9), ValueError,
+        r"attention_mask_value must be a number <= 0 or null, got 1000000000.0"),
     bad("gpt-zero-eps", lambda tmp: MiniTFGPTConfig(layer_norm_eps=0), ValueError, r"layer_norm_eps must be a number > 0"),
     bad("gpt-nan-rope-theta", lambda tmp: MiniTFGPTConfig(rope_theta=float("nan")), ValueError,
         r"rope_theta must be a number > 0, got nan"),
