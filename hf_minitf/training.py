@@ -11,6 +11,7 @@ only once everything succeeded. In a multi-process run every process trains and 
 from __future__ import annotations
 
 import math
+import os
 import random
 import tempfile
 from collections.abc import Sequence
@@ -188,6 +189,13 @@ def get_preset(family: str, name: str) -> Preset:
     return PRESETS[family][name]
 
 
+def _distributed_without_gpu() -> bool:
+    """Several processes (torchrun, accelerate launch) and no CUDA or XPU device: the Trainer then runs
+    DistributedDataParallel over gloo only with `use_cpu=True` (else every process trains alone)."""
+    has_gpu = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_gpu
+
+
 def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
                         arguments_class: type[TrainingArguments] = TrainingArguments, **extra) -> TrainingArguments:
     saving = settings.checkpoint_dir is not None
@@ -216,6 +224,8 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
         report_to=settings.report_to,
         disable_tqdm=not settings.progress,
         dataloader_pin_memory=torch.cuda.is_available(),
+        use_cpu=_distributed_without_gpu(),
+        ddp_find_unused_parameters=False,
         **extra,
         **settings.extra,
     )
