@@ -28,6 +28,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 README = "README.md"
 MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
+SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
 FAMILIES = {"minitf_gpt": "MiniTF GPT", "minitf_encoder": "MiniTF encoder", "minitf_seq2seq": "MiniTF seq2seq"}
 # The pipeline tag of each model head, by the end of its class name.
 PIPELINE_TAGS = {
@@ -285,13 +286,15 @@ def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None
     if source_checkpoint is not None:
         source = Path(source_checkpoint)
         data.source_checkpoint = {"file": source.name, "sha256": file_sha256(source)}
-    model_id = model_id or (_model_id_in(base) if base is not None else None) or str(facts.folder)
+    # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
+    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(facts.folder)
+    model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
     text = _set_section(card.text, "architecture", architecture_section(facts))
-    text = _set_section(text, "usage", usage_section(facts, model_id, prompt))
-    if facts.sentence_transformers:
+    if facts.sentence_transformers:  # sentence-transformers' own snippet: this repo, and the model code's flag
         text = _SENTENCE_TRANSFORMER_CALL.sub(
             lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
         )
+    text = _set_section(text, "usage", usage_section(facts, model_id, prompt))
     return ModelCard(f"---\n{data.to_yaml()}\n---\n{text if text.startswith(chr(10)) else chr(10) + text}")
 
 

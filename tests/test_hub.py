@@ -18,6 +18,7 @@ import hf_minitf
 from hf_minitf import (
     TRANSLATION_TASK,
     MiniTFEncoderConfig,
+    MiniTFEncoderForSequenceClassification,
     MiniTFEncoderModel,
     MiniTFGPTConfig,
     MiniTFGPTForCausalLM,
@@ -194,13 +195,21 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
         "sentence-transformers", "sentence-similarity", "mit")
     assert {"minitf", "minitf_encoder", "sentence-transformers"} <= set(card.data.tags)
     assert 'SentenceTransformer("org/tiny-st", trust_remote_code=True)' in card.text
+    assert 'model = SentenceTransformer("org/tiny-st")\n' in card.text  # the snippet for hf_minitf users
     assert "license" not in ModelCard.load(folder / "README.md").data.to_dict()  # the local folder is unchanged
 
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
         expected = model(**batch).pooler_output
-    embeddings = SentenceTransformer("org/tiny-st", device="cpu").encode(SENTENCES, convert_to_tensor=True)
+    loaded = SentenceTransformer("org/tiny-st", device="cpu")
+    embeddings = loaded.encode(SENTENCES, convert_to_tensor=True)
     assert (embeddings - expected).abs().max() <= 1e-6 * expected.abs().max()
+
+    SentenceTransformer(str(folder), device="cpu").push_to_hub("org/tiny-st-again")  # sentence-transformers' push
+    again = ModelCard.load("org/tiny-st-again")
+    assert "minitf" in again.data.tags and "| parameters |" in again.text
+    assert again.text.count('SentenceTransformer("org/tiny-st-again", trust_remote_code=True)') == 2
+    assert "sentence_transformers_model_id" not in again.text
 
 
 def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq, sentence_folder, tmp_path):
@@ -280,6 +289,22 @@ def test_converted_card_survives_load_and_push(hub, gpt, tmp_path):
                                              "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest()}
     assert "# Tiny FrawdLLM (converted)" in pushed.text and "Converted from `ckpt.pt` for this test." in pushed.text
     assert '"org/converted"' in python_blocks(pushed.text)[0]
+
+
+def test_saved_classifier_and_encoder_cards(sentence_folder, tmp_path):
+    _, encoder, tokenizer = sentence_folder
+    config = MiniTFEncoderConfig(**{**encoder.config.to_dict(), "num_labels": 2, "id2label": {0: "no", 1: "yes"},
+                                    "label2id": {"no": 0, "yes": 1}})
+    classifier = MiniTFEncoderForSequenceClassification(config).eval()
+    for name, model, tag in (("clf", classifier, "text-classification"), ("enc", encoder, "feature-extraction")):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+        card = ModelCard.load(tmp_path / name / "README.md")
+        assert (card.data.pipeline_tag, card.data.library_name) == (tag, "transformers")
+        assert f"| parameters | {model.num_parameters():,} |" in card.text
+    expected = pipeline("text-classification", model=classifier, tokenizer=tokenizer)("Hello")
+    printed = run_snippet(python_blocks(ModelCard.load(tmp_path / "clf" / "README.md").text)[0])
+    assert printed == f"{expected}\n"
 
 
 def test_update_model_card_adds_results_and_keeps_the_card(gpt, tmp_path):
