@@ -344,6 +344,7 @@ def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[st
         origin=f"Converted with `minitf convert frawdllm` from `{checkpoint_name}` (FrawdLLM, "
                "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
         notes="\n\n".join(sections), num_parameters=num_parameters(plans), original_project="FrawdLLM",
+        base_model=checkpoint_name if "/" in checkpoint_name else None,  # a Hub repo id, not a file name
     )
 
 

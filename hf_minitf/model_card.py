@@ -214,13 +214,18 @@ def usage_section(facts: FolderFacts, model_id: str, prompt: str = "Hello") -> s
             f"```python\n{without}\n```")
 
 
-def _set_section(text: str, name: str, content: str | None) -> str:
-    """Replace the marked section `name` of a card body (append it if absent; drop it if `content` is None)."""
+def _set_section(text: str, name: str, content: str) -> str:
+    """Replace the marked section `name` of a card body, or append it."""
     pattern = re.compile(rf"<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n?", re.DOTALL)
-    section = "" if content is None else _SECTION.format(name=name, text=content.strip()) + "\n"
+    section = _SECTION.format(name=name, text=content.strip()) + "\n"
     if pattern.search(text):
         return pattern.sub(lambda _: section, text, count=1)
-    return text.rstrip() + "\n\n" + section if section else text
+    return text.rstrip() + "\n\n" + section
+
+
+def _card(data: ModelCardData, text: str) -> ModelCard:
+    """A card from validated metadata and a markdown body."""
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text.lstrip()}")
 
 
 def _section_text(text: str, name: str) -> str | None:
@@ -267,8 +272,7 @@ def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None
         name = title or f"{facts.family} ({facts.architecture})"
         intro = summary or (f"A {facts.family} model saved with hf_minitf: a first-class Hugging Face model that "
                             "loads with the transformers Auto classes.")
-        data = ModelCardData()
-        card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {name}\n\n{intro}\n")
+        card = _card(ModelCardData(), f"# {name}\n\n{intro}\n")
     else:
         card = ModelCard(str(base))
     data = card.data
@@ -295,7 +299,7 @@ def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None
             lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
         )
     text = _set_section(text, "usage", usage_section(facts, model_id, prompt))
-    return ModelCard(f"---\n{data.to_yaml()}\n---\n{text if text.startswith(chr(10)) else chr(10) + text}")
+    return _card(data, text)
 
 
 def write_model_card(folder: str | os.PathLike, *, source_folder: str | os.PathLike | None = None,
@@ -354,7 +358,7 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
     if extra_markdown:
         parts.append(extra_markdown.strip())
     text = _set_section(card.text, "results", "\n\n".join(parts))
-    ModelCard(f"---\n{data.to_yaml()}\n---\n{text}").save(Path(folder) / README)
+    _card(data, text).save(Path(folder) / README)
 
 
 def add_translation_pipeline(folder: str | os.PathLike) -> bool:
@@ -431,7 +435,7 @@ def render_model_card(family: str, config: Any, *, title: str, summary: str, ori
                                 source_checkpoint=source_checkpoint, num_parameters=num_parameters)
     origin_text = f"## Origin\n\n{origin}" + (f"\n\n{notes}" if notes else "")
     text = _set_section(card.text, "origin", origin_text)
-    return f"---\n{card.data.to_yaml()}\n---\n{text}"
+    return str(_card(card.data, text))
 
 
 __all__ = [
