@@ -196,7 +196,9 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
         "sentence-transformers", "sentence-similarity", "mit")
     assert {"minitf", "minitf_encoder", "sentence-transformers"} <= set(card.data.tags)
     assert 'SentenceTransformer("org/tiny-st", trust_remote_code=True)' in card.text
-    assert 'model = SentenceTransformer("org/tiny-st")\n' in card.text  # the snippet for hf_minitf users
+    with_package = python_blocks(card.text)[-2]  # the MiniTF usage section, after sentence-transformers' own
+    assert 'model = SentenceTransformer("org/tiny-st")\n' in with_package  # hf_minitf users need no flag
+    assert run_snippet(with_package).startswith("(2, 16) tensor([[1.0000,")
     assert "license" not in ModelCard.load(folder / "README.md").data.to_dict()  # the local folder is unchanged
 
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
