@@ -558,6 +558,10 @@ def train_embedding(
             eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
+        # sentence-transformers' own card data (it embeds widget examples) is unused: the folder gets a MiniTF card.
+        card_callback = getattr(trainer, "model_card_callback_class", None)
+        if card_callback is not None:
+            trainer.remove_callback(card_callback)
         eval_results = _run_trainer(trainer, settings, bool(eval_pairs))
         trained = embedder[0].auto_model.eval()
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)

@@ -1,0 +1,228 @@
+"""`minitf` end to end on tiny models: train, generate, embed, translate, info, push/convert wiring, and the
+errors (one line, exit status 2) for wrong arguments and unusable input."""
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForCausalLM
+
+from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
+from minitf_cli import PRESET_NAMES, main
+
+RHYME = "Twinkle, twinkle, little star,\nHow I wonder what you are!\n" * 30
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a PNG, after checking its signature, chunk CRCs and that its pixels decompress."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, chunks, pixels = 8, [], b""
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset:offset + 4])
+        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length:offset + 12 + length])
+        assert zlib.crc32(kind + body) == crc, kind
+        chunks.append(kind)
+        pixels += body if kind == b"IDAT" else b""
+        offset += 12 + length
+    assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND"
+    width, height = struct.unpack(">II", data[16:24])
+    assert len(zlib.decompress(pixels)) >= width * height
+    return width, height
+
+
+def run_cli(argv, capsys) -> tuple[int, str, str]:
+    """main(argv) in this process: (exit status, stdout, stderr); argparse's exits count as a status."""
+    try:
+        status = main([str(arg) for arg in argv])
+    except SystemExit as exit:
+        status = exit.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_line_error(status: int, err: str, *words: str) -> None:
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One GPT, embedding and translation folder made by `minitf train` (a few steps each)."""
+    root = tmp_path_factory.mktemp("cli")
+    (root / "rhyme.txt").write_text(RHYME)
+    (root / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in paraphrase_pairs(120, 10).train))
+    (root / "en_it.jsonl").write_text("".join(json.dumps({"en": a, "it": b}) + "\n"
+                                              for a, b in english_italian_pairs(120, 10).train))
+    common = ["--max-steps", "12", "--batch-size", "8", "--learning-rate", "3e-3", "--logging-steps", "2",
+              "--no-progress"]
+    commands = {
+        "gpt": ["train", "gpt", "--data", root / "rhyme.txt", "--out", root / "gpt", "--block-size", "32"],
+        "embedding": ["train", "embedding", "--data", root / "pairs.tsv", "--out", root / "embedding"],
+        "seq2seq": ["train", "seq2seq", "--data", root / "en_it.jsonl", "--columns", "en,it", "--out",
+                    root / "translation"],
+    }
+    for family, argv in commands.items():
+        assert main([str(arg) for arg in argv + common]) == 0, family
+    return root
+
+
+def test_train_writes_complete_folders_with_figures_and_loss_curve(trained):
+    for name in ("gpt", "embedding", "translation"):
+        folder = trained / name
+        assert (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
+        assert png_size(folder / "loss_curve.png") == (600, 350)
+        card = (folder / "README.md").read_text()
+        assert "model-index" in card and "eval_loss" in card and "loss_curve.png" in card
+        assert not list(trained.glob(f".{name}*")), "a temporary folder was left beside the output"
+    assert (trained / "embedding" / "modules.json").is_file()
+    assert (trained / "translation" / "source_tokenizer.json").is_file()
+    assert (trained / "rhyme.txt").read_text() == RHYME
+
+
+def test_generate_streams_a_continuation_and_names_unknown_characters(trained, capsys):
+    status, out, err = run_cli(["generate", trained / "gpt", "Twinkle", "--max-new-tokens", "12"], capsys)
+    assert status == 0 and out.startswith("Twinkle") and len(out.strip()) > len("Twinkle"), out
+    assert err == ""
+    status, out, err = run_cli(["generate", trained / "gpt", "Zebra", "--max-new-tokens", "5"], capsys)
+    assert status == 0 and out.strip(), out
+    assert "'Zb'" in err and "<unk>" in err
+
+
+def test_generate_sampling_is_seeded(trained, capsys):
+    argv = ["generate", trained / "gpt", "How", "--sample", "--top-k", "5", "--seed", "3", "--max-new-tokens", "20"]
+    first = run_cli(argv, capsys)
+    assert first[0] == 0 and run_cli(argv, capsys) == first
+
+
+def test_embed_prints_unit_vectors_and_a_similarity_table(trained, capsys):
+    texts = ["the cat eats an apple", "a kitten devours a fruit", "the sailor paints a boat"]
+    status, out, _ = run_cli(["embed", trained / "embedding", *texts], capsys)
+    vectors = [json.loads(line) for line in out.splitlines()]
+    assert status == 0 and len(vectors) == 3 and len(vectors[0]) == 128
+    for vector in vectors:
+        assert abs(sum(value * value for value in vector) - 1) < 1e-3
+    status, out, _ = run_cli(["embed", trained / "embedding", *texts, "--similarity"], capsys)
+    rows = [line.split()[1:] for line in out.splitlines()[1:4]]
+    assert status == 0 and [row[index] for index, row in enumerate(rows)] == ["1.000"] * 3
+    assert rows[0][1] == rows[1][0]
+    assert "[2] the sailor paints a boat" in out
+
+
+def test_translate_prints_one_line_per_text(trained, capsys):
+    status, out, _ = run_cli(["translate", trained / "translation", "the red cat sees a dog", "a small girl loves "
+                              "the old house", "--num-beams", "2", "--max-new-tokens", "12"], capsys)
+    assert status == 0 and len(out.splitlines()) == 2
+
+
+def test_info_describes_the_folder(trained, capsys):
+    status, out, _ = run_cli(["info", trained / "gpt"], capsys)
+    model = AutoModelForCausalLM.from_pretrained(trained / "gpt")
+    assert status == 0
+    assert "family: minitf_gpt (MiniTFGPTForCausalLM)" in out
+    assert f"parameters: {model.num_parameters():,}" in out
+    assert "hidden_size: 128" in out and "loss_curve.png" in out and "model-index" in out
+    status, out, _ = run_cli(["info", trained / "embedding"], capsys)
+    assert f"parameters: {AutoModel.from_pretrained(trained / 'embedding').num_parameters():,}" in out
+
+
+def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
+    before = {path: path.stat().st_mtime_ns for path in (trained / "gpt").iterdir()}
+    status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", trained / "gpt",
+                              "--max-steps", "1"], capsys)
+    assert_one_line_error(status, err, "not empty", "--overwrite")
+    assert {path: path.stat().st_mtime_ns for path in (trained / "gpt").iterdir()} == before
+    for out in (trained, trained / "rhyme.txt"):
+        status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", out, "--overwrite",
+                                  "--max-steps", "1"], capsys)
+        assert_one_line_error(status, err, "holds the input")
+    assert (trained / "rhyme.txt").read_text() == RHYME
+
+
+def test_overwrite_replaces_the_folder(tmp_path, capsys):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{a}\t{b}\n" for a, b in paraphrase_pairs(40, 4).train))
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    argv = ["train", "embedding", "--data", data, "--out", out, "--max-steps", "1", "--no-progress", "--batch-size", "8"]
+    assert run_cli([*argv, "--overwrite"], capsys)[0] == 0
+    assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "pairs.tsv"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "gpt", "--data", "x.txt", "--out", "y", "--max-steps", "-5"], ["--max-steps", ">= 1", "-5"]),
+    (["train", "gpt", "--data", "x.txt", "--out", "y", "--learning-rate", "0"], ["--learning-rate", "> 0"]),
+    (["train", "gpt", "--data", "x.txt", "--out", "y", "--eval-fraction", "1.5"], ["--eval-fraction"]),
+    (["train", "gpt", "--data", "x.txt", "--out", "y", "--preset", "huge"], ["--preset", "huge"]),
+    (["train", "gpt", "--data", "x.txt"], ["--out"]),
+    (["train", "translation"], ["translation"]),
+    (["quickstart", "--steps-scale", "0"], ["--steps-scale"]),
+    (["generate", "somewhere"], ["PROMPT"]),
+    (["generate", "somewhere", "hi", "--max-new-tokens", "lots"], ["--max-new-tokens", "integer"]),
+    (["translate", "somewhere", "hi", "--num-beams", "0"], ["--num-beams"]),
+    (["fly"], ["fly"]),
+])
+def test_wrong_arguments_give_one_line_and_status_2(argv, words, capsys):
+    status, _, err = run_cli(argv, capsys)
+    assert_one_line_error(status, err, *words)
+
+
+def test_unusable_input_gives_one_line_and_status_2(tmp_path, trained, capsys):
+    missing = tmp_path / "missing"
+    for command in (["generate", missing, "hi"], ["embed", missing, "hi"], ["translate", missing, "hi"],
+                    ["info", missing]):
+        status, _, err = run_cli(command, capsys)
+        assert_one_line_error(status, err, "is not a folder")
+    status, _, err = run_cli(["train", "gpt", "--data", missing / "x.txt", "--out", tmp_path / "out"], capsys)
+    assert_one_line_error(status, err, "does not exist")
+    status, _, err = run_cli(["train", "seq2seq", "--data", trained / "en_it.jsonl", "--out", tmp_path / "out"],
+                             capsys)
+    assert_one_line_error(status, err, "no column 'source'", "en, it", "--columns")
+    status, _, err = run_cli(["train", "embedding", "--data", trained / "rhyme.txt", "--out", tmp_path / "out"],
+                             capsys)
+    assert_one_line_error(status, err, "line 1 has no tab")
+    status, _, err = run_cli(["push", tmp_path, "someone/model"], capsys)
+    assert_one_line_error(status, err, "config.json")
+    assert not (tmp_path / "out").exists()
+
+
+def test_push_and_convert_use_their_own_arguments(capsys):
+    status, out, _ = run_cli(["push", "--help"], capsys)
+    assert status == 0 and "REPO_ID" in out and "--private" in out and out.startswith("usage: minitf push")
+    status, out, _ = run_cli(["convert", "--help"], capsys)
+    assert status == 0 and all(source in out for source in ("char-gpt", "frawdllm", "miniembed", "hkproj"))
+    status, _, err = run_cli(["convert", "char-gpt"], capsys)
+    assert_one_line_error(status, err, "minitf convert char-gpt")
+
+
+def test_presets_listed_by_the_parser_are_the_training_presets():
+    from hf_minitf.training import PRESETS
+
+    assert {family: tuple(presets) for family, presets in PRESETS.items()} == PRESET_NAMES
+
+
+def test_help_and_version_answer_without_importing_torch():
+    code = ("import sys, minitf_cli\n"
+            "for argv in (['--help'], ['train', 'gpt', '--help'], ['--version'], ['generate', '--max-new-tokens']):\n"
+            "    try:\n"
+            "        minitf_cli.main(argv)\n"
+            "    except SystemExit as exit:\n"
+            "        print('exit', exit.code)\n"
+            "print('torch imported:', 'torch' in sys.modules, 'transformers imported:', 'transformers' in sys.modules)\n")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                               env=dict(os.environ, COLUMNS="120"))
+    assert completed.stdout.count("exit 0") == 3 and "exit 2" in completed.stdout, completed.stdout
+    assert "torch imported: False transformers imported: False" in completed.stdout
+    assert "shakespeare-char" in completed.stdout and "--checkpoint-dir" in completed.stdout
