@@ -356,6 +356,38 @@ class Attention(nn.Module):
         return self.o_proj(output), weights
 
 
+def lay_out_for_inference(module: nn.Module) -> None:
+    """Store the transformer layers' Linear weights column-major (the memory order of GPT-2's Conv1D), shape unchanged.
+
+    For one token at a time (decoding), `F.linear` then reaches MKL's GEMV in the (in, out) order that streams
+    the weights at about twice the speed of the row-major (out, in) order on CPUs (measured in
+    benchmarks/speed.py: 17-20 GB/s against 9.7 for a 384x1152 weight). Values, names, shapes and saved files are
+    unchanged (transformers saves contiguous copies); plain CPU float weights only, quantized ones are left as they
+    are. Idempotent.
+    """
+    for layer in module.modules():
+        if not isinstance(layer, PreNormLayer):
+            continue
+        for linear in layer.modules():
+            weight = getattr(linear, "weight", None) if isinstance(linear, nn.Linear) else None
+            if (
+                weight is not None and type(weight.data) is torch.Tensor and weight.device.type == "cpu"
+                and weight.is_floating_point() and weight.dim() == 2 and weight.stride(0) != 1
+            ):
+                weight.data = weight.data.t().contiguous().t()
+
+
+class InferenceLayoutMixin:
+    """`model.eval()` (also called at the end of `from_pretrained`) lays the weights out for fast decoding; see
+    `lay_out_for_inference`. Training works on either layout, so `train()` leaves it as it is."""
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if not mode:
+            lay_out_for_inference(self)
+        return self
+
+
 class FeedForward(nn.Module):
     """Position-wise MLP: fc1 -> activation -> dropout -> fc2 (the residual branch adds its own dropout)."""
 

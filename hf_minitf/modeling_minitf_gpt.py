@@ -12,6 +12,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .layers import (
     CACHE_FIELD,
+    InferenceLayoutMixin,
     PreNormLayer,
     RotaryEmbedding,
     cached_length,
@@ -28,7 +29,7 @@ from .layers import (
 from .model_card import ModelCardMixin
 
 
-class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
+class MiniTFGPTPreTrainedModel(InferenceLayoutMixin, ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
 
     config_class = MiniTFGPTConfig

@@ -21,6 +21,7 @@ from transformers.modeling_outputs import (
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from .layers import (
     CACHE_FIELD,
+    InferenceLayoutMixin,
     PreNormLayer,
     SinusoidalPositionalEmbedding,
     cached_length,
@@ -84,7 +85,7 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
+class MiniTFSeq2SeqPreTrainedModel(InferenceLayoutMixin, ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the seq2seq classes."""
 
     config_class = MiniTFSeq2SeqConfig

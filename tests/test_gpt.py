@@ -174,8 +174,8 @@ def test_save_load_is_bit_identical_and_keeps_ties(tmp_path, position_type):
     model = tiny_model(position_type)
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "config.json", "configuration_minitf_checks.py", "configuration_minitf_gpt.py", "generation_config.json",
-        "layers.py", "model.safetensors", "modeling_minitf_gpt.py",
+        "README.md", "config.json", "configuration_minitf_checks.py", "configuration_minitf_gpt.py",
+        "generation_config.json", "layers.py", "model.safetensors", "model_card.py", "modeling_minitf_gpt.py",
     ]
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as weights:
         keys = set(weights.keys())
@@ -192,7 +192,7 @@ def test_save_load_is_bit_identical_and_keeps_ties(tmp_path, position_type):
         cos, _ = loaded.model.rotary_emb(positions)
         head_dim = 32 // 4
         expected = torch.cos(positions[0, :, None].float() * 10000 ** (-torch.arange(0, head_dim, 2) / head_dim))
-        torch.testing.assert_close(cos[0, 0], expected)
+        torch.testing.assert_close(cos[0], expected)
 
     base = AutoModel.from_pretrained(tmp_path)
     assert type(base) is MiniTFGPTModel
@@ -331,8 +331,10 @@ def test_token_id_outside_vocabulary_is_a_clear_error():
 
 
 def test_attention_mask_of_wrong_shape_is_a_clear_error():
-    with pytest.raises(ValueError, match="attention_mask must have shape"):
+    with pytest.raises(ValueError, match=r"attention_mask must have the shape .* = \(2, 5\)"):
         tiny_model()(prompts(2, 5), attention_mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match=r"attention_mask must have the shape .* got \(2, 6\)"):
+        tiny_model()(prompts(2, 5), attention_mask=torch.ones(2, 6))  # longer than the ids, without a cache
 
 
 @pytest.mark.parametrize(
