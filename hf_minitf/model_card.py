@@ -102,7 +102,7 @@ class FolderFacts:
 
     @property
     def head(self) -> str:
-        """The end of the model class name: ForCausalLM, ForSequenceClassification, ForConditionalGeneration or Model."""
+        """The end of the class name: ForCausalLM, ForSequenceClassification, ForConditionalGeneration or Model."""
         return next((head for head in PIPELINE_TAGS if self.architecture.endswith(head)), "Model")
 
     @property

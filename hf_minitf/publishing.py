@@ -8,6 +8,7 @@ uploaded can be downloaded, and unpickled, by anyone. Light to import: the Hub c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -68,9 +69,10 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
         for name in files:  # small files are copied and completed there, weights are only read
             target = staging / name
             target.parent.mkdir(parents=True, exist_ok=True)
-            if name.endswith(".safetensors"):
-                target.symlink_to((folder / name).resolve())
-            else:
+            if name.endswith(".safetensors"):  # only read: linked where the system allows it
+                with contextlib.suppress(OSError):
+                    target.symlink_to((folder / name).resolve())
+            if not target.exists():
                 shutil.copyfile(folder / name, target)
         try:
             prepare_upload(staging, repo_id, source_folder=folder, license=license)
@@ -92,9 +94,10 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
         except HfHubHTTPError as error:
             status = error.response.status_code if error.response is not None else None
             if status in (401, 403):
+                refusal = "unauthorized" if status == 401 else "forbidden"
                 raise PushError(
-                    f"the Hub refused the push to {repo_id} ({status} {'unauthorized' if status == 401 else 'forbidden'}):"
-                    " log in with `hf auth login` or set HF_TOKEN to a token with write access to that namespace."
+                    f"the Hub refused the push to {repo_id} ({status} {refusal}): log in with `hf auth login` or "
+                    "set HF_TOKEN to a token with write access to that namespace."
                 ) from None
             raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
         except Exception as error:  # no connection, offline mode, ...: one line, never a reported success

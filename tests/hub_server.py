@@ -327,7 +327,8 @@ def serve_hub():
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(constants, "ENDPOINT", hub.url)
-            patch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+            patch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
+                          hub.url + "/{repo_id}/resolve/{revision}/{filename}")
             patch.setattr(constants, "HF_HUB_OFFLINE", False)
             patch.setattr(constants, "HF_HUB_DISABLE_XET", True)
             patch.setattr(huggingface_hub.hf_api.api, "endpoint", hub.url)
