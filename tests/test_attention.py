@@ -1,0 +1,277 @@
+"""transformers' native machinery on every family: attention backends, static cache, torch.compile, continuous
+batching, and half-precision / int8 weight-only models."""
+
+import pytest
+import torch
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    CompileConfig,
+    GenerationConfig,
+    TorchAoConfig,
+)
+
+from hf_minitf import (
+    MiniTFEncoderConfig,
+    MiniTFEncoderModel,
+    MiniTFGPTConfig,
+    MiniTFGPTForCausalLM,
+    MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqForConditionalGeneration,
+)
+
+BACKENDS = ["eager", "sdpa", "flex_attention"]
+VOCAB = 40
+
+
+def gpt(position_embedding_type: str = "rope", **overrides) -> MiniTFGPTForCausalLM:
+    torch.manual_seed(0)
+    config = MiniTFGPTConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                             max_position_embeddings=64, position_embedding_type=position_embedding_type,
+                             pad_token_id=0, initializer_range=0.2, **overrides)
+    return MiniTFGPTForCausalLM(config).eval()
+
+
+def encoder() -> MiniTFEncoderModel:
+    torch.manual_seed(0)
+    config = MiniTFEncoderConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=128, max_position_embeddings=32)
+    return MiniTFEncoderModel(config).eval()
+
+
+def seq2seq() -> MiniTFSeq2SeqForConditionalGeneration:
+    torch.manual_seed(0)
+    config = MiniTFSeq2SeqConfig(src_vocab_size=VOCAB, vocab_size=VOCAB + 5, hidden_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
+                                 initializer_range=0.2)
+    return MiniTFSeq2SeqForConditionalGeneration(config).eval()
+
+
+def left_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    width = max(lengths)
+    ids = torch.zeros(len(lengths), width, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, width - length:] = torch.randint(4, VOCAB, (length,), generator=generator)
+        mask[row, width - length:] = 1
+    return ids, mask
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, tolerance: float = 1e-5) -> bool:
+    """Equal within `tolerance` relative to the magnitude of the expected values (at least 1)."""
+    return (actual - expected).abs().max().item() <= tolerance * max(1.0, expected.abs().max().item())
+
+
+def distinct_tokens(sequences: torch.Tensor, prompt_length: int) -> int:
+    return len(set(sequences[:, prompt_length:].flatten().tolist()))
+
+
+# --- attention backends -------------------------------------------------------------------------------------------
+
+def outputs_per_backend(build, run) -> dict[str, torch.Tensor]:
+    model = build()
+    results = {}
+    with torch.no_grad():
+        for backend in BACKENDS:
+            model.set_attn_implementation(backend)
+            assert model.config._attn_implementation == backend
+            results[backend] = run(model)
+    return results
+
+
+@pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
+def test_gpt_backends_agree_with_left_padding(position_embedding_type):
+    ids, mask = left_padded_batch()
+    results = outputs_per_backend(lambda: gpt(position_embedding_type),
+                                  lambda model: model(ids, attention_mask=mask).logits)
+    real = mask.bool()  # padding positions attend to nothing: their outputs are undefined in every backend
+    for backend in ("sdpa", "flex_attention"):
+        assert close(results[backend][real], results["eager"][real]), backend
+
+
+def test_encoder_backends_agree_with_padding():
+    ids, mask = left_padded_batch()
+    ids, mask = ids.flip(-1), mask.flip(-1)  # the encoder's tokenizer pads on the right
+    results = outputs_per_backend(encoder, lambda model: model(ids, attention_mask=mask).last_hidden_state)
+    real = mask.bool()
+    for backend in ("sdpa", "flex_attention"):
+        assert close(results[backend][real], results["eager"][real]), backend
+
+
+def test_seq2seq_backends_agree_with_padding():
+    source, source_mask = left_padded_batch()
+    source, source_mask = source.flip(-1), source_mask.flip(-1)
+    target, target_mask = left_padded_batch((6, 6, 3))
+    target, target_mask = target.flip(-1), target_mask.flip(-1)
+    results = outputs_per_backend(seq2seq, lambda model: model(
+        source, attention_mask=source_mask, decoder_input_ids=target, decoder_attention_mask=target_mask).logits)
+    real = target_mask.bool()
+    for backend in ("sdpa", "flex_attention"):
+        assert close(results[backend][real], results["eager"][real]), backend
+
+
+def test_fixed_mask_value_runs_eager_whatever_is_asked(tmp_path):
+    model = seq2seq()
+    model.config.attention_mask_value = -1e9
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, attn_implementation="sdpa")
+    assert loaded.config._attn_implementation == "eager"
+    loaded.set_attn_implementation("sdpa")
+    assert loaded.config._attn_implementation == "eager"
+
+
+# --- static cache ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
+@pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)], ids=["greedy", "beam3"])
+def test_gpt_static_cache_equals_dynamic_cache(position_embedding_type, decoding):
+    model = gpt(position_embedding_type)
+    ids, mask = left_padded_batch()
+    kwargs = dict(attention_mask=mask, max_new_tokens=12, min_new_tokens=12, **decoding)
+    dynamic = model.generate(ids, **kwargs)
+    static = model.generate(ids, cache_implementation="static", **kwargs)
+    assert distinct_tokens(dynamic, ids.shape[1]) >= 4, "the test model collapsed to a few tokens"
+    assert torch.equal(static, dynamic)
+
+
+@pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)], ids=["greedy", "beam3"])
+def test_seq2seq_static_cache_equals_dynamic_cache(decoding):
+    model = seq2seq()
+    source, mask = left_padded_batch()
+    source, mask = source.flip(-1), mask.flip(-1)
+    kwargs = dict(attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **decoding)
+    dynamic = model.generate(source, **kwargs)
+    static = model.generate(source, cache_implementation="static", **kwargs)
+    assert distinct_tokens(dynamic, 1) >= 4, "the test model collapsed to a few tokens"
+    assert torch.equal(static, dynamic)
+
+
+# --- torch.compile --------------------------------------------------------------------------------------------------
+
+def test_compiled_forward_equals_eager_forward():
+    model = gpt()
+    ids, mask = left_padded_batch()
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).logits
+        actual = compiled(ids, attention_mask=mask).logits
+    real = mask.bool()
+    assert close(actual[real], expected[real])
+
+
+def compile_everywhere() -> CompileConfig:
+    """transformers compiles generate's decoding step on GPUs only unless told to: tell it."""
+    config = CompileConfig(fullgraph=False)
+    config._compile_all_devices = True
+    return config
+
+
+@pytest.mark.parametrize("family", ["gpt", "seq2seq"])
+def test_compiled_greedy_equals_eager_greedy(family):
+    model = gpt() if family == "gpt" else seq2seq()
+    ids = left_padded_batch((8,))[0]
+    kwargs = dict(max_new_tokens=10, min_new_tokens=10, do_sample=False, cache_implementation="static")
+    eager = model.generate(ids, **kwargs)
+    torch._dynamo.reset()
+    calls = []
+    original = torch.compile
+
+    def counting_compile(*args, **compile_kwargs):
+        calls.append(compile_kwargs)
+        return original(*args, **compile_kwargs)
+
+    torch.compile = counting_compile
+    try:
+        compiled = model.generate(ids, compile_config=compile_everywhere(), **kwargs)
+    finally:
+        torch.compile = original
+    assert calls, "generate did not compile the decoding step"
+    assert torch.equal(compiled, eager)
+
+
+# --- continuous batching ---------------------------------------------------------------------------------------------
+
+def small_paged_cache() -> dict:
+    """A paged cache sized for the test: by default continuous batching reserves most of the free memory."""
+    try:
+        from transformers.generation.configuration_utils import ContinuousBatchingConfig
+    except ImportError:  # transformers before 5.2x: the sizes are generation-config fields
+        return {}
+    return dict(continuous_batching_config=ContinuousBatchingConfig(num_blocks=16, page_size=16, max_batch_tokens=64))
+
+
+def test_generate_batch_gives_each_prompt_what_generate_gives_it():
+    model = gpt()
+    prompts = [[5, 9, 13, 2, 7], [30, 4], [11, 12, 13, 14, 15, 16, 17, 18]]
+    config = GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
+    results = model.generate_batch(prompts, generation_config=config, warmup=False, **small_paged_cache())
+    assert len(results) == len(prompts)
+    by_prompt = {tuple(result.prompt_ids): result.generated_tokens for result in results.values()}
+    for prompt in prompts:
+        alone = model.generate(torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
+        assert by_prompt[tuple(prompt)] == alone[0, len(prompt):].tolist()
+
+
+# --- half precision and int8 weight-only ---------------------------------------------------------------------------
+
+def int8_weight_only() -> TorchAoConfig:
+    from torchao.quantization import Int8WeightOnlyConfig
+
+    return TorchAoConfig(Int8WeightOnlyConfig())
+
+
+def greedy_agreement(reference: torch.Tensor, other: torch.Tensor) -> float:
+    return (reference == other).float().mean().item()
+
+
+@pytest.mark.parametrize("weights", ["bfloat16", "int8"])
+def test_gpt_loads_and_generates_in_reduced_precision(tmp_path, weights):
+    model = gpt()
+    model.save_pretrained(tmp_path)
+    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
+    reduced = AutoModelForCausalLM.from_pretrained(tmp_path, **options)
+    if weights == "int8":
+        assert "Int8" in type(reduced.model.layers[0].mlp.fc1.weight).__name__
+    else:
+        assert reduced.model.layers[0].mlp.fc1.weight.dtype == torch.bfloat16
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).logits.argmax(-1)[mask.bool()]
+        actual = reduced(ids, attention_mask=mask).logits.argmax(-1)[mask.bool()]
+    assert greedy_agreement(expected, actual) >= 0.85
+    generated = reduced.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False)
+    assert generated.shape == (3, ids.shape[1] + 6)
+
+
+@pytest.mark.parametrize("weights", ["bfloat16", "int8"])
+def test_encoder_loads_and_encodes_in_reduced_precision(tmp_path, weights):
+    model = encoder()
+    model.save_pretrained(tmp_path)
+    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
+    reduced = AutoModel.from_pretrained(tmp_path, **options)
+    ids, mask = left_padded_batch()
+    ids, mask = ids.flip(-1), mask.flip(-1)
+    with torch.no_grad():
+        expected = model(ids, attention_mask=mask).pooler_output
+        actual = reduced(ids, attention_mask=mask).pooler_output.float()
+    cosine = torch.nn.functional.cosine_similarity(expected, actual).min().item()
+    assert cosine > 0.99
+
+
+@pytest.mark.parametrize("weights", ["bfloat16", "int8"])
+def test_seq2seq_loads_and_translates_in_reduced_precision(tmp_path, weights):
+    model = seq2seq()
+    model.save_pretrained(tmp_path)
+    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
+    reduced = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, **options)
+    source, mask = left_padded_batch()
+    source, mask = source.flip(-1), mask.flip(-1)
+    target = left_padded_batch((7, 7, 7))[0]
+    with torch.no_grad():
+        expected = model(source, attention_mask=mask, decoder_input_ids=target).logits.argmax(-1)
+        actual = reduced(source, attention_mask=mask, decoder_input_ids=target).logits.argmax(-1)
+    assert greedy_agreement(expected, actual) >= 0.85
+    generated = reduced.generate(source, attention_mask=mask, max_new_tokens=5, do_sample=False)
+    assert generated.shape[0] == 3
