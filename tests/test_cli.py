@@ -226,3 +226,22 @@ def test_help_and_version_answer_without_importing_torch():
     assert completed.stdout.count("exit 0") == 3 and "exit 2" in completed.stdout, completed.stdout
     assert "torch imported: False transformers imported: False" in completed.stdout
     assert "shakespeare-char" in completed.stdout and "--checkpoint-dir" in completed.stdout
+
+
+def test_checkpoints_are_kept_and_training_resumes_from_the_last(tmp_path, capsys):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{a}\t{b}\n" for a, b in english_italian_pairs(40, 4).train))
+    checkpoints = tmp_path / "checkpoints"
+    argv = ["train", "seq2seq", "--data", data, "--checkpoint-dir", checkpoints, "--save-steps", "2",
+            "--batch-size", "8", "--no-progress"]
+    assert run_cli([*argv, "--out", tmp_path / "first", "--max-steps", "4"], capsys)[0] == 0
+    assert sorted(path.name for path in checkpoints.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    written = (checkpoints / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns
+    assert run_cli([*argv, "--out", tmp_path / "resumed", "--max-steps", "6", "--resume"], capsys)[0] == 0
+    state = json.loads((checkpoints / "checkpoint-6" / "trainer_state.json").read_text())
+    assert state["global_step"] == 6
+    # Resumed, not retrained: steps 1-4 were not run again, so checkpoint-4 was not rewritten.
+    assert (checkpoints / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns == written
+    assert (tmp_path / "resumed" / "model.safetensors").is_file()
+    status, _, err = run_cli([*argv[:4], "--out", tmp_path / "third", "--resume"], capsys)
+    assert_one_line_error(status, err, "--resume", "--checkpoint-dir")
