@@ -44,12 +44,14 @@ def number_to_words(number: int) -> str:
 
 
 def number_words(held_out: int = 100, seed: int = 0) -> Split:
-    """Lines "N: words" for 0..999, `held_out` of them (random numbers >= 100) kept apart."""
+    """Lines "N: words" for 0..999 in random order, `held_out` of them (random numbers >= 100) kept apart."""
+    rng = random.Random(seed)
     numbers = list(range(1000))
-    kept = set(random.Random(seed).sample(numbers[100:], held_out))
-    lines = [f"{number}: {number_to_words(number)}" for number in numbers]
-    return Split([line for n, line in enumerate(lines) if n not in kept],
-                 [line for n, line in enumerate(lines) if n in kept])
+    kept = set(rng.sample(numbers[100:], held_out))
+    train = [number for number in numbers if number not in kept]
+    rng.shuffle(train)  # in order, the next line's number would be predictable: learn spelling, not counting
+    return Split([f"{number}: {number_to_words(number)}" for number in train],
+                 [f"{number}: {number_to_words(number)}" for number in sorted(kept)])
 
 
 _SUBJECTS = [["the cat", "a kitten", "the kitty"], ["the dog", "a puppy", "the hound"],

@@ -423,6 +423,7 @@ def train_gpt(
     tokenizer: str | None = None,
     vocab_size: int | None = None,
     block_size: int | None = None,
+    pack: bool = True,
     eval_texts: Sequence[str] | None = None,
     eval_fraction: float = 0.05,
     config_overrides: dict[str, Any] | None = None,
@@ -433,7 +434,9 @@ def train_gpt(
     """Train a GPT on `texts` (one text, or documents joined with the EOS token) and write it to `out`.
 
     The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts;
-    they are cut into blocks of `block_size` tokens (default: the context length). Held out: `eval_texts`,
+    they are packed (joined, each ended by EOS) and cut into blocks of `block_size` tokens (default: the
+    context length), or with `pack=False` each text is one example (cut at `block_size`, batches padded),
+    so that every example starts at position 0, as for line-per-example data. Held out: `eval_texts`,
     or an `eval_fraction` of the blocks. `out=None` trains without writing (the result holds the model).
     """
     settings = settings or TrainSettings()
@@ -461,9 +464,14 @@ def train_gpt(
             ids.extend(built(text, add_special_tokens=False, verbose=False).input_ids + [built.eos_token_id])
         return ids
 
-    blocks = _gpt_blocks(encode(documents), block_size)
+    def examples(parts: Sequence[str]) -> list[dict[str, list[int]]]:
+        if pack:
+            return _gpt_blocks(encode(parts), block_size)
+        return [{"input_ids": encode([text])[:block_size]} for text in parts]
+
+    blocks = examples(documents)
     if eval_texts is not None:
-        train_blocks, eval_blocks = blocks, _gpt_blocks(encode(eval_texts), block_size)
+        train_blocks, eval_blocks = blocks, examples(eval_texts)
     else:
         train_blocks, eval_blocks = _split_held_out(blocks, eval_fraction, settings.seed)
     if not train_blocks:
@@ -558,10 +566,6 @@ def train_embedding(
             eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
-        # sentence-transformers' own card data (it embeds widget examples) is unused: the folder gets a MiniTF card.
-        card_callback = getattr(trainer, "model_card_callback_class", None)
-        if card_callback is not None:
-            trainer.remove_callback(card_callback)
         eval_results = _run_trainer(trainer, settings, bool(eval_pairs))
         trained = embedder[0].auto_model.eval()
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
