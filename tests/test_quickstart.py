@@ -18,10 +18,10 @@ def test_short_quickstart_learns_every_task(tmp_path, capsys):
     printed = capsys.readouterr().out
 
     gpt, embedding, translation = figures["gpt"], figures["embedding"], figures["seq2seq"]
-    assert gpt["held_out"] == 100 and gpt["exact_match"] >= 0.1  # chance: 0
-    assert gpt["eval_loss"] < 0.4 * gpt["uniform_loss"]
-    assert embedding["held_out"] == 200 and embedding["top1"] >= 0.5  # chance: 0.005
-    assert translation["held_out"] == 200 and translation["exact_match"] >= 0.1  # chance: 0
+    assert gpt["held_out"] == 100 and gpt["exact_match"] >= 0.5  # chance: 0; 0.9 measured
+    assert gpt["eval_loss"] < 0.25 * gpt["uniform_loss"]
+    assert embedding["held_out"] == 200 and embedding["top1"] >= 0.5  # chance: 0.005; 0.99 measured
+    assert translation["held_out"] == 200 and translation["exact_match"] >= 0.3  # chance: 0; 0.73 measured
     assert all(sample.split(":")[0].isdigit() for sample in gpt["samples"])
 
     assert "held-out numbers spelled exactly" in printed and "pipeline('minitf-translation')" in printed
