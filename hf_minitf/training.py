@@ -153,7 +153,7 @@ class TrainSettings:
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise TrainingError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
         if self.resume and self.checkpoint_dir is None:
-            raise TrainingError("resuming needs the checkpoint folder of the earlier run (--checkpoint-dir)")
+            raise TrainingError("--resume needs --checkpoint-dir, the checkpoint folder of the earlier run")
 
 
 @dataclass
