@@ -1,0 +1,88 @@
+"""hf_minitf.training: reading training data, presets, options, and a byte-level BPE GPT."""
+
+import json
+
+import pytest
+from datasets import Dataset, DatasetDict
+
+from hf_minitf.training import (
+    PRESETS,
+    TrainingError,
+    TrainSettings,
+    get_preset,
+    load_pairs,
+    load_texts,
+    train_gpt,
+)
+
+
+def test_texts_from_a_text_file_and_jsonl_rows(tmp_path):
+    (tmp_path / "a.txt").write_text("héllo\nworld\n", encoding="utf-8")
+    assert load_texts(tmp_path / "a.txt") == ["héllo\nworld\n"]
+    (tmp_path / "a.jsonl").write_text(json.dumps({"text": "one", "n": 1}) + "\n\n" + json.dumps({"text": "two"}) + "\n")
+    assert load_texts(tmp_path / "a.jsonl") == ["one", "two"]
+    with pytest.raises(TrainingError, match="no column 'body'.*text, n"):
+        load_texts(tmp_path / "a.jsonl", column="body")
+    (tmp_path / "bad.jsonl").write_text('{"text": "one"}\n{"text": \n')
+    with pytest.raises(TrainingError, match="not valid JSON lines"):
+        load_texts(tmp_path / "bad.jsonl")
+    (tmp_path / "bytes.txt").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(TrainingError, match="not UTF-8"):
+        load_texts(tmp_path / "bytes.txt")
+
+
+def test_pairs_from_tsv_json_and_a_saved_dataset(tmp_path):
+    (tmp_path / "p.tsv").write_text("a cat\tun gatto\n\nthe dog\til cane\textra\n")
+    assert load_pairs(tmp_path / "p.tsv", ["source", "target"]) == [("a cat", "un gatto"), ("the dog", "il cane")]
+    (tmp_path / "p.json").write_text(json.dumps([{"q": "x", "d": "y"}, {"q": "z", "d": 3}]))
+    with pytest.raises(TrainingError, match="row 1: column 'd' is 3, not a text"):
+        load_pairs(tmp_path / "p.json", ["q", "d"])
+    rows = {"anchor": ["a", "b"], "positive": ["c", "d"]}
+    DatasetDict({"train": Dataset.from_dict(rows), "test": Dataset.from_dict(rows)}).save_to_disk(tmp_path / "ds")
+    assert load_pairs(tmp_path / "ds", ["anchor", "positive"], split="test") == [("a", "c"), ("b", "d")]
+    with pytest.raises(TrainingError, match="splits train, test, not 'validation'"):
+        load_pairs(tmp_path / "ds", ["anchor", "positive"], split="validation")
+    with pytest.raises(TrainingError, match="does not exist"):
+        load_pairs(tmp_path / "missing.tsv", ["a", "b"])
+
+
+def test_presets_carry_the_original_sizes():
+    shakespeare = get_preset("gpt", "shakespeare-char").config
+    assert (shakespeare["num_hidden_layers"], shakespeare["num_attention_heads"], shakespeare["hidden_size"],
+            shakespeare["max_position_embeddings"]) == (6, 6, 384, 256)
+    assert get_preset("gpt", "frawdllm-100m").vocab_size == 32000
+    mini = get_preset("embedding", "miniembed-mini")
+    assert (mini.vocab_size, mini.config["num_hidden_layers"], mini.config["hidden_size"],
+            mini.config["intermediate_size"]) == (30000, 4, 256, 1024)
+    hkproj = get_preset("seq2seq", "hkproj").config
+    assert (hkproj["hidden_size"], hkproj["num_hidden_layers"], hkproj["num_attention_heads"],
+            hkproj["intermediate_size"], hkproj["max_position_embeddings"]) == (512, 6, 8, 2048, 350)
+    with pytest.raises(TrainingError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
+        get_preset("gpt", "huge")
+    assert set(PRESETS) == {"gpt", "embedding", "seq2seq"}
+
+
+@pytest.mark.parametrize("options, word", [
+    ({"epochs": 0}, "epochs"), ({"max_steps": -5}, "max_steps"), ({"batch_size": 0}, "batch_size"),
+    ({"eval_steps": 0}, "eval_steps"), ({"mixed_precision": "fp8"}, "fp8"), ({"resume": True}, "--checkpoint-dir"),
+])
+def test_settings_refuse_unusable_values(options, word):
+    with pytest.raises(TrainingError, match=word):
+        TrainSettings(**options)
+
+
+def test_gpt_with_a_byte_level_bpe_tokenizer_trained_on_the_text():
+    text = "the quick brown fox jumps over the lazy dog. " * 40
+    result = train_gpt(text, None, tokenizer="bpe", vocab_size=300, block_size=16, eval_fraction=0.1,
+                       settings=TrainSettings(max_steps=3, batch_size=4, progress=False),
+                       config_overrides=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                             max_position_embeddings=32))
+    tokenizer, model = result.tokenizer, result.model
+    assert len(tokenizer) == model.config.vocab_size and 260 <= len(tokenizer) <= 300
+    assert tokenizer.decode(tokenizer("the lazy fox ~ ünïcode").input_ids) == "the lazy fox ~ ünïcode"
+    assert len(tokenizer("the quick brown fox").input_ids) < len("the quick brown fox")
+    assert result.folder is None and "eval_loss" in result.eval_results and len(result.losses) >= 1
+    with pytest.raises(TrainingError, match="block size must lie in"):
+        train_gpt(text, None, block_size=1000)
+    with pytest.raises(TrainingError, match="empty"):
+        train_gpt("  \n", None)
