@@ -114,6 +114,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
     },
 }
 
+
 class TrainingError(ValueError):
     """Training data or options that cannot be used, with what to change."""
 
@@ -200,7 +201,7 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
                         arguments_class: type[TrainingArguments] = TrainingArguments, **extra) -> TrainingArguments:
     saving = settings.checkpoint_dir is not None
     evaluate_every = settings.eval_steps if has_eval and settings.eval_steps else None
-    return arguments_class(
+    arguments = dict(
         output_dir=str(work_dir),
         num_train_epochs=settings.epochs,
         max_steps=settings.max_steps,
@@ -227,8 +228,9 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
         use_cpu=_distributed_without_gpu(),
         ddp_find_unused_parameters=False,
         **extra,
-        **settings.extra,
     )
+    arguments.update(settings.extra)
+    return arguments_class(**arguments)
 
 
 def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool) -> dict[str, float]:
@@ -253,9 +255,8 @@ class _WorkDir:
     """The trainer's output folder: `settings.checkpoint_dir` when given (kept, to resume), else a temporary one."""
 
     def __init__(self, settings: TrainSettings) -> None:
-        self.kept = settings.checkpoint_dir is not None
-        self._temporary = None if self.kept else tempfile.TemporaryDirectory(prefix="minitf-train-")
-        self.path = Path(settings.checkpoint_dir) if self.kept else Path(self._temporary.name)
+        self._temporary = None if settings.checkpoint_dir else tempfile.TemporaryDirectory(prefix="minitf-train-")
+        self.path = Path(settings.checkpoint_dir or self._temporary.name)
 
     def __enter__(self) -> Path:
         return self.path
@@ -268,15 +269,13 @@ class _WorkDir:
 def plot_loss_curve(log_history: Sequence[dict], path: str | Path, title: str) -> Path | None:
     """Draw training (and evaluation) loss against step into a PNG; None when matplotlib is not installed."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        from matplotlib import pyplot
+        from matplotlib.figure import Figure  # the object API: no pyplot, no global backend change
     except ImportError:
         return None
     train = [(entry["step"], entry["loss"]) for entry in log_history if "loss" in entry]
     evaluation = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
-    figure, axes = pyplot.subplots(figsize=(6, 3.5), dpi=100)
+    figure = Figure(figsize=(6, 3.5), dpi=100)
+    axes = figure.subplots()
     if train:
         axes.plot(*zip(*train), label="training loss")
     if evaluation:
@@ -288,7 +287,6 @@ def plot_loss_curve(log_history: Sequence[dict], path: str | Path, title: str) -
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, format="png")
-    pyplot.close(figure)
     return Path(path)
 
 
