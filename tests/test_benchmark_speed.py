@@ -1,0 +1,43 @@
+"""The speed benchmark runs end to end in a tiny configuration, so it never rots (it measures nothing here)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "speed.py"
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("speed_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tiny_benchmark_reports_every_comparison(tmp_path):
+    benchmark = load_benchmark()
+    output = tmp_path / "speed.json"
+    report = benchmark.main(["--tiny", "--repeats", "1", "--no-compile", "--sections", "train", "decode", "encode",
+                             "--json", str(output)])
+    assert json.loads(output.read_text()) == json.loads(json.dumps(report))
+    decode = {row["case"]: row for row in report["decode_batch_8"]}
+    for case in ("minitf default (dynamic cache)", "gpt2 default (dynamic cache)", "minitf static cache",
+                 "gpt2 continuous batching", "minitf bf16 default", "minitf int8 default"):
+        assert decode[case]["median_s"] > 0, case
+    assert decode["gpt2 default (dynamic cache)"]["speedup_vs_reference"] == 1.0
+    # every MiniTF path generates what MiniTF's fp32 default generates here (tiny model, few tokens)
+    assert decode["minitf static cache"]["greedy_agreement_with_fp32"] == 1.0
+    assert decode["minitf continuous batching"]["greedy_agreement_with_fp32"] == 1.0
+    assert decode["minitf default (dynamic cache)"]["physical_limit_ratio"] > 0
+    assert set(report["perplexity"]) == {"fp32", "bf16", "int8"}
+    assert {row["case"] for row in report["train"]} == {"train step minitf", "train step gpt2"}
+    assert len(report["encode"]) == 3
+
+
+def test_memory_case_measures_what_it_runs():
+    benchmark = load_benchmark()
+    sizes = benchmark.Sizes.tiny()
+    added = benchmark.run_memory_case("train step minitf", sizes)
+    assert 0 < added < 2**30
