@@ -66,7 +66,8 @@ def _version() -> str:
 
 
 def _add_out(parser: argparse.ArgumentParser, default: str | None = None, what: str = "the model") -> None:
-    parser.add_argument("--out", type=Path, required=default is None, default=None if default is None else Path(default),
+    parser.add_argument("--out", type=Path, required=default is None,
+                        default=None if default is None else Path(default),
                         help=f"folder to write {what} to (must be empty unless --overwrite)"
                              + (f"; default: ./{default}" if default else ""))
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")

@@ -53,7 +53,8 @@ def check_out_spares_inputs(out: Path, inputs: Iterable[Path]) -> None:
 
 def _model_folder(path: Path) -> Path:
     if not path.is_dir():
-        raise CommandError(f"{path} is not a folder; give a model folder written by minitf train, quickstart or convert")
+        raise CommandError(f"{path} is not a folder; give a model folder written by minitf train, quickstart or "
+                           "convert")
     if not (path / "config.json").is_file():
         raise CommandError(f"{path} has no config.json; it is not a saved model folder")
     return path
@@ -131,6 +132,7 @@ def generate_command(args: argparse.Namespace) -> int:
         if ids.shape[1] == 0:
             raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
         kept = tokenizer.decode(ids[0], skip_special_tokens=True)
+        sys.stdout.flush()
         unknown = sorted({char for char in prompt if char not in kept})
         if unknown:
             print(f"minitf generate: note: {''.join(unknown)!r} not in the model's vocabulary; read as "
@@ -148,8 +150,8 @@ def generate_command(args: argparse.Namespace) -> int:
             {"do_sample": False}
         with torch.no_grad():
             model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                           pad_token_id=tokenizer.pad_token_id, streamer=TextStreamer(tokenizer, skip_special_tokens=True),
-                           **options)
+                           pad_token_id=tokenizer.pad_token_id,
+                           streamer=TextStreamer(tokenizer, skip_special_tokens=True), **options)
     return 0
 
 

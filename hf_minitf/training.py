@@ -87,30 +87,32 @@ PRESETS: dict[str, dict[str, Preset]] = {
                                 tokenizer="bpe", vocab_size=32000),
         # FrawdLLM's -llama presets also set use_rmsnorm/use_swiglu, flags its model code never reads: what it
         # trains is LayerNorm + GELU with RoPE, which these reproduce.
-        "frawdllm-tiny-llama": Preset("FrawdLLM tiny-llama: as tiny, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
-                                      dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8,
-                                           max_position_embeddings=256, position_embedding_type="rope"),
-                                      tokenizer="bpe", vocab_size=8192),
-        "frawdllm-small-llama": Preset("FrawdLLM small-llama: as small, with RoPE (LayerNorm + GELU, as FrawdLLM trains "
-                                       "it)", dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
-                                                   max_position_embeddings=512, position_embedding_type="rope"),
-                                       tokenizer="bpe", vocab_size=8192),
+        "frawdllm-tiny-llama": Preset(
+            "FrawdLLM tiny-llama: as tiny, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
+            dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8, max_position_embeddings=256,
+                 position_embedding_type="rope"), tokenizer="bpe", vocab_size=8192),
+        "frawdllm-small-llama": Preset(
+            "FrawdLLM small-llama: as small, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
+            dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, max_position_embeddings=512,
+                 position_embedding_type="rope"), tokenizer="bpe", vocab_size=8192),
     },
     "embedding": {
         "tiny": Preset("2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
                        dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
                             max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0), vocab_size=2000),
-        "miniembed-mini": Preset("MiniEmbed mini: word vocabulary 30000, 4 layers x 256, 4 heads, FFN 1024, 128 positions",
-                                 dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                                      max_position_embeddings=128), vocab_size=30000),
+        "miniembed-mini": Preset(
+            "MiniEmbed mini: word vocabulary 30000, 4 layers x 256, 4 heads, FFN 1024, 128 positions",
+            dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                 max_position_embeddings=128), vocab_size=30000),
     },
     "seq2seq": {
         "tiny": Preset("2+2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
                        dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
                             max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)),
-        "hkproj": Preset("hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",
-                         dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
-                              max_position_embeddings=350, label_smoothing=0.1)),
+        "hkproj": Preset(
+            "hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",
+            dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                 max_position_embeddings=350, label_smoothing=0.1)),
     },
 }
 
@@ -247,8 +249,8 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool) -> d
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
     trainer.train(resume_from_checkpoint=resume)
     results = trainer.evaluate() if has_eval else {}
-    return {key: float(value) for key, value in results.items()
-            if key.startswith("eval_") and isinstance(value, (int, float)) and not key.endswith(("runtime", "per_second"))}
+    return {key: float(value) for key, value in results.items() if key.startswith("eval_")
+            and isinstance(value, (int, float)) and not key.endswith(("runtime", "per_second"))}
 
 
 class _WorkDir:
@@ -343,7 +345,8 @@ def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
             raise TrainingError(f"{local} is a folder but not one saved by datasets' save_to_disk: {error}") from None
         if isinstance(dataset, DatasetDict):
             if split not in dataset:
-                raise TrainingError(f"{local} has the splits {', '.join(dataset)}, not {split!r}; pick one with --split")
+                raise TrainingError(f"{local} has the splits {', '.join(dataset)}, not {split!r}; "
+                                    "pick one with --split")
             dataset = dataset[split]
         return dataset.to_list()
     if local.suffix in (".jsonl", ".json"):

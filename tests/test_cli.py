@@ -10,7 +10,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-import torch
 from transformers import AutoModel, AutoModelForCausalLM
 
 from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
@@ -155,7 +154,8 @@ def test_overwrite_replaces_the_folder(tmp_path, capsys):
     out = tmp_path / "model"
     out.mkdir()
     (out / "old.txt").write_text("old")
-    argv = ["train", "embedding", "--data", data, "--out", out, "--max-steps", "1", "--no-progress", "--batch-size", "8"]
+    argv = ["train", "embedding", "--data", data, "--out", out, "--max-steps", "1", "--no-progress",
+            "--batch-size", "8"]
     assert run_cli([*argv, "--overwrite"], capsys)[0] == 0
     assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "pairs.tsv"]
@@ -220,7 +220,8 @@ def test_help_and_version_answer_without_importing_torch():
             "        minitf_cli.main(argv)\n"
             "    except SystemExit as exit:\n"
             "        print('exit', exit.code)\n"
-            "print('torch imported:', 'torch' in sys.modules, 'transformers imported:', 'transformers' in sys.modules)\n")
+            "print('torch imported:', 'torch' in sys.modules,\n"
+            "      'transformers imported:', 'transformers' in sys.modules)\n")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                                env=dict(os.environ, COLUMNS="120"))
     assert completed.stdout.count("exit 0") == 3 and "exit 2" in completed.stdout, completed.stdout
