@@ -81,7 +81,7 @@ class Sizes:
     prompt: int = 16
     new_tokens: int = 200
     train_batch: int = 16
-    train_steps: int = 30
+    train_steps: int = 12
     encoder_vocab: int = 30000
     encoder_hidden: int = 256
     encoder_layers: int = 4
