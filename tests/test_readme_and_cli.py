@@ -20,6 +20,8 @@ def test_readme_python_example_runs(index, tmp_path, monkeypatch, hub):  # hub: 
 def test_readme_documents_the_two_commands_and_ci_runs_the_test_one():
     text = README.read_text()
     assert "make demo" in text and "make test" in text
+    demo_recipe = (README.parent / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
+    assert "minitf quickstart" in demo_recipe and "minitf quickstart" in text
     ci = (README.parent / ".ci" / "run").read_text()
     assert ci.strip().splitlines()[-1] == "make test"
 
