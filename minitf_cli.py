@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -21,6 +22,9 @@ PRESET_NAMES = {
     "embedding": ("tiny", "miniembed-mini"),
     "seq2seq": ("tiny", "hkproj"),
 }
+# Loggers that speak while transformers imports torchao (the quantization extra): optional kernels that did not
+# load and torch's deprecation of a registration torchao makes. Nothing a command's user can act on.
+IMPORT_TIME_LOGGERS = ("torchao", "torch.utils._pytree")
 # Commands whose arguments their own modules define (hf_minitf.conversion, hf_minitf.publishing).
 DELEGATED = ("convert", "push")
 DEFAULT_COLUMNS = {"gpt": "text", "embedding": "anchor,positive", "seq2seq": "source,target"}
@@ -217,9 +221,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in DELEGATED:
-        return getattr(importlib.import_module("hf_minitf.cli"), f"{argv[0]}_command")(argv[1:])
+        return getattr(_commands(), f"{argv[0]}_command")(argv[1:])
     args = build_parser().parse_args(argv)
-    return getattr(importlib.import_module("hf_minitf.cli"), f"{args.command}_command")(args)
+    return getattr(_commands(), f"{args.command}_command")(args)
+
+
+def _commands():
+    """hf_minitf.cli, imported without the import-time chatter of optional dependencies."""
+    for name in IMPORT_TIME_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return importlib.import_module("hf_minitf.cli")
 
 
 if __name__ == "__main__":
