@@ -22,9 +22,11 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import (
     MiniTFEncoderConfig,
+    MiniTFEncoderModel,
     MiniTFGPTConfig,
     MiniTFGPTForCausalLM,
     MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqForConditionalGeneration,
     MiniTFSeq2SeqTokenizer,
     char_tokenizer,
     load_bpe_tokenizer,
@@ -130,6 +132,19 @@ def huge_weight_checkpoint(tmp: Path) -> Path:
     return tmp / "huge.safetensors"
 
 
+def tiny_gpt() -> MiniTFGPTForCausalLM:
+    return MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**TINY, "intermediate_size": None}, pad_token_id=0)).eval()
+
+
+def tiny_encoder() -> MiniTFEncoderModel:
+    return MiniTFEncoderModel(MiniTFEncoderConfig(**TINY)).eval()
+
+
+def tiny_seq2seq(**config) -> MiniTFSeq2SeqForConditionalGeneration:
+    return MiniTFSeq2SeqForConditionalGeneration(
+        MiniTFSeq2SeqConfig(**{**TINY, "src_vocab_size": 40, "vocab_size": 50}, **config)).eval()
+
+
 def bad(case_id: str, action, error: type[BaseException], message: str):
     return pytest.param(action, error, message, id=case_id)
 
@@ -224,6 +239,56 @@ BAD_INPUTS = [
         saved_gpt(tmp, truncate_weights(6))), SafetensorError, r"deserializing header"),
     bad("folder-config-disagrees-with-weights", lambda tmp: AutoModelForCausalLM.from_pretrained(
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
+    # Model inputs and generation: the argument, its shape or value, and what is expected.
+    bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
+        r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
+    bad("gpt-1d-ids", lambda tmp: tiny_gpt()(torch.ones(4, dtype=torch.long)), ValueError,
+        r"input_ids must have shape \(batch_size, sequence_length\), got \(4,\).*input_ids\[None\]"),
+    bad("gpt-id-past-vocab", lambda tmp: tiny_gpt()(torch.tensor([[1, 40]])), ValueError,
+        r"token id 40, outside the vocabulary \(vocab_size=40\)"),
+    bad("gpt-negative-position", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long),
+                                                         position_ids=torch.tensor([[-1, 0, 1]])), ValueError,
+        r"position_ids must be >= 0, got -1"),
+    bad("gpt-position-past-table", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long),
+                                                           position_ids=torch.tensor([[14, 15, 16]])), ValueError,
+        r"Position 16 is past this model's max_position_embeddings=16"),
+    bad("gpt-labels-past-vocab", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long),
+                                                         labels=torch.tensor([[1, 2, 45]])), ValueError,
+        r"labels contains token id 45, outside the vocabulary \(vocab_size=40\)"),
+    bad("gpt-embeds-wrong-width", lambda tmp: tiny_gpt()(inputs_embeds=torch.zeros(1, 3, 8)), ValueError,
+        r"inputs_embeds must have shape \(batch_size, sequence_length, hidden_size=16\), got \(1, 3, 8\)"),
+    bad("gpt-mask-longer-than-ids", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long),
+                                                            attention_mask=torch.ones(1, 5)), ValueError,
+        r"attention_mask must have the shape .* = \(1, 3\).* got \(1, 5\)"),
+    bad("gpt-ids-and-embeds", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long),
+                                                      inputs_embeds=torch.zeros(1, 3, 16)), ValueError,
+        r"exactly one of input_ids or inputs_embeds"),
+    bad("gpt-generate-past-positions", lambda tmp: tiny_gpt().generate(torch.ones(1, 10, dtype=torch.long),
+                                                                       max_new_tokens=20, do_sample=False),
+        ValueError, r"max_position_embeddings=16 \(learned positions\)"),
+    bad("gpt-tuple-cache", lambda tmp: tiny_gpt()(torch.ones(1, 3, dtype=torch.long), past_key_values=((1, 2),)),
+        ValueError, r"KV cache must be a transformers `Cache`.*got tuple"),
+    bad("encoder-float-ids", lambda tmp: tiny_encoder()(torch.ones(2, 4)), ValueError,
+        r"input_ids must hold integer token ids"),
+    bad("encoder-negative-position", lambda tmp: tiny_encoder()(torch.ones(1, 3, dtype=torch.long),
+                                                                 position_ids=torch.tensor([[0, -2, 1]])),
+        ValueError, r"position_ids must be >= 0, got -2"),
+    bad("encoder-embeds-wrong-width", lambda tmp: tiny_encoder()(inputs_embeds=torch.zeros(2, 3, 15)), ValueError,
+        r"hidden_size=16\), got \(2, 3, 15\)"),
+    bad("seq2seq-target-id-as-source", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 45]]),
+                                                                   decoder_input_ids=torch.tensor([[2]])),
+        ValueError, r"token id 45, outside the source vocabulary \(src_vocab_size=40\). It lies in the target"),
+    bad("seq2seq-float-decoder-ids", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 5]]),
+                                                                 decoder_input_ids=torch.ones(1, 2)), ValueError,
+        r"decoder_input_ids \(target\) must hold integer token ids"),
+    bad("seq2seq-labels-past-vocab", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 5]]), labels=torch.tensor([[3, 60]])),
+        ValueError, r"labels \(target\) contains token id 60, outside the vocabulary \(vocab_size=50\)"),
+    bad("seq2seq-float16-original-norm", lambda tmp: tiny_seq2seq(norm_type="scalar_std_times_eps").half()(
+        torch.tensor([[1, 5]]), decoder_input_ids=torch.tensor([[2]])), ValueError,
+        r"overflows float16.*dtype=torch.bfloat16 or float32"),
+    bad("seq2seq-all-padding-source", lambda tmp: tiny_seq2seq()(
+        torch.tensor([[1, 5]]), attention_mask=torch.zeros(1, 2), decoder_input_ids=torch.tensor([[2]])),
+        ValueError, r"Source rows \[0\] are all padding"),
     # Tokenizers: malformed files name the file; text that cannot be tokenized says why.
     bad("miniembed-vocab-not-json", lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "{'word_to_id': {}")),
         ValueError, r"MiniEmbed tokenizer file .*vocab.json cannot be read as JSON"),
