@@ -42,6 +42,12 @@ def relative_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return max_diff(a, b) / b.abs().max().item()
 
 
+def scaled_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest difference relative to the expected values' magnitude (at least 1), so that TOLERANCE holds for
+    logits in the tens on any x86-64 CPU (float32 rounding grows with the values)."""
+    return max_diff(a, b) / max(1.0, b.float().abs().max().item())
+
+
 def fixture_config(folder) -> dict:
     return json.loads((folder / "config.json").read_text())
 
@@ -95,9 +101,9 @@ def test_char_gpt_reproduces_the_original(data_dir, tmp_path, source):
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     with torch.no_grad():
         logits = model(io["input_ids"]).logits
-    assert max_diff(logits, io["logits"]) <= TOLERANCE
+    assert scaled_diff(logits, io["logits"]) <= TOLERANCE
     loss = F.cross_entropy(logits.flatten(0, 1), io["targets"].flatten())
-    assert max_diff(loss.reshape(1), io["loss"]) <= TOLERANCE
+    assert scaled_diff(loss.reshape(1), io["loss"]) <= TOLERANCE
 
     # greedy_from_4 runs twice past block_size: the saved generation config (use_cache=False, crop) slides the window.
     greedy = io["greedy_from_4"]
@@ -268,7 +274,7 @@ def test_transformer_embedding_layer_loads_into_an_encoder(data_dir, source):
     assert not result.unexpected_keys and "embed_tokens.weight" not in result.missing_keys
     with torch.no_grad():
         embedded = model(io["input_ids"], output_hidden_states=True).hidden_states[0]
-    assert max_diff(embedded, io["output"]) <= TOLERANCE
+    assert scaled_diff(embedded, io["output"]) <= TOLERANCE
 
 
 @pytest.mark.parametrize("name", ["frawdllm_embeddings_learned", "frawdllm_embeddings_rope"])
@@ -283,7 +289,7 @@ def test_frawdllm_embeddings_layer_loads_into_a_gpt(data_dir, name, source):
     assert not result.unexpected_keys and not set(weights) & set(result.missing_keys)
     with torch.no_grad():
         embedded = model(io["input_ids"], output_hidden_states=True).hidden_states[0]
-    assert max_diff(embedded, io["output"]) <= TOLERANCE
+    assert scaled_diff(embedded, io["output"]) <= TOLERANCE
 
 
 # ----------------------------------------------------------------------------------------------- round trip
