@@ -1,4 +1,4 @@
-"""The seq2seq family: seed 003's numbers, generate with and without cache, training, pipeline, tokenizer, errors."""
+"""The seq2seq family: hkproj's pytorch-transformer's numbers, generate with and without cache, training, pipeline, tokenizer, errors."""
 
 import json
 import random
@@ -55,10 +55,10 @@ def padded_sources():
     return ids, (ids != PAD).long()
 
 
-# --- seed 003: the converted original reproduces its outputs ---
+# --- hkproj's pytorch-transformer: the converted original reproduces its outputs ---
 
-def seed_003_key(key: str) -> str:
-    """Seed 003 state-dict name -> ours (the conversion module does this for real checkpoints)."""
+def hkproj_key(key: str) -> str:
+    """hkproj's state-dict name -> ours (the conversion module does this for real checkpoints)."""
     key = re.sub(r"^src_embed\.embedding", "model.encoder.embed_tokens", key)
     key = re.sub(r"^tgt_embed\.embedding", "model.decoder.embed_tokens", key)
     key = re.sub(r"^projection_layer\.project", "lm_head", key)
@@ -75,7 +75,7 @@ def seed_003_key(key: str) -> str:
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("name", ["seq2seq_transformer", "seq2seq_transformer_trained_like"])
-def test_reproduces_seed_003(data_dir, name, attn_implementation):
+def test_reproduces_hkproj(data_dir, name, attn_implementation):
     folder = data_dir / name
     original = json.loads((folder / "config.json").read_text())
     config = MiniTFSeq2SeqConfig(
@@ -87,24 +87,24 @@ def test_reproduces_seed_003(data_dir, name, attn_implementation):
     )
     config._attn_implementation = attn_implementation
     model = MiniTFSeq2SeqForConditionalGeneration(config).eval()
-    state = {seed_003_key(k): v for k, v in load_file(folder / "original.safetensors").items() if not k.endswith(".pe")}
+    state = {hkproj_key(k): v for k, v in load_file(folder / "original.safetensors").items() if not k.endswith(".pe")}
     model.load_state_dict(state, strict=True)
     io = load_file(folder / "io.safetensors")
     source_mask = io["src_mask"][:, 0, 0, :]
-    target_mask = (io["tgt"] != PAD).long()  # with causality, this is the seed's tgt_mask
+    target_mask = (io["tgt"] != PAD).long()  # with causality, this is hkproj's tgt_mask
     assert torch.equal(io["tgt_mask"][:, 0].bool(), target_mask[:, None, :].bool() & torch.ones(9, 9).tril().bool())
 
     with torch.no_grad():
         out = model(input_ids=io["src"], attention_mask=source_mask, decoder_input_ids=io["tgt"],
                     decoder_attention_mask=target_mask, output_hidden_states=True)
-    # The untrained seed norm divides by std * 1e-6, so activations reach ~1e6: compare relative to their size.
+    # hkproj's untrained norm divides by std * 1e-6, so activations reach ~1e6: compare relative to their size.
     for ours, theirs in [(out.encoder_last_hidden_state, io["encoder_output"]),
                          (out.decoder_hidden_states[-1], io["decoder_output"]),
                          (out.logits, io["log_probs"])]:
         assert (ours - theirs).abs().max() <= 1e-5 * max(1.0, theirs.abs().max().item())
 
-    # The seed's -1e9 mask stops masking once scores pass ~1e9 (the untrained fixture's ~1e12): its decoder then
-    # sees later tokens, which a KV cache cannot reproduce. Trained seed models (the other fixture) cache exactly.
+    # hkproj's -1e9 mask stops masking once scores pass ~1e9 (the untrained fixture's ~1e12): its decoder then
+    # sees later tokens, which a KV cache cannot reproduce. Trained hkproj models (the other fixture) cache exactly.
     cache_options = [False] if name == "seq2seq_transformer" else [False, True]
     for use_cache in cache_options:
         greedy = model.generate(input_ids=io["src"][:1], attention_mask=source_mask[:1], max_length=8,
@@ -114,8 +114,8 @@ def test_reproduces_seed_003(data_dir, name, attn_implementation):
 
 # --- generate ---
 
-def seed_003_like(model):
-    """Seed 003's norm and -1e9 masking, with norm gains near eps as its training leaves them (activations ~1)."""
+def hkproj_like(model):
+    """hkproj's norm and -1e9 masking, with norm gains near eps as its training leaves them (activations ~1)."""
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -126,8 +126,8 @@ def seed_003_like(model):
 MODEL_VARIANTS = {
     "layer_norm": lambda: tiny_model(),
     "per_feature_std_plus_eps": lambda: tiny_model(0, norm_type="per_feature_std_plus_eps", attention_bias=False),
-    "seed_003_trained": lambda: seed_003_like(tiny_model(norm_type="scalar_std_times_eps", attention_mask_value=-1e9,
-                                                         output_log_softmax=True)),
+    "hkproj_trained": lambda: hkproj_like(tiny_model(norm_type="scalar_std_times_eps", attention_mask_value=-1e9,
+                                                     output_log_softmax=True)),
 }
 
 
