@@ -50,11 +50,18 @@ def add_output_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _handler(source: str):
     def handle(args: argparse.Namespace) -> int:
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()  # stderr holds the summary's notes or one error line, not save/load bars
         try:
             check_output_dir(args.out, args.overwrite, input_paths(args))
             return _entry(source)[2](args)
         except ConversionError as error:
             print(f"minitf convert {source}: error: {error}", file=sys.stderr)
+            return 2
+        except OSError as error:  # disk full, a read-only folder: the output folder was left as it was
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            print(f"minitf convert {source}: error: cannot write {args.out}: {reason}", file=sys.stderr)
             return 2
 
     return handle

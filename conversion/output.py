@@ -122,8 +122,8 @@ def atomic_output_dir(out: str | Path, overwrite: bool = False,
     created = [parent for parent in out.parents if not parent.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".{out.name}.converting-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    work.mkdir()
     try:
+        work.mkdir()
         yield work
         check_output_dir(out, overwrite, inputs)
         trash = None

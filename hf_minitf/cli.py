@@ -81,6 +81,10 @@ def train_command(args: argparse.Namespace) -> int:
     from . import training
     from .conversion.output import check_output_dir
 
+    if args.no_progress:  # also the bars of saving and loading weights
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
     data = Path(args.data)
     check_out_spares_inputs(args.out, [data] if data.exists() else [])
     if args.checkpoint_dir is not None:

@@ -302,6 +302,19 @@ def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None
     return _card(data, text)
 
 
+def save_card(card: ModelCard, path: str | os.PathLike) -> None:
+    """Save `card` to `path` whole or not at all: written beside it under a temporary name, then renamed over it,
+    so a failed write (disk full) leaves the previous card as it was and no temporary file behind."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.writing-{os.getpid()}")
+    try:
+        card.save(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def write_model_card(folder: str | os.PathLike, *, source_folder: str | os.PathLike | None = None,
                      **card_options: Any) -> ModelCard:
     """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card.
@@ -310,6 +323,13 @@ def write_model_card(folder: str | os.PathLike, *, source_folder: str | os.PathL
     folder the model was loaded from) is carried over; else the card found in `folder` (sentence-transformers'
     card) gets the MiniTF sections; else a new card is made (keeping the tags of transformers' blank card).
     """
+    card = _folder_card(folder, source_folder, **card_options)
+    save_card(card, Path(folder) / README)
+    return card
+
+
+def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | None, **card_options: Any) -> ModelCard:
+    """The card `write_model_card` writes, not yet saved."""
     folder = Path(folder)
     existing = _load_card(folder / README)
     source = _load_card(Path(source_folder) / README) if source_folder and Path(source_folder).is_dir() else None
@@ -321,9 +341,7 @@ def write_model_card(folder: str | os.PathLike, *, source_folder: str | os.PathL
             if existing is not None else card_options.get("extra_tags")
     else:
         base = existing
-    card = build_model_card(folder, base=base, **card_options)
-    card.save(folder / README)
-    return card
+    return build_model_card(folder, base=base, **card_options)
 
 
 def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, float] | None = None,
@@ -333,11 +351,13 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
 
     `eval_results` (metric name -> value, measured on `dataset_name`) go into the `model-index` metadata and a
     results table; `image` (a file in the folder, e.g. a loss curve PNG) and `extra_markdown` are shown under it.
+    The card is saved once, whole (`save_card`): a failed write leaves the previous README.md as it was.
     """
     if image is not None and not (Path(folder) / image).is_file():
         raise ValueError(f"image {image!r} is not a file in {folder}; save it there first, then name it relative.")
-    card = write_model_card(folder, license=license, model_id=model_id)
+    card = _folder_card(folder, None, license=license, model_id=model_id)
     if eval_results is None and image is None and extra_markdown is None:
+        save_card(card, Path(folder) / README)
         return
     data = card.data
     if eval_results:
@@ -358,7 +378,7 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
     if extra_markdown:
         parts.append(extra_markdown.strip())
     text = _set_section(card.text, "results", "\n\n".join(parts))
-    _card(data, text).save(Path(folder) / README)
+    save_card(_card(data, text), Path(folder) / README)
 
 
 def add_translation_pipeline(folder: str | os.PathLike) -> bool:
@@ -440,5 +460,5 @@ def render_model_card(family: str, config: Any, *, title: str, summary: str, ori
 
 __all__ = [
     "ModelCardMixin", "add_translation_pipeline", "build_model_card", "file_sha256", "prepare_upload",
-    "render_model_card", "update_model_card", "write_model_card",
+    "render_model_card", "save_card", "update_model_card", "write_model_card",
 ]

@@ -66,14 +66,17 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
 
     with tempfile.TemporaryDirectory() as staging_dir:
         staging = Path(staging_dir)
-        for name in files:  # small files are copied and completed there, weights are only read
-            target = staging / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if name.endswith(".safetensors"):  # only read: linked where the system allows it
-                with contextlib.suppress(OSError):
-                    target.symlink_to((folder / name).resolve())
-            if not target.exists():
-                shutil.copyfile(folder / name, target)
+        try:
+            for name in files:  # small files are copied and completed there, weights are only read
+                target = staging / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if name.endswith(".safetensors"):  # only read: linked where the system allows it
+                    with contextlib.suppress(OSError):
+                        target.symlink_to((folder / name).resolve())
+                if not target.exists():
+                    shutil.copyfile(folder / name, target)
+        except OSError as error:  # the temporary copy only: the folder itself is never written
+            raise PushError(f"cannot copy {folder} into a temporary folder for the upload: {error}") from None
         try:
             prepare_upload(staging, repo_id, source_folder=folder, license=license)
         except (ValueError, KeyError, OSError) as error:

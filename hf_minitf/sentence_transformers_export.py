@@ -16,6 +16,7 @@ import tempfile
 
 from transformers import PreTrainedTokenizerBase
 
+from .conversion.output import atomic_output_dir
 from .model_card import write_model_card
 from .modeling_minitf_encoder import MiniTFEncoderModel
 
@@ -33,6 +34,10 @@ def save_sentence_transformer(
     `max_position_embeddings`) is where sentence-transformers truncates. The tokenizer is saved without the
     padding or truncation state a previous call may have left in it, padding on the right (the model numbers
     positions from the first slot, so left padding would shift the real tokens).
+
+    The folder is written whole or not at all: beside `folder` first, then put in its place (an existing folder
+    is replaced as a whole, so no file of an earlier model stays mixed in); a failed write (disk full) leaves
+    the previous folder as it was and nothing behind.
     """
     if not isinstance(model, MiniTFEncoderModel):
         raise ValueError(
@@ -55,7 +60,7 @@ def save_sentence_transformer(
     if tokenizer.is_fast:
         tokenizer.backend_tokenizer.no_padding()
         tokenizer.backend_tokenizer.no_truncation()
-    with tempfile.TemporaryDirectory() as staging:
+    with tempfile.TemporaryDirectory() as staging, atomic_output_dir(folder, overwrite=True) as work:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         transformer = Transformer(staging, max_seq_length=max_seq_length)
@@ -63,8 +68,8 @@ def save_sentence_transformer(
             modules=[transformer, Pooling(model.config.hidden_size, "mean"), Normalize()],
             similarity_fn_name="cosine", device=str(model.device),
         )
-        sentence_model.save(folder)
-    write_model_card(folder)
+        sentence_model.save(str(work))
+        write_model_card(work)
     return folder
 
 

@@ -6,6 +6,7 @@ So checkpoints, resuming, evaluation, logging integrations, mixed precision and 
 users expect. Each `train_*` function builds a model from a preset, trains it and writes one complete folder
 (weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the folder appears
 only once everything succeeded. In a multi-process run every process trains and only the main one writes.
+`model_id` (default: the folder) is the name the card's usage snippets load the model by.
 """
 
 from __future__ import annotations
@@ -301,14 +302,16 @@ def _describe_losses(log_history: Sequence[dict]) -> str:
 
 
 def _write_folder(out: str | Path, overwrite: bool, save, result: TrainingResult, title: str,
-                  dataset_name: str | None, extra_markdown: str | None) -> Path:
-    """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures."""
+                  dataset_name: str | None, extra_markdown: str | None, model_id: str | None) -> Path:
+    """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures
+    (its snippets load `model_id`, default: `out`)."""
     with atomic_output_dir(out, overwrite) as work:
         save(work)
         image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
         notes = "\n\n".join(text for text in (_describe_losses(result.log_history), extra_markdown) if text)
         update_model_card(work, eval_results=result.eval_results or None, dataset_name=dataset_name,
-                          image=LOSS_CURVE if image else None, extra_markdown=notes or None, model_id=str(out))
+                          image=LOSS_CURVE if image else None, extra_markdown=notes or None,
+                          model_id=model_id or str(out))
     return Path(out)
 
 
@@ -431,6 +434,7 @@ def train_gpt(
     overwrite: bool = False,
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
+    model_id: str | None = None,
 ) -> TrainingResult:
     """Train a GPT on `texts` (one text, or documents joined with the EOS token) and write it to `out`.
 
@@ -498,7 +502,7 @@ def train_gpt(
                 built.save_pretrained(folder)
 
             result.folder = _write_folder(out, overwrite, save, result, f"MiniTF GPT ({preset})", dataset_name,
-                                          extra_markdown)
+                                          extra_markdown, model_id)
     return result
 
 
@@ -526,6 +530,7 @@ def train_embedding(
     overwrite: bool = False,
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
+    model_id: str | None = None,
 ) -> TrainingResult:
     """Train an embedding model on (anchor, positive) pairs with in-batch negatives and write a
     SentenceTransformer folder to `out`.
@@ -573,7 +578,7 @@ def train_embedding(
         if out is not None and trainer.is_world_process_zero():
             result.folder = _write_folder(
                 out, overwrite, lambda folder: save_sentence_transformer(trained, tokenizer, folder), result,
-                f"MiniTF embedding model ({preset})", dataset_name, extra_markdown,
+                f"MiniTF embedding model ({preset})", dataset_name, extra_markdown, model_id,
             )
     return result
 
@@ -590,6 +595,7 @@ def train_seq2seq(
     overwrite: bool = False,
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
+    model_id: str | None = None,
 ) -> TrainingResult:
     """Train a translation model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
 
@@ -632,7 +638,7 @@ def train_seq2seq(
                 tokenizer.save_pretrained(folder)
 
             result.folder = _write_folder(out, overwrite, save, result, f"MiniTF translation model ({preset})",
-                                          dataset_name, extra_markdown)
+                                          dataset_name, extra_markdown, model_id)
     return result
 
 

@@ -1,0 +1,302 @@
+"""A write failure in the middle of any save (disk full, a read-only folder) leaves the previous folder as it was
+and nothing behind: no partial output, no temporary folder beside it or in the temp directory. Commands end in
+one line naming the failure and exit status 2, never a traceback.
+
+Faults are injected where Python writes files (`open` for writing under the test's folder fails with ENOSPC once
+a given number of files have been written) and where a finished folder is put in place (`os.replace` of the
+work folder fails). Writes of the Rust-backed savers (safetensors, tokenizers) come between them.
+"""
+
+import builtins
+import errno
+import io
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+
+from hf_minitf import (
+    MiniTFEncoderConfig,
+    MiniTFEncoderModel,
+    MiniTFGPTConfig,
+    MiniTFGPTForCausalLM,
+    char_tokenizer,
+    push_folder,
+    save_sentence_transformer,
+    train_wordlevel_tokenizer,
+    update_model_card,
+)
+from hf_minitf.conversion.char_gpt import convert_char_gpt
+from hf_minitf.conversion.frawdllm import convert_frawdllm
+from hf_minitf.conversion.hkproj import convert_hkproj
+from hf_minitf.conversion.miniembed import convert_miniembed
+from hf_minitf.publishing import PushError
+from hf_minitf.quickstart import QuickstartSteps
+from hf_minitf.quickstart import run as run_quickstart
+
+from test_cli import assert_one_line_error, run_cli
+from test_conversion import data_dir_module, miniembed_tokenizer_file, tokenizer_files  # noqa: F401 (fixtures)
+
+DATA = Path(__file__).parent / "data"
+NO_SPACE = os.strerror(errno.ENOSPC)
+# When the write fails: at the first file, after one file, or when the finished folder is put in place.
+FAULTS = ["first file", "second file", "commit"]
+
+
+class WriteFaults:
+    """Fails writes to paths starting with `prefix`: `open` for writing once `files_before_failure` files have
+    been opened there (the file is created or emptied first, as when a disk fills up mid-write), or the `os.replace` that puts a finished work folder (`.NAME.converting-...`) in place.
+    Counts the failures it caused."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str,
+                 error: int = errno.ENOSPC) -> None:
+        self.prefix, self.error, self.failures, self.opened = str(prefix), error, 0, 0
+        self.files_before_failure = {"first file": 0, "second file": 1}.get(fault)
+        real_open, real_replace = builtins.open, os.replace
+
+        def failing_open(file, mode="r", *args, **kwargs):
+            writing = isinstance(file, (str, os.PathLike)) and any(flag in mode for flag in "wax+")
+            if writing and self.files_before_failure is not None and os.path.abspath(file).startswith(self.prefix):
+                if self.opened >= self.files_before_failure:  # the file is opened (emptied), then the disk is full
+                    self.failures += 1
+                    real_open(file, mode, *args, **kwargs).close()
+                    raise OSError(self.error, os.strerror(self.error), str(file))
+                self.opened += 1
+            return real_open(file, mode, *args, **kwargs)
+
+        def failing_replace(source, target, *args, **kwargs):
+            if fault == "commit" and ".converting-" in Path(source).name:
+                self.failures += 1
+                raise OSError(self.error, os.strerror(self.error), str(target))
+            return real_replace(source, target, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", failing_open)
+        monkeypatch.setattr(io, "open", failing_open)
+        monkeypatch.setattr(os, "replace", failing_replace)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes."""
+    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
+            if path.is_file()}
+
+
+class Workspace:
+    """A test folder with a previous output folder `out` in it and its own temp directory (which must end empty)."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch, previous: Path | None = None) -> None:
+        self.root, self.out, self.temp = root, root / "out", root / "tmp"
+        self.temp.mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", str(self.temp))
+        if previous is None:
+            self.out.mkdir()
+            (self.out / "config.json").write_text('{"previous": true}\n')
+            (self.out / "README.md").write_text("# the previous model\n")
+            (self.out / "model.safetensors").write_bytes(b"previous weights")
+        self.before = snapshot(self.out)
+        self.entries = sorted(path.name for path in root.iterdir())
+
+    def assert_untouched(self) -> None:
+        assert snapshot(self.out) == self.before, "the previous folder changed"
+        assert sorted(path.name for path in self.root.iterdir()) == self.entries, "something was left beside it"
+        assert not list(self.temp.iterdir()), f"left in the temp directory: {list(self.temp.iterdir())}"
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    return Workspace(tmp_path, monkeypatch)
+
+
+def tiny_gpt_folder(folder: Path) -> Path:
+    tokenizer = char_tokenizer("abcdefgh \n", model_max_length=16)
+    config = MiniTFGPTConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=32, max_position_embeddings=16, pad_token_id=tokenizer.pad_token_id)
+    MiniTFGPTForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def tiny_encoder():
+    tokenizer = train_wordlevel_tokenizer(["a small test", "another small one"], min_frequency=1, max_length=16)
+    config = MiniTFEncoderConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    return MiniTFEncoderModel(config).eval(), tokenizer
+
+
+# ------------------------------------------------------------------------------------------- minitf convert
+def convert_arguments(source: str, tokenizers: Path, miniembed_tokenizer: Path) -> list:
+    """The arguments of `minitf convert SOURCE` on this project's fixture of that source."""
+    return {
+        "char-gpt": [DATA / "char_gpt/checkpoint.pt", "--vocab", DATA / "char_gpt/vocab.json", "--num-heads", "4"],
+        "frawdllm": [DATA / "frawdllm_rope/checkpoint.pt", "--tokenizer", tokenizers / "frawdllm_tokenizer.json"],
+        "miniembed": [DATA / "minitf_embedding/checkpoint.pt", "--tokenizer", miniembed_tokenizer,
+                      "--config", DATA / "minitf_embedding/config.json"],
+        "hkproj": [DATA / "seq2seq_transformer_trained_like/checkpoint.pt", "--num-heads", "4",
+                   "--source-tokenizer", tokenizers / "tokenizer_en.json",
+                   "--target-tokenizer", tokenizers / "tokenizer_it.json"],
+        "transformer-embedding": [DATA / "transformer_embedding/checkpoint.pt"],
+        "frawdllm-embeddings": [DATA / "frawdllm_embeddings_learned/original.safetensors"],
+    }[source]
+
+
+# The embedding-layer sources write two files, the weights (through safetensors) first: their first Python write
+# already comes after a file.
+CONVERT_CASES = [(source, fault) for source in ("char-gpt", "frawdllm", "miniembed", "hkproj") for fault in FAULTS] + \
+    [(source, fault) for source in ("transformer-embedding", "frawdllm-embeddings") for fault in ("first file", "commit")]
+
+
+@pytest.mark.parametrize("source,fault", CONVERT_CASES)
+def test_convert_keeps_the_previous_folder(source, fault, workspace, tokenizer_files, miniembed_tokenizer_file,
+                                           monkeypatch, capsys):
+    arguments = convert_arguments(source, tokenizer_files, miniembed_tokenizer_file)
+    faults = WriteFaults(monkeypatch, workspace.root, fault)
+    status, out, err = run_cli(["convert", source, *arguments, "--out", workspace.out, "--overwrite"], capsys)
+    assert faults.failures >= 1
+    assert_one_line_error(status, err, f"minitf convert {source}: error:", NO_SPACE)
+    workspace.assert_untouched()
+
+
+def test_convert_into_a_read_only_folder_is_one_line(workspace, monkeypatch, capsys):
+    WriteFaults(monkeypatch, workspace.root, "first file", errno.EROFS)
+    status, out, err = run_cli(["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()),
+                                "--out", workspace.out, "--overwrite"], capsys)
+    assert_one_line_error(status, err, "minitf convert char-gpt: error:", os.strerror(errno.EROFS))
+    workspace.assert_untouched()
+
+
+# --------------------------------------------------------------------------- the conversion Python functions
+CONVERSIONS = {
+    "convert_char_gpt": lambda files, vocab_file, out: convert_char_gpt(
+        DATA / "char_gpt/original.safetensors", out, vocab=DATA / "char_gpt/vocab.json", num_heads=4, overwrite=True),
+    "convert_frawdllm": lambda files, vocab_file, out: convert_frawdllm(
+        DATA / "frawdllm_learned/original.safetensors", out, tokenizer=files / "frawdllm_tokenizer.json",
+        num_heads=4, overwrite=True),
+    "convert_miniembed": lambda files, vocab_file, out: convert_miniembed(
+        DATA / "minitf_embedding/original.safetensors", out, tokenizer=vocab_file,
+        config=DATA / "minitf_embedding/config.json", overwrite=True),
+    "convert_hkproj": lambda files, vocab_file, out: convert_hkproj(
+        DATA / "seq2seq_transformer_trained_like/original.safetensors", out, num_heads=4,
+        source_tokenizer=files / "tokenizer_en.json", target_tokenizer=files / "tokenizer_it.json", overwrite=True),
+}
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("function", CONVERSIONS)
+def test_conversion_function_keeps_the_previous_folder(function, fault, workspace, tokenizer_files,
+                                                       miniembed_tokenizer_file, monkeypatch):
+    faults = WriteFaults(monkeypatch, workspace.root, fault)
+    with pytest.raises(OSError) as error:
+        CONVERSIONS[function](tokenizer_files, miniembed_tokenizer_file, workspace.out)
+    assert error.value.errno == errno.ENOSPC and faults.failures >= 1
+    workspace.assert_untouched()
+
+
+# ----------------------------------------------------------------------------------------- library writers
+@pytest.mark.parametrize("fault", FAULTS)
+def test_save_sentence_transformer_keeps_the_previous_folder(fault, workspace, monkeypatch):
+    model, tokenizer = tiny_encoder()
+    faults = WriteFaults(monkeypatch, workspace.root, fault)
+    with pytest.raises(OSError, match=NO_SPACE):
+        save_sentence_transformer(model, tokenizer, workspace.out)
+    assert faults.failures >= 1
+    workspace.assert_untouched()
+
+
+def test_save_sentence_transformer_replaces_a_previous_folder_whole(workspace):
+    model, tokenizer = tiny_encoder()
+    save_sentence_transformer(model, tokenizer, workspace.out)
+    files = set(snapshot(workspace.out))
+    assert "modules.json" in files and "model.safetensors" in files and "1_Pooling/config.json" in files
+    assert b"previous" not in (workspace.out / "config.json").read_bytes()
+    assert "converting" not in (workspace.out / "README.md").read_text()  # the card names no temporary folder
+    assert sorted(path.name for path in workspace.root.iterdir()) == workspace.entries
+    assert not list(workspace.temp.iterdir())
+
+
+def test_update_model_card_keeps_the_previous_card(tmp_path, monkeypatch):
+    folder = tiny_gpt_folder(tmp_path / "out")
+    workspace = Workspace(tmp_path, monkeypatch, previous=folder)
+    faults = WriteFaults(monkeypatch, tmp_path, "first file")
+    with pytest.raises(OSError, match=NO_SPACE):
+        update_model_card(folder, eval_results={"eval_loss": 1.5}, dataset_name="a held-out set")
+    assert faults.failures == 1
+    workspace.assert_untouched()
+    monkeypatch.undo()
+    update_model_card(folder, eval_results={"eval_loss": 1.5}, dataset_name="a held-out set")
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.eval_results[0].metric_value == 1.5
+    assert sorted(path.name for path in folder.iterdir()) == sorted(workspace.before)
+
+
+# ------------------------------------------------------------------------------------------------ minitf push
+@pytest.mark.parametrize("fault", ["first file", "second file"])
+def test_push_staging_failure_leaves_the_folder_and_no_copy(fault, tmp_path, monkeypatch, capsys):
+    folder = tiny_gpt_folder(tmp_path / "out")
+    workspace = Workspace(tmp_path, monkeypatch, previous=folder)
+    faults = WriteFaults(monkeypatch, tmp_path, fault)
+    status, out, err = run_cli(["push", folder, "someone/tiny-gpt"], capsys)
+    assert faults.failures >= 1
+    assert_one_line_error(status, err, "minitf push: error:", NO_SPACE)
+    workspace.assert_untouched()
+    with pytest.raises(PushError, match=NO_SPACE):
+        push_folder(folder, "someone/tiny-gpt")
+    workspace.assert_untouched()
+
+
+# -------------------------------------------------------------------------------------- minitf train, quickstart
+TRAIN_STEPS = ["--max-steps", "1", "--batch-size", "4", "--logging-steps", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize("family,fault", [("gpt", "first file"), ("gpt", "commit"), ("embedding", "second file"),
+                                          ("seq2seq", "second file")])
+def test_train_keeps_the_previous_folder(family, fault, workspace, monkeypatch, capsys):
+    data = workspace.root / "data.tsv"
+    lines = {"gpt": "the cat sat on the mat\n" * 20,
+             "embedding": "".join(f"a red cat {i}\tthe red cat {i}\n" for i in range(12)),
+             "seq2seq": "".join(f"the cat {i}\til gatto {i}\n" for i in range(12))}[family]
+    data.write_text(lines)
+    workspace.entries.append(data.name)
+    workspace.entries.sort()
+    faults = WriteFaults(monkeypatch, workspace.root / ".out.converting-", fault)  # the new folder beside `out`
+    extra = ["--columns", "source,target"] if family == "seq2seq" else []
+    status, out, err = run_cli(["train", family, "--data", data, "--out", workspace.out, "--overwrite", *extra,
+                                *TRAIN_STEPS], capsys)
+    assert faults.failures >= 1
+    # sentence-transformers' card draws a transient bar ("Computing widget examples") that --no-progress cannot
+    # reach: the error is still one line, and the only one.
+    lines = [line for line in re.split(r"[\r\n]+", err) if line.strip() and "widget examples" not in line]
+    assert_one_line_error(status, "\n".join(lines), "minitf train: error:", NO_SPACE)
+    workspace.assert_untouched()
+
+
+def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path, monkeypatch, capsys):
+    """The three models are written as one folder: the GPT folder is complete when the embedding model's save
+    fails, and still nothing of the run replaces the previous `out`. (Training is stubbed: the folders are what
+    matters here; tests/test_quickstart.py trains for real.)"""
+    out = tmp_path / "out"
+    for name in ("gpt", "embedding", "translation"):
+        (out / name).mkdir(parents=True)
+        (out / name / "README.md").write_text(f"# the previous {name} model\n")
+    workspace = Workspace(tmp_path, monkeypatch, previous=out)
+    written = []
+
+    def save_gpt(folder, model_id, steps, progress, seed):
+        tiny_gpt_folder(folder)
+        written.append((model_id, (Path(folder) / "model.safetensors").is_file()))
+        return {}
+
+    def disk_full(folder, model_id, steps, progress, seed):
+        Path(folder).mkdir()
+        (Path(folder) / "config.json").write_text("{}")
+        raise OSError(errno.ENOSPC, NO_SPACE, str(Path(folder) / "model.safetensors"))
+
+    monkeypatch.setattr("hf_minitf.quickstart._gpt", save_gpt)
+    monkeypatch.setattr("hf_minitf.quickstart._embedding", disk_full)
+    status, printed, err = run_cli(["quickstart", "--out", out, "--overwrite", "--no-progress"], capsys)
+    assert written == [(str(out / "gpt"), True)]  # the GPT folder was complete, then dropped with the rest
+    assert_one_line_error(status, err, "minitf quickstart: error:", NO_SPACE)
+    workspace.assert_untouched()
