@@ -420,9 +420,10 @@ def run_memory_case(case: str, sizes: Sizes) -> int:
     model = models[case.split()[-1]]
     batch = training_batch(data, sizes, 0)
     ids, mask = prompts(sizes, 8)
-    before = _reset_peak_resident_bytes()
     if case.startswith("decode"):
         model.eval()
+    before = _reset_peak_resident_bytes()
+    if case.startswith("decode"):
         with torch.inference_mode():
             model.generate(ids, attention_mask=mask, max_new_tokens=sizes.new_tokens, do_sample=False)
     else:

@@ -209,6 +209,14 @@ class RotaryEmbedding(nn.Module):
         return rotated.to(x.dtype)
 
 
+def softmax_attention(module: nn.Module, scores: torch.Tensor, value: torch.Tensor,
+                      dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax (in float32) of masked scores, dropout, weighted values as (batch, seq, heads, head_dim)."""
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -230,9 +238,7 @@ def eager_attention_forward(
             scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
         else:
             scores = scores + attention_mask
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+    return softmax_attention(module, scores, value, dropout)
 
 
 def fixed_mask_eager_attention_forward(
@@ -254,11 +260,8 @@ def fixed_mask_eager_attention_forward(
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         masked = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < 0
-        fill = max(module.fixed_mask_value, torch.finfo(scores.dtype).min)
-        scores = scores.masked_fill(masked, fill)
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+        scores = scores.masked_fill(masked, max(module.fixed_mask_value, torch.finfo(scores.dtype).min))
+    return softmax_attention(module, scores, value, dropout)
 
 
 class Attention(nn.Module):

@@ -226,12 +226,17 @@ def greedy_agreement(reference: torch.Tensor, other: torch.Tensor) -> float:
     return (reference == other).float().mean().item()
 
 
+def reloaded(model, auto_class, folder, weights: str):
+    """`model` saved and loaded back with bfloat16 or int8 weight-only weights."""
+    model.save_pretrained(folder)
+    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
+    return auto_class.from_pretrained(folder, **options)
+
+
 @pytest.mark.parametrize("weights", ["bfloat16", "int8"])
 def test_gpt_loads_and_generates_in_reduced_precision(tmp_path, weights):
     model = gpt()
-    model.save_pretrained(tmp_path)
-    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
-    reduced = AutoModelForCausalLM.from_pretrained(tmp_path, **options)
+    reduced = reloaded(model, AutoModelForCausalLM, tmp_path, weights)
     if weights == "int8":
         assert "Int8" in type(reduced.model.layers[0].mlp.fc1.weight).__name__
     else:
@@ -248,9 +253,7 @@ def test_gpt_loads_and_generates_in_reduced_precision(tmp_path, weights):
 @pytest.mark.parametrize("weights", ["bfloat16", "int8"])
 def test_encoder_loads_and_encodes_in_reduced_precision(tmp_path, weights):
     model = encoder()
-    model.save_pretrained(tmp_path)
-    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
-    reduced = AutoModel.from_pretrained(tmp_path, **options)
+    reduced = reloaded(model, AutoModel, tmp_path, weights)
     ids, mask = left_padded_batch()
     ids, mask = ids.flip(-1), mask.flip(-1)
     with torch.no_grad():
@@ -263,9 +266,7 @@ def test_encoder_loads_and_encodes_in_reduced_precision(tmp_path, weights):
 @pytest.mark.parametrize("weights", ["bfloat16", "int8"])
 def test_seq2seq_loads_and_translates_in_reduced_precision(tmp_path, weights):
     model = seq2seq()
-    model.save_pretrained(tmp_path)
-    options = dict(dtype=torch.bfloat16) if weights == "bfloat16" else dict(quantization_config=int8_weight_only())
-    reduced = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, **options)
+    reduced = reloaded(model, AutoModelForSeq2SeqLM, tmp_path, weights)
     source, mask = left_padded_batch()
     source, mask = source.flip(-1), mask.flip(-1)
     target = left_padded_batch((7, 7, 7))[0]
