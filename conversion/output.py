@@ -41,7 +41,7 @@ def _resolved(path: str | Path) -> Path:
 
 def check_output_dir(out: str | Path, overwrite: bool, inputs: Iterable[str | Path | None] = ()) -> Path:
     """Refuse, before any work, an output path that is a file or a non-empty folder (unless `overwrite`),
-    or that equals or contains one of the `inputs` (replacing it would delete them)."""
+    or that equals or contains one of the `inputs` or the current folder (replacing it would delete them)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConversionError(f"--out {out} exists and is not a folder; choose a folder path.")
@@ -55,6 +55,9 @@ def check_output_dir(out: str | Path, overwrite: bool, inputs: Iterable[str | Pa
                 f"--out {out} {'is' if source == target else 'holds'} the input {path}: writing there would delete "
                 "it. Choose an --out folder outside the input's folder."
             )
+    if Path.cwd().resolve().is_relative_to(target) and out.is_dir():
+        raise ConversionError(f"--out {out} is or holds the current folder, which replacing it would delete; "
+                              "choose a folder beside it or inside it.")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
         raise ConversionError(f"--out {out} is not empty; choose another folder or pass --overwrite to replace it.")
     return out

@@ -1,5 +1,5 @@
-"""MiniTF encoder: MiniEmbed and Transformer-embedding layer exactness, pooling, bad input, Auto/remote-code loading, sentence-transformers,
-classification fine-tuning and pipelines."""
+"""MiniTF encoder: MiniEmbed and Transformer-embedding layer exactness, pooling, bad input, Auto/remote-code
+loading, sentence-transformers, classification fine-tuning and pipelines."""
 
 import json
 import os
@@ -82,11 +82,12 @@ def tokenizer():
 
 def load_miniembed(data_dir, attn_implementation):
     folder = data_dir / "minitf_embedding"
-    original_config = json.loads((folder / "config.json").read_text())
+    miniembed = json.loads((folder / "config.json").read_text())
     config = MiniTFEncoderConfig(
-        vocab_size=original_config["vocab_size"], d_model=original_config["d_model"], num_heads=original_config["num_heads"],
-        num_layers=original_config["num_layers"], d_ff=original_config["d_ff"], max_seq_len=original_config["max_seq_len"],
-        pad_token_id=original_config["pad_token_id"], hidden_dropout=original_config["dropout"], attention_dropout=original_config["dropout"],
+        vocab_size=miniembed["vocab_size"], d_model=miniembed["d_model"], num_heads=miniembed["num_heads"],
+        num_layers=miniembed["num_layers"], d_ff=miniembed["d_ff"], max_seq_len=miniembed["max_seq_len"],
+        pad_token_id=miniembed["pad_token_id"], hidden_dropout=miniembed["dropout"],
+        attention_dropout=miniembed["dropout"],
     )
     config._attn_implementation = attn_implementation
     original = load_file(folder / "original.safetensors")
@@ -118,12 +119,12 @@ def test_reproduces_miniembed(data_dir, attn_implementation):
 
 def test_embedding_layer_is_the_transformer_embedding_layer(data_dir):
     folder = data_dir / "transformer_embedding"
-    original_config = json.loads((folder / "config.json").read_text())
+    layer = json.loads((folder / "config.json").read_text())
     original, io = load_file(folder / "original.safetensors"), load_file(folder / "io.safetensors")
-    config = tiny_config(vocab_size=original_config["vocab_size"], hidden_size=original_config["d_model"],
-                         max_position_embeddings=original_config["max_len"], pad_token_id=original_config["pad_idx"])
+    config = tiny_config(vocab_size=layer["vocab_size"], hidden_size=layer["d_model"],
+                         max_position_embeddings=layer["max_len"], pad_token_id=layer["pad_idx"])
     model = MiniTFEncoderModel(config).eval()
-    assert model.embed_tokens.padding_idx == original_config["pad_idx"]
+    assert model.embed_tokens.padding_idx == layer["pad_idx"]
     model.embed_tokens.weight.data.copy_(original["token_embedding.weight"])
     with torch.no_grad():
         embeddings = model(io["input_ids"], output_hidden_states=True).hidden_states[0]

@@ -16,7 +16,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import torch
 from huggingface_hub import ModelCard
 
 from hf_minitf import (
@@ -35,8 +34,7 @@ from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
 from hf_minitf.publishing import PushError
-from hf_minitf.quickstart import QuickstartSteps
-from hf_minitf.quickstart import run as run_quickstart
+from hf_minitf.training import TrainSettings, train_gpt
 
 from test_cli import assert_one_line_error, run_cli
 from test_conversion import data_dir_module, miniembed_tokenizer_file, tokenizer_files  # noqa: F401 (fixtures)
@@ -49,7 +47,8 @@ FAULTS = ["first file", "second file", "commit"]
 
 class WriteFaults:
     """Fails writes to paths starting with `prefix`: `open` for writing once `files_before_failure` files have
-    been opened there (the file is created or emptied first, as when a disk fills up mid-write), or the `os.replace` that puts a finished work folder (`.NAME.converting-...`) in place.
+    been opened there (the file is created or emptied first, as when a disk fills up mid-write), or the
+    `os.replace` that puts a finished work folder (`.NAME.converting-...`) in place.
     Counts the failures it caused."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str,
@@ -146,7 +145,8 @@ def convert_arguments(source: str, tokenizers: Path, miniembed_tokenizer: Path) 
 # The embedding-layer sources write two files, the weights (through safetensors) first: their first Python write
 # already comes after a file.
 CONVERT_CASES = [(source, fault) for source in ("char-gpt", "frawdllm", "miniembed", "hkproj") for fault in FAULTS] + \
-    [(source, fault) for source in ("transformer-embedding", "frawdllm-embeddings") for fault in ("first file", "commit")]
+    [(source, fault) for source in ("transformer-embedding", "frawdllm-embeddings")
+     for fault in ("first file", "commit")]
 
 
 @pytest.mark.parametrize("source,fault", CONVERT_CASES)
@@ -217,6 +217,16 @@ def test_save_sentence_transformer_replaces_a_previous_folder_whole(workspace):
     assert not list(workspace.temp.iterdir())
 
 
+def test_the_current_folder_is_never_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    model, tokenizer = tiny_encoder()
+    for folder in (".", tmp_path, tmp_path.parent):
+        with pytest.raises(ValueError, match="current folder"):
+            save_sentence_transformer(model, tokenizer, folder)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]
+
+
 def test_update_model_card_keeps_the_previous_card(tmp_path, monkeypatch):
     folder = tiny_gpt_folder(tmp_path / "out")
     workspace = Workspace(tmp_path, monkeypatch, previous=folder)
@@ -271,6 +281,14 @@ def test_train_keeps_the_previous_folder(family, fault, workspace, monkeypatch, 
     lines = [line for line in re.split(r"[\r\n]+", err) if line.strip() and "widget examples" not in line]
     assert_one_line_error(status, "\n".join(lines), "minitf train: error:", NO_SPACE)
     workspace.assert_untouched()
+
+
+def test_a_folder_written_under_a_temporary_name_is_named_by_its_final_one(tmp_path):
+    """What quickstart relies on: the card's snippets load `model_id`, not the folder the model was written to."""
+    result = train_gpt("the cat sat on the mat\n" * 20, tmp_path / "work", model_id="models/gpt",
+                       settings=TrainSettings(max_steps=1, batch_size=4, progress=False))
+    card = (result.folder / "README.md").read_text()
+    assert 'from_pretrained("models/gpt")' in card and "work" not in card
 
 
 def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path, monkeypatch, capsys):

@@ -1,4 +1,5 @@
-"""The seq2seq family: hkproj's pytorch-transformer's numbers, generate with and without cache, training, pipeline, tokenizer, errors."""
+"""The seq2seq family: hkproj's pytorch-transformer reproduced, generate with and without cache, training, pipeline,
+tokenizer, errors."""
 
 import json
 import random
