@@ -213,8 +213,8 @@ def paged_cache_config(sizes: Sizes, batch: int) -> dict:
     except ImportError:
         return {}
     tokens = batch * (sizes.prompt + sizes.new_tokens)
-    return dict(continuous_batching_config=ContinuousBatchingConfig(
-        num_blocks=max(4, 2 * math.ceil(tokens / 64)), page_size=64, max_batch_tokens=max(64, batch * sizes.prompt)))
+    return dict(continuous_batching_config=ContinuousBatchingConfig(  # pages of 256 tokens by default
+        num_blocks=max(4, 2 * math.ceil(tokens / 256)), max_batch_tokens=max(64, batch * sizes.prompt)))
 
 
 def generate_case(name: str, model, ids, mask, sizes: Sizes, **options) -> Case:

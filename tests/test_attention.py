@@ -199,7 +199,7 @@ def small_paged_cache() -> dict:
         from transformers.generation.configuration_utils import ContinuousBatchingConfig
     except ImportError:  # transformers before 5.2x: the sizes are generation-config fields
         return {}
-    return dict(continuous_batching_config=ContinuousBatchingConfig(num_blocks=16, page_size=16, max_batch_tokens=64))
+    return dict(continuous_batching_config=ContinuousBatchingConfig(num_blocks=4, max_batch_tokens=64))
 
 
 def test_generate_batch_gives_each_prompt_what_generate_gives_it():
