@@ -1,4 +1,4 @@
-"""MiniTF encoder: MiniEmbed's pre-LN transformer encoder (seed 000, with seed 001's embedding layer) as a
+"""MiniTF encoder: MiniEmbed's pre-LN transformer encoder (and the Transformer-embedding layer) as a
 Hugging Face model that returns token states and a mean-pooled, L2-normalized sentence embedding."""
 
 from __future__ import annotations

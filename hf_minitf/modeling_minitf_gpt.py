@@ -1,4 +1,4 @@
-"""MiniTF GPT: a pre-LN decoder-only transformer (seed 004's char GPT, FrawdLLM) as a Hugging Face causal LM."""
+"""MiniTF GPT: a pre-LN decoder-only transformer (the nanoGPT-style char GPT, FrawdLLM) as a Hugging Face causal LM."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""MiniTF seq2seq: seed 003's pre-norm Transformer encoder-decoder for translation as a Hugging Face seq2seq LM."""
+"""MiniTF seq2seq: hkproj's pytorch-transformer, a pre-norm encoder-decoder for translation, as a Hugging Face
+seq2seq LM."""
 
 from __future__ import annotations
 
@@ -39,11 +40,11 @@ logger = logging.get_logger(__name__)
 
 
 class MiniTFSeq2SeqLayerNorm(nn.Module):
-    """Seed 003's norm and its later fixes: `weight * (x - mean) / (std * eps or std + eps) + bias`.
+    """hkproj's original norm and its later fixes: `weight * (x - mean) / (std * eps or std + eps) + bias`.
 
     The std is the unbiased one (as `Tensor.std`); `weight` and `bias` hold one value each (`per_feature=False`,
-    seed 003) or one per feature. With `eps_multiplies_std=True` (seed 003's bug) the output is about 1/eps times
-    larger than a normalized one unless the weight is small; converted checkpoints depend on it.
+    the original) or one per feature. With `eps_multiplies_std=True` (the original's bug) the output is about 1/eps
+    times larger than a normalized one unless the weight is small; converted checkpoints depend on it.
     """
 
     def __init__(self, hidden_size: int, eps: float, per_feature: bool, eps_multiplies_std: bool) -> None:
@@ -384,9 +385,9 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
 
 
 class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, GenerationMixin):
-    """The encoder-decoder with a projection to the target vocabulary (`lm_head`, biased by default as in seed 003).
+    """The encoder-decoder with a projection to the target vocabulary (`lm_head`, biased by default as in hkproj's).
 
-    `logits` are the projection's scores, or their log_softmax when `config.output_log_softmax` (seed 003's
+    `logits` are the projection's scores, or their log_softmax when `config.output_log_softmax` (hkproj's
     `ProjectionLayer`); both give the same argmax, beams, samples and loss.
     """
 

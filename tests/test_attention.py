@@ -124,8 +124,12 @@ def test_fixed_mask_value_runs_eager_whatever_is_asked(tmp_path):
 
 # --- static cache ---------------------------------------------------------------------------------------------------
 
+DECODINGS = pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)],
+                                    ids=["greedy", "beam3"])
+
+
 @pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
-@pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)], ids=["greedy", "beam3"])
+@DECODINGS
 def test_gpt_static_cache_equals_dynamic_cache(position_embedding_type, decoding):
     model = gpt(position_embedding_type)
     ids, mask = left_padded_batch()
@@ -136,7 +140,7 @@ def test_gpt_static_cache_equals_dynamic_cache(position_embedding_type, decoding
     assert torch.equal(static, dynamic)
 
 
-@pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)], ids=["greedy", "beam3"])
+@DECODINGS
 def test_seq2seq_static_cache_equals_dynamic_cache(decoding):
     model = seq2seq()
     source, mask = left_padded_batch()
