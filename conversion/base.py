@@ -279,15 +279,18 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
     return model.eval()
 
 
-def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool = False) -> Path:
+def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool = False,
+                   inputs: Sequence[Path] = ()) -> Path:
     """Write the folder atomically: model.safetensors (streamed), config.json with auto_map and the model
-    code, generation_config.json, tokenizer files and README.md (or what `save_model` writes instead)."""
-    out = check_output_dir(out, overwrite)
+    code, generation_config.json, tokenizer files and README.md (or what `save_model` writes instead).
+
+    `out` must not be or hold one of the `inputs` (the files converted): replacing it would delete them."""
+    out = check_output_dir(out, overwrite, inputs)
     config = converted.config
     floating = {plan.dtype for plan in converted.plans if plan.dtype.is_floating_point}
     config.dtype = str(floating.pop() if len(floating) == 1 else torch.float32).removeprefix("torch.")
     config.architectures = [converted.model_class.__name__]
-    with atomic_output_dir(out, overwrite) as work:
+    with atomic_output_dir(out, overwrite, inputs) as work:
         if converted.save_model is not None:
             converted.save_model(materialize(converted), converted.tokenizer, work)
         else:

@@ -34,6 +34,7 @@ from .base import (
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
+from .output import existing_paths
 
 RULES = gpt_rules(
     embed_tokens="wte", embed_positions="wpe", layers="blocks",
@@ -126,7 +127,7 @@ def convert_char_gpt(checkpoint: str | Path, out: str | Path, *, vocab: str | Pa
     chars = load_chars(vocab, training_text)
     with open_checkpoint(checkpoint) as source:
         converted = plan_char_gpt(source, chars, num_heads, original_config, dtype)
-        save_converted(converted, out, overwrite)
+        save_converted(converted, out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
     return converted
 
 

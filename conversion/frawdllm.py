@@ -59,6 +59,7 @@ from .base import (
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
 from .hub_source import download_repo_files, looks_like_repo_id
+from .output import existing_paths
 
 ModelConfigStandIn = stand_in_class("src.model.config.ModelConfig")
 
@@ -432,7 +433,7 @@ def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str 
                               "A published Hugging Face folder or repo id holds its own.")
     with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
         converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
-        save_converted(converted, out, overwrite)
+        save_converted(converted, out, overwrite, existing_paths(checkpoint, tokenizer))
     return converted
 
 

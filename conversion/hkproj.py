@@ -38,6 +38,7 @@ from .base import (
     output_dtype, read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
+from .output import existing_paths
 
 NORM_CHOICES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
@@ -207,7 +208,8 @@ def convert_hkproj(checkpoint: str | Path, out: str | Path, *, source_tokenizer:
     with open_checkpoint(checkpoint) as source:
         converted = plan_hkproj(source, source_tokenizer, target_tokenizer, num_heads, norm_type, config,
                                 max_length, dtype)
-        save_converted(converted, out, overwrite)
+        inputs = existing_paths(checkpoint, source_tokenizer, target_tokenizer, config)
+        save_converted(converted, out, overwrite, inputs)
     return converted
 
 

@@ -32,6 +32,7 @@ from .base import (
     save_embedding_layer, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
+from .output import existing_paths
 
 RULES = [
     (r"embed_tokens\.weight", "token_embedding.weight"),
@@ -120,7 +121,7 @@ def convert_miniembed(checkpoint: str | Path, out: str | Path, *, tokenizer: str
         config = read_json(config, "MiniEmbed config")
     with open_checkpoint(checkpoint) as source:
         converted = plan_miniembed(source, tokenizer, config, num_heads, max_length, dtype)
-        save_converted(converted, out, overwrite)
+        save_converted(converted, out, overwrite, existing_paths(checkpoint, tokenizer, config))
     return converted
 
 

@@ -63,11 +63,15 @@ def check_output_dir(out: str | Path, overwrite: bool, inputs: Iterable[str | Pa
     return out
 
 
-def input_paths(args: argparse.Namespace) -> list[Path]:
-    """The existing files and folders a command's options name, other than --out: what --out must not hold."""
-    values = [value for key, value in vars(args).items() if key != "out"]
+def existing_paths(*values) -> list[Path]:
+    """The values (or items of list values) that name existing files or folders: what an output must not hold."""
     flat = [item for value in values for item in (value if isinstance(value, (list, tuple)) else [value])]
     return [Path(item) for item in flat if isinstance(item, (str, Path)) and item and Path(item).exists()]
+
+
+def input_paths(args: argparse.Namespace) -> list[Path]:
+    """The existing files and folders a command's options name, other than --out: what --out must not hold."""
+    return existing_paths(*(value for key, value in vars(args).items() if key != "out"))
 
 
 def _process_alive(pid: int | None) -> bool:

@@ -239,6 +239,9 @@ BAD_INPUTS = [
         saved_gpt(tmp, truncate_weights(6))), SafetensorError, r"deserializing header"),
     bad("folder-config-disagrees-with-weights", lambda tmp: AutoModelForCausalLM.from_pretrained(
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
+    bad("convert-api-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: (
+        convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
+                         overwrite=True))), ConversionError, r"holds the input .*checkpoint.pt: writing there would delete"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
     bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
         r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
@@ -281,8 +284,8 @@ BAD_INPUTS = [
     bad("seq2seq-float-decoder-ids", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 5]]),
                                                                  decoder_input_ids=torch.ones(1, 2)), ValueError,
         r"decoder_input_ids \(target\) must hold integer token ids"),
-    bad("seq2seq-labels-past-vocab", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 5]]), labels=torch.tensor([[3, 60]])),
-        ValueError, r"labels \(target\) contains token id 60, outside the vocabulary \(vocab_size=50\)"),
+    bad("seq2seq-labels-past-vocab", lambda tmp: tiny_seq2seq()(torch.tensor([[1, 5]]),
+                                                                 labels=torch.tensor([[3, 60]])), ValueError, r"labels \(target\) contains token id 60, outside the vocabulary \(vocab_size=50\)"),
     bad("seq2seq-float16-original-norm", lambda tmp: tiny_seq2seq(norm_type="scalar_std_times_eps").half()(
         torch.tensor([[1, 5]]), decoder_input_ids=torch.tensor([[2]])), ValueError,
         r"overflows float16.*dtype=torch.bfloat16 or float32"),
