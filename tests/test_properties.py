@@ -34,7 +34,8 @@ def sizes(draw, even_head_dim: bool = False) -> dict:
     heads = draw(st.sampled_from([1, 2, 4]))
     head_dim = draw(st.sampled_from([2, 4, 8] if even_head_dim else [2, 3, 4, 8]))
     return dict(num_attention_heads=heads, hidden_size=heads * head_dim, num_hidden_layers=draw(st.integers(1, 2)),
-                intermediate_size=draw(st.sampled_from([8, 16, 32])), initializer_range=draw(st.sampled_from([0.2, 1.0])))
+                intermediate_size=draw(st.sampled_from([8, 16, 32])),
+                initializer_range=draw(st.sampled_from([0.2, 1.0])))
 
 
 @st.composite

@@ -196,7 +196,8 @@ BAD_INPUTS = [
         r"label_smoothing must be a number in \[0, 1\), got 1.0"),
     bad("seq2seq-positive-mask-value", lambda tmp: MiniTFSeq2SeqConfig(attention_mask_value=1e9), ValueError,
         r"attention_mask_value must be a number <= 0 or null, got 1000000000.0"),
-    bad("gpt-zero-eps", lambda tmp: MiniTFGPTConfig(layer_norm_eps=0), ValueError, r"layer_norm_eps must be a number > 0"),
+    bad("gpt-zero-eps", lambda tmp: MiniTFGPTConfig(layer_norm_eps=0), ValueError,
+        r"layer_norm_eps must be a number > 0"),
     bad("gpt-nan-rope-theta", lambda tmp: MiniTFGPTConfig(rope_theta=float("nan")), ValueError,
         r"rope_theta must be a number > 0, got nan"),
     bad("gpt-unknown-positions", lambda tmp: MiniTFGPTConfig(position_embedding_type="alibi"), ValueError,
@@ -222,7 +223,8 @@ BAD_INPUTS = [
         ValueError, r"num_attention_heads must be a positive integer, got 0"),
     # Saved folders: a hand-edited or damaged config.json or model.safetensors.
     bad("folder-config-string-size", lambda tmp: AutoModelForCausalLM.from_pretrained(
-        saved_gpt(tmp, edit_config(hidden_size="16"))), ValueError, r"hidden_size must be a positive integer, got '16'"),
+        saved_gpt(tmp, edit_config(hidden_size="16"))), ValueError,
+        r"hidden_size must be a positive integer, got '16'"),
     bad("folder-config-unknown-activation", lambda tmp: AutoModelForCausalLM.from_pretrained(
         saved_gpt(tmp, edit_config(hidden_act="gelu2"))), ValueError, r"hidden_act .* got 'gelu2'"),
     bad("folder-config-pad-outside-vocab", lambda tmp: AutoConfig.from_pretrained(
@@ -241,7 +243,8 @@ BAD_INPUTS = [
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
     bad("convert-api-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: (
         convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
-                         overwrite=True))), ConversionError, r"holds the input .*checkpoint.pt: writing there would delete"),
+                         overwrite=True))), ConversionError,
+        r"holds the input .*checkpoint.pt: writing there would delete"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
     bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
         r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
