@@ -366,8 +366,11 @@ def lay_out_for_inference(module: nn.Module) -> None:
     the weights at about twice the speed of the row-major (out, in) order on CPUs (measured in
     benchmarks/speed.py: 17-20 GB/s against 9.7 for a 384x1152 weight). Values, names, shapes and saved files are
     unchanged (transformers saves contiguous copies); plain CPU float weights only, quantized ones are left as they
-    are. Idempotent.
+    are. Idempotent. Nothing is moved in a distributed run or for weights that are views of a larger buffer: DDP's
+    gradient buckets and FSDP's flat parameters rely on the layout they were built with.
     """
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return
     for layer in module.modules():
         if not isinstance(layer, PreNormLayer):
             continue
@@ -376,6 +379,7 @@ def lay_out_for_inference(module: nn.Module) -> None:
             if (
                 weight is not None and type(weight.data) is torch.Tensor and weight.device.type == "cpu"
                 and weight.is_floating_point() and weight.dim() == 2 and weight.stride(0) != 1
+                and weight.data.untyped_storage().nbytes() == weight.numel() * weight.element_size()
             ):
                 weight.data = weight.data.t().contiguous().t()
 

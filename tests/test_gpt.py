@@ -409,3 +409,22 @@ def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
     prompt = torch.tensor([ids[:3]])
     generated = model.generate(prompt, max_new_tokens=len(ids) - 3, do_sample=False)
     assert tokenizer.decode(generated[0]) == text
+
+
+def test_eval_lays_weights_out_column_major_with_the_same_values(tmp_path):
+    model = tiny_model().train()
+    weight = model.model.layers[0].mlp.fc1.weight
+    assert weight.is_contiguous(), "built row-major, as nn.Linear"
+    values = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    ids = prompts(2, 7)
+    with torch.no_grad():
+        before = model(ids).logits
+        model.eval()
+        after = model(ids).logits
+    assert weight.stride() == (1, weight.shape[0]), "column-major for one-token-at-a-time GEMV"
+    assert model.model.embed_tokens.weight.is_contiguous(), "embeddings (and the tied head) are left as they are"
+    assert all(torch.equal(values[name], tensor) for name, tensor in model.state_dict().items())
+    assert (after - before).abs().max().item() <= 1e-5 * before.abs().max().item()
+    model.save_pretrained(tmp_path)
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as saved:
+        assert torch.equal(saved.get_tensor("model.layers.0.mlp.fc1.weight"), values["model.layers.0.mlp.fc1.weight"])
