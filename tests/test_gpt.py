@@ -412,7 +412,7 @@ def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
 
 
 def test_eval_lays_weights_out_column_major_with_the_same_values(tmp_path):
-    model = tiny_model().train()
+    model = MiniTFGPTForCausalLM(tiny_model().config)  # as built: training mode
     weight = model.model.layers[0].mlp.fc1.weight
     assert weight.is_contiguous(), "built row-major, as nn.Linear"
     values = {name: tensor.clone() for name, tensor in model.state_dict().items()}
