@@ -106,6 +106,7 @@ class Case:
     run: Callable[[], object]
     prepare: Callable[[], object] | None = None
     seconds: list[float] = field(default_factory=list)
+    result: dict = field(default_factory=dict)  # what the last run produced (generated tokens), for agreement
 
 
 def interleave(cases: list[Case], repeats: int) -> None:
@@ -227,9 +228,7 @@ def generate_case(name: str, model, ids, mask, sizes: Sizes, **options) -> Case:
             result["tokens"] = model.generate(ids, **kwargs)[:, ids.shape[1]:]
         return result["tokens"]
 
-    case = Case(name, run)
-    case.result = result
-    return case
+    return Case(name, run, result=result)
 
 
 def generate_batch_case(name: str, model, ids, mask, sizes: Sizes) -> Case:
@@ -246,9 +245,7 @@ def generate_batch_case(name: str, model, ids, mask, sizes: Sizes) -> Case:
         result["tokens"] = torch.tensor([output.generated_tokens for output in ordered])
         return result["tokens"]
 
-    case = Case(name, run)
-    case.result = result
-    return case
+    return Case(name, run, result=result)
 
 
 def reduced_weights(model: MiniTFGPTForCausalLM, kind: str, folder: Path) -> MiniTFGPTForCausalLM:
@@ -316,7 +313,7 @@ def decode_section(models: dict, sizes: Sizes, repeats: int, batch: int, args, n
     reference_tokens = cases[0].result["tokens"]
     rows = summary(cases, "gpt2 default (dynamic cache)")
     for case, row in zip(cases, rows):
-        tokens = getattr(case, "result", {}).get("tokens")
+        tokens = case.result.get("tokens")
         if tokens is not None and case.name.startswith("minitf"):
             row["greedy_agreement_with_fp32"] = (tokens == reference_tokens).float().mean().item()
         row["seconds_per_token_step"] = row["median_s"] / sizes.new_tokens
