@@ -141,7 +141,7 @@ def check_position_ids(position_ids: torch.Tensor, limit: int | None, what: str)
 
 
 def positions_from_mask(attention_mask: torch.Tensor | None, past_length: int, query_length: int,
-                        batch_size: int, device: torch.device) -> torch.Tensor:
+                        device: torch.device) -> torch.Tensor:
     """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them.
 
     Without a 2D mask, positions are `past_length, past_length + 1, ...` for every row, as one (1, length) row.

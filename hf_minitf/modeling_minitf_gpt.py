@@ -109,7 +109,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             attention_mask = attention_mask[:, overflow:] if attention_mask is not None else None
             position_ids = None
         inputs_embeds = self.embed_tokens(tokens) if input_ids is not None else tokens
-        batch_size, seq_length = inputs_embeds.shape[:2]
+        seq_length = inputs_embeds.shape[1]
 
         use_cache = use_cache if use_cache is not None else config.use_cache
         if self.gradient_checkpointing and self.training:
@@ -117,8 +117,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         if use_cache and cache is None:
             cache = DynamicCache(config=config)
         if position_ids is None:
-            position_ids = positions_from_mask(attention_mask, past_length, seq_length, batch_size,
-                                               inputs_embeds.device)
+            position_ids = positions_from_mask(attention_mask, past_length, seq_length, inputs_embeds.device)
 
         rotary = None
         hidden_states = inputs_embeds
