@@ -83,6 +83,12 @@ def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
 
 def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
     """Token ids must be a (batch, length) integer tensor of ids inside the vocabulary."""
+    check_ids_tensor(input_ids, name)
+    check_token_ids(input_ids, vocab_size, name)
+
+
+def check_ids_tensor(input_ids: torch.Tensor, name: str = "input_ids") -> None:
+    """Token ids must be a (batch, length) tensor of integers (their values are checked against a vocabulary apart)."""
     if not isinstance(input_ids, torch.Tensor):
         raise ValueError(f"{name} must be a torch tensor of token ids, got {type(input_ids).__name__}; "
                          "call the tokenizer with return_tensors='pt'.")
@@ -96,7 +102,6 @@ def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input
             f"{name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}; "
             "pass the ids the tokenizer returned, not embeddings or scores."
         )
-    check_token_ids(input_ids, vocab_size, name)
 
 
 def check_inputs_embeds(inputs_embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:

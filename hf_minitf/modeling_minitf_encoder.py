@@ -85,8 +85,7 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         else:
             check_inputs_embeds(inputs_embeds, config.hidden_size)
         batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        if attention_mask is not None and attention_mask.dim() == 2:
-            check_attention_mask(attention_mask, batch_size, length)
+        check_attention_mask(attention_mask, batch_size, length)
         if position_ids is None and length > config.max_position_embeddings:
             raise ValueError(
                 f"The input has {length} tokens but this model takes at most max_position_embeddings="

@@ -11,13 +11,13 @@ from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
-from transformers.utils import logging
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.utils import logging
 
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from .layers import (
@@ -27,7 +27,7 @@ from .layers import (
     SinusoidalPositionalEmbedding,
     cached_length,
     check_attention_mask,
-    check_input_ids,
+    check_ids_tensor,
     check_inputs_embeds,
     check_token_ids,
     checks_enabled,
@@ -149,9 +149,7 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
                 "float16: every logit would be inf or NaN. Load this model with dtype=torch.bfloat16 or float32."
             )
         if input_ids is not None:
-            name = "input_ids (source)" if side == "source" else "decoder_input_ids (target)"
-            if input_ids.dim() != 2 or input_ids.is_floating_point():
-                check_input_ids(input_ids, self.embed_tokens.num_embeddings, name)
+            check_ids_tensor(input_ids, "input_ids (source)" if side == "source" else "decoder_input_ids (target)")
             self._check_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
         else:
