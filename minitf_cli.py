@@ -1,8 +1,10 @@
 """The `minitf` command: its arguments, help and dispatch.
 
 This module sits beside the `hf_minitf` package, not inside it, because importing `hf_minitf` registers every
-model with transformers (importing torch and transformers, seconds of CPU): `minitf --help`, `--version` and
-wrong arguments are answered from here without that, and a command imports `hf_minitf.cli` only to run.
+model with transformers (importing torch and transformers, seconds of CPU): `minitf --help`, `--version`, every
+command's and every converter's `--help`, and wrong arguments are answered from here without that. A command
+imports `hf_minitf.cli` only to run, once its arguments are parsed. `python -m hf_minitf.conversion` and
+`hf_minitf.publishing` build their parsers from the definitions here too.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import importlib
 import logging
 import sys
 from importlib import metadata
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 FAMILIES = ("gpt", "embedding", "seq2seq")
 # Kept in step with hf_minitf.training.PRESETS (a test checks); listed here so that --help needs no import.
@@ -25,8 +30,6 @@ PRESET_NAMES = {
 # Loggers that speak while transformers imports torchao (the quantization extra): optional kernels that did not
 # load and torch's deprecation of a registration torchao makes. Nothing a command's user can act on.
 IMPORT_TIME_LOGGERS = ("torchao", "torch.utils._pytree")
-# Commands whose arguments their own modules define (hf_minitf.conversion, hf_minitf.publishing).
-DELEGATED = ("convert", "push")
 DEFAULT_COLUMNS = {"gpt": "text", "embedding": "anchor,positive", "seq2seq": "source,target"}
 
 
@@ -35,6 +38,14 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """Unknown arguments are an error of the (sub-)command given them, which the message names: argparse
+        would leave them to the top parser (`minitf: error: unrecognized arguments`)."""
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def _number(kind: type, minimum: float, inclusive: bool = True, maximum: float | None = None):
@@ -183,6 +194,278 @@ def _add_use_commands(commands) -> None:
     info.add_argument("model", type=Path, metavar="DIR", help="a model folder")
 
 
+# `minitf convert`: one sub-command per original codebase. Each description is its converter's documentation: what
+# it reads, what it infers from the weights and what must be given.
+CONVERT_DESCRIPTION = (
+    "Convert a checkpoint trained with one of the original codebases into a complete Hugging Face folder "
+    "(model.safetensors, config, generation config, model code, tokenizer, model card). Checkpoints are read "
+    "without running pickled code; the output folder appears only when the conversion succeeded. `SOURCE --help` "
+    "says what each source needs and what is inferred."
+)
+# Names of the dtypes a conversion can write (hf_minitf.conversion.base.DTYPES maps them to torch's).
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+# The LayerNormalization formulas of hkproj's versions (hf_minitf.conversion.hkproj infers or checks them).
+HKPROJ_NORM_TYPES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
+# Kept in step with hf_minitf.conversion.frawdllm.PRESETS (a test checks); listed here so that --help needs no import.
+FRAWDLLM_PRESET_NAMES = ("tiny", "small", "base", "tiny-llama", "small-llama", "100m")
+
+CHAR_GPT_DESCRIPTION = """\
+Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
+
+Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
+Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
+the LM head is tied. Not in the weights: the number of heads (`num_heads`, or the original constructor
+arguments as JSON).
+
+The original `generate` feeds only the last `block_size` tokens at each step. The converted config sets
+`context_overflow="crop"` (the model cuts longer inputs to their last `max_position_embeddings` tokens) and
+the saved generation config `use_cache=False`, so a plain `generate()` continues past the context exactly
+like the original, recomputing the window at each step. For cached, faster generation inside the context,
+pass `use_cache=True` (and keep prompt plus new tokens within the context) or set `context_overflow="error"`."""
+
+FRAWDLLM_DESCRIPTION = """\
+Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
+`Embeddings` layer to the GPT's embedding weights).
+
+Input, one of:
+- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
+  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
+  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
+- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
+  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
+  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
+  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
+Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
+(no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
+which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
+against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
+size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
+Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
+the tokenizer.
+
+FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
+by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
+checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
+but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
+are refused, naming the keys.
+
+Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
+tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
+{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
+ids, as FrawdLLM's chat scripts add them.
+
+FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
+follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100."""
+
+MINIEMBED_DESCRIPTION = """\
+Convert a MiniEmbed embedding model to `MiniTFEncoderModel` + a fast tokenizer, saved as a folder that is
+both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
+to the encoder's embedding weights).
+
+Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
+`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
+dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
+Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
+(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
+count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
+the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`."""
+
+HKPROJ_DESCRIPTION = """\
+Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
+`MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
+
+Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
+or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
+Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
+length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
+versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
+version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
+from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
+build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
+model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
+The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
+log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
+With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
+to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
+generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
+greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes)."""
+
+TRANSFORMER_EMBEDDING_DESCRIPTION = (
+    "Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by "
+    "sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes "
+    "embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size, "
+    "max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig "
+    "model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's "
+    "pad_idx, 0 by default)."
+)
+
+FRAWDLLM_EMBEDDINGS_DESCRIPTION = (
+    "Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it "
+    "uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) "
+    "and embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions, "
+    "max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."
+)
+
+
+def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", type=Path,
+                        help="the model's state_dict: a torch.save file (.pt/.pth) or a .safetensors file")
+    vocab = parser.add_mutually_exclusive_group(required=True)
+    vocab.add_argument("--vocab", type=Path,
+                       help="JSON list of the characters in id order (or a {character: id} JSON object)")
+    vocab.add_argument("--training-text", type=Path,
+                       help="the training text; its sorted distinct characters are the vocabulary "
+                            "(as the original builds it)")
+    parser.add_argument("--num-heads", type=positive_int,
+                        help="number of attention heads (n_head): the weights cannot tell it; "
+                             "required unless --config gives it")
+    parser.add_argument("--config", type=Path,
+                        help="optional JSON of the original constructor arguments (vocab_size, block_size, n_embd, "
+                             "n_head, n_layer, dropout); checked against the weights")
+
+
+def _add_frawdllm_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint",
+                        help="a FrawdLLM training checkpoint (.pt with model_state_dict and config), a bare state_dict "
+                             "(.pt or .safetensors), a Hugging Face folder made by FrawdLLM's convert_to_hf.py, or "
+                             "the Hub repo id (owner/name) of one")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE (required for a "
+                             "checkpoint file; a published folder's own tokenizer.json is the default there)")
+    parser.add_argument("--num-heads", type=positive_int,
+                        help="number of attention heads (n_head); needed only for a bare state_dict whose size "
+                             f"matches none of FrawdLLM's presets ({', '.join(FRAWDLLM_PRESET_NAMES)})")
+    parser.add_argument("--context-length", type=positive_int,
+                        help="context_length; needed only for a bare RoPE state_dict saved without its mask buffers")
+    parser.add_argument("--config", type=Path,
+                        help="optional JSON of FrawdLLM ModelConfig fields (n_head, context_length, dropout, token "
+                             "ids, ...); checked against the checkpoint")
+    parser.add_argument("--revision", help="branch, tag or commit of a Hub repo id (default: main)")
+
+
+def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", type=Path,
+                        help="MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)")
+    parser.add_argument("--tokenizer", type=Path, required=True,
+                        help="MiniEmbed's tokenizer.json ({vocab_size, word_to_id})")
+    parser.add_argument("--config", type=Path,
+                        help="MiniEmbed's config.json (constructor arguments); gives the head count, dropout and "
+                             "pad id")
+    parser.add_argument("--num-heads", type=positive_int,
+                        help="number of attention heads, when config.json is not at hand")
+    parser.add_argument("--max-length", type=positive_int,
+                        help="max_seq_len, needed only when the weights lack the positional table")
+
+
+def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", type=Path,
+                        help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)")
+    parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
+    parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
+    parser.add_argument("--num-heads", type=positive_int,
+                        help="attention heads h (not in the weights; hkproj's train.py uses the default h=8); "
+                             "required unless --config gives h")
+    parser.add_argument("--norm-type", default="auto", choices=HKPROJ_NORM_TYPES,
+                        help="the LayerNormalization formula; auto infers it from the gains when they can tell "
+                             "(per-feature gains, or scalar gains far below 1)")
+    parser.add_argument("--config", type=Path,
+                        help="optional JSON of build_transformer arguments (src_vocab_size, ..., h, dropout, d_ff); "
+                             "checked against the weights")
+    parser.add_argument("--max-length", type=positive_int,
+                        help="seq_len, needed only when the weights lack the positional tables")
+
+
+def _add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, default_prefix: str,
+                                   model: str) -> None:
+    parser.add_argument("checkpoint", type=Path, help=f"the {what}'s state_dict (.pt/.pth or .safetensors)")
+    parser.add_argument("--prefix", default=default_prefix,
+                        help=f"prefix of the written weight names (default {default_prefix!r}: loads into {model})")
+
+
+class ConvertSource(NamedTuple):
+    """One `minitf convert` sub-command: its help, its own arguments, and the function of `hf_minitf.conversion`'s
+    `module` that runs the parsed arguments."""
+
+    summary: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    module: str
+    runner: str
+
+
+CONVERT_SOURCES = {
+    "char-gpt": ConvertSource("nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer",
+                              CHAR_GPT_DESCRIPTION, _add_char_gpt_arguments, "char_gpt", "run"),
+    "frawdllm": ConvertSource("FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models "
+                              "too) -> MiniTFGPTForCausalLM + its BPE tokenizer",
+                              FRAWDLLM_DESCRIPTION, _add_frawdllm_arguments, "frawdllm", "run"),
+    "miniembed": ConvertSource("MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
+                               MINIEMBED_DESCRIPTION, _add_miniembed_arguments, "miniembed", "run"),
+    "hkproj": ConvertSource("hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration",
+                            HKPROJ_DESCRIPTION, _add_hkproj_arguments, "hkproj", "run"),
+    "transformer-embedding": ConvertSource(
+        "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF encoder embedding weights",
+        TRANSFORMER_EMBEDDING_DESCRIPTION,
+        partial(_add_embedding_layer_arguments, what="TransformerEmbedding layer", default_prefix="",
+                model="MiniTFEncoderModel"),
+        "miniembed", "run_embeddings"),
+    "frawdllm-embeddings": ConvertSource(
+        "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
+        FRAWDLLM_EMBEDDINGS_DESCRIPTION,
+        partial(_add_embedding_layer_arguments, what="FrawdLLM Embeddings layer", default_prefix="model.",
+                model="MiniTFGPTForCausalLM"),
+        "frawdllm", "run_embeddings"),
+}
+
+
+def add_convert_arguments(parser: argparse.ArgumentParser, source: str) -> None:
+    """The arguments of `minitf convert SOURCE`: the source's own, then where and in which dtype to write."""
+    CONVERT_SOURCES[source].add_arguments(parser)
+    _add_out(parser, what="the converted files")
+    parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES),
+                        help="dtype of the saved weights (default: the checkpoint's)")
+
+
+def add_convert_sources(parser: argparse.ArgumentParser) -> None:
+    """One sub-command per source under `parser` (`minitf convert`, `python -m hf_minitf.conversion`); the
+    source's name is `args.source`."""
+    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, source in CONVERT_SOURCES.items():
+        add_convert_arguments(sources.add_parser(name, help=source.summary, description=source.description,
+                                                 formatter_class=argparse.RawDescriptionHelpFormatter), name)
+
+
+def add_convert_parser(commands) -> argparse.ArgumentParser:
+    """Add `convert`, with one sub-command per source, to an argparse sub-parser set."""
+    convert = commands.add_parser(
+        "convert", help="convert a checkpoint of the original code into a Hugging Face folder "
+                        "(`minitf convert --help` for the sources)", description=CONVERT_DESCRIPTION,
+    )
+    add_convert_sources(convert)
+    return convert
+
+
+PUSH_DESCRIPTION = (
+    "Upload a model folder, with its model card, to the Hugging Face Hub. The folder is checked first: config.json "
+    "and safetensors weights, no pickles or training state."
+)
+
+
+def add_push_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `minitf push`."""
+    parser.add_argument("folder", type=Path, metavar="DIR",
+                        help="a folder written by save_pretrained, a training command or minitf convert")
+    parser.add_argument("repo_id", metavar="REPO_ID", help="the model repo to push to, as namespace/name")
+    parser.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
+    parser.add_argument("--revision", default=None, metavar="REV",
+                        help="branch to push to (created from main if missing; default: main)")
+    parser.add_argument("--license", default=None, metavar="ID",
+                        help="license identifier written into the model card, e.g. mit or apache-2.0")
+    parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
+    parser.add_argument("--token", default=None,
+                        help="Hub token with write access (default: the logged-in token or HF_TOKEN)")
+
+
 def build_parser() -> ArgumentParser:
     """The full `minitf` parser (argparse only: building it imports nothing heavy)."""
     parser = ArgumentParser(
@@ -208,21 +491,15 @@ def build_parser() -> ArgumentParser:
 
     _add_train(commands)
     _add_use_commands(commands)
-    # `convert` and `push` take their arguments from their own modules, loaded when they run.
-    for name, summary in (("convert", "convert a checkpoint of the original code into a Hugging Face folder "
-                                      "(`minitf convert --help` for the sources)"),
-                          ("push", "upload a model folder with its card to the Hugging Face Hub "
-                                   "(`minitf push --help` for the options)")):
-        commands.add_parser(name, help=summary, add_help=False)
+    add_convert_parser(commands)
+    add_push_arguments(commands.add_parser("push", help="upload a model folder with its card to the Hugging Face Hub",
+                                           description=PUSH_DESCRIPTION))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in DELEGATED:
-        return getattr(_commands(), f"{argv[0]}_command")(argv[1:])
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
     return getattr(_commands(), f"{args.command}_command")(args)
 
 

@@ -4,7 +4,6 @@ card) atomically."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -18,11 +17,12 @@ from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, Pr
 from transformers.dynamic_module_utils import custom_object_save
 
 from hf_minitf.layers import SinusoidalPositionalEmbedding
+from minitf_cli import DTYPE_NAMES
 
 from .checkpoint import Checkpoint, ConversionError
 from .output import TensorPlan, atomic_output_dir, cast_for_output, check_output_dir, write_safetensors
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 # Anchor keys that identify each original codebase (by its `minitf convert` source name), to name the right
 # converter when given the wrong one. Checked in this order: a whole model before its embedding layer.
@@ -336,14 +336,6 @@ def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[st
     ])
 
 
-def add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, default_prefix: str,
-                                  model: str) -> None:
-    """The options of the embedding-layer sources (`minitf convert transformer-embedding|frawdllm-embeddings`)."""
-    parser.add_argument("checkpoint", type=Path, help=f"the {what}'s state_dict (.pt/.pth or .safetensors)")
-    parser.add_argument("--prefix", default=default_prefix,
-                        help=f"prefix of the written weight names (default {default_prefix!r}: loads into {model})")
-
-
 def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) -> str:
     """What a user reads after a conversion: what was converted, into where, the model's size, how to load it."""
     config = converted.config
@@ -365,8 +357,8 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
 
 
 __all__ = [
-    "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "add_embedding_layer_arguments", "check_given",
-    "conversion_summary", "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model",
-    "num_parameters", "original_name", "output_dtype", "read_json", "require_architecture", "require_heads",
-    "save_converted", "save_embedding_layer", "shape_of", "sinusoidal_length",
+    "DTYPES", "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "check_given", "conversion_summary",
+    "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model", "num_parameters",
+    "original_name", "output_dtype", "read_json", "require_architecture", "require_heads", "save_converted",
+    "save_embedding_layer", "shape_of", "sinusoidal_length",
 ]

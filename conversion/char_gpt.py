@@ -1,15 +1,8 @@
 """Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
 
-Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
-Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
-the LM head is tied. Not in the weights: the number of heads (`num_heads`, or the original constructor
-arguments as JSON).
-
-The original `generate` feeds only the last `block_size` tokens at each step. The converted config sets
-`context_overflow="crop"` (the model cuts longer inputs to their last `max_position_embeddings` tokens) and
-the saved generation config `use_cache=False`, so a plain `generate()` continues past the context exactly
-like the original, recomputing the window at each step. For cached, faster generation inside the context,
-pass `use_cache=True` (and keep prompt plus new tokens within the context) or set `context_overflow="error"`.
+What it reads, what it infers from the weights and what must be given, and how the converted model continues
+past its context like the original: `minitf convert char-gpt --help` (the text is `minitf_cli.CHAR_GPT_DESCRIPTION`,
+beside the package so that help needs no torch).
 
 Run: `python -m hf_minitf.conversion.char_gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out DIR`.
 """
@@ -74,7 +67,7 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
 
 def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int | None = None,
                   original_config: dict[str, Any] | None = None, dtype: str = "auto") -> ConvertedModel:
-    """Plan the conversion of an open char-GPT checkpoint (see the module docstring)."""
+    """Plan the conversion of an open char-GPT checkpoint (see `minitf convert char-gpt --help`)."""
     require_architecture(checkpoint, "char-gpt", "nanoGPT-style character GPT")
     original_config = dict(original_config or {})
     vocab_size, hidden_size = shape_of(checkpoint, "wte.weight")
@@ -131,24 +124,6 @@ def convert_char_gpt(checkpoint: str | Path, out: str | Path, *, vocab: str | Pa
     return converted
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The char-gpt options (shared by `minitf convert char-gpt` and `python -m ...char_gpt`)."""
-    parser.add_argument("checkpoint", type=Path,
-                        help="the model's state_dict: a torch.save file (.pt/.pth) or a .safetensors file")
-    vocab = parser.add_mutually_exclusive_group(required=True)
-    vocab.add_argument("--vocab", type=Path,
-                       help="JSON list of the characters in id order (or a {character: id} JSON object)")
-    vocab.add_argument("--training-text", type=Path,
-                       help="the training text; its sorted distinct characters are the vocabulary "
-                            "(as the original builds it)")
-    parser.add_argument("--num-heads", type=int,
-                        help="number of attention heads (n_head): the weights cannot tell it; "
-                             "required unless --config gives it")
-    parser.add_argument("--config", type=Path,
-                        help="optional JSON of the original constructor arguments (vocab_size, block_size, n_embd, "
-                             "n_head, n_layer, dropout); checked against the weights")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed char-gpt command; prints what was inferred."""
     converted = convert_char_gpt(args.checkpoint, args.out, vocab=args.vocab, training_text=args.training_text,
@@ -157,8 +132,6 @@ def run(args: argparse.Namespace) -> int:
     print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0
 
-
-DESCRIPTION = __doc__.split("\n\nRun:")[0]
 
 if __name__ == "__main__":
     from .cli import run_module

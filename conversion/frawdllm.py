@@ -1,35 +1,10 @@
-"""Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
-`Embeddings` layer to the GPT's embedding weights).
+"""Convert a FrawdLLM model (a training checkpoint, a bare state_dict, a Hugging Face folder FrawdLLM published
+or its Hub repo id) to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer, and FrawdLLM's `Embeddings` layer to
+the GPT's embedding weights.
 
-Input, one of:
-- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
-  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
-  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
-- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
-  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
-  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
-  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
-Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
-(no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
-which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
-against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
-size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
-Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
-the tokenizer.
-
-FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
-by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
-checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
-but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
-are refused, naming the keys.
-
-Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
-tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
-{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
-ids, as FrawdLLM's chat scripts add them.
-
-FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
-follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100.
+What it reads, what it infers from the weights and what must be given, its presets' inert use_rmsnorm /
+use_swiglu flags, the chat template and the loss: `minitf convert frawdllm --help` (the text is
+`minitf_cli.FRAWDLLM_DESCRIPTION`, beside the package so that help needs no torch).
 
 Run: `python -m hf_minitf.conversion.frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, or
 `python -m hf_minitf.conversion.frawdllm OWNER/REPO_OR_FOLDER --out DIR`.
@@ -53,7 +28,7 @@ from hf_minitf.model_card import render_model_card
 from hf_minitf.tokenization_minitf import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 
 from .base import (
-    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, num_parameters,
+    ConvertedModel, check_given, conversion_summary, count_layers, num_parameters,
     output_dtype, read_json, require_architecture, require_heads, save_converted, save_embedding_layer, shape_of,
 )
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
@@ -74,6 +49,7 @@ BUFFERS = [r"blocks\.\d+\.attn\.mask"]
 # FrawdLLM's tokenizer: <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3.
 DEFAULT_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}
 # FrawdLLM's presets (src/model/config.py): name -> (vocab_size, n_embd, n_layer, context_length, use_rope, n_head).
+# Their names are also listed in minitf_cli.FRAWDLLM_PRESET_NAMES, for `--help` without torch (a test checks).
 # The -llama ones also set use_rmsnorm and use_swiglu, which FrawdLLM's model code ignores.
 PRESETS = {
     "tiny": (8192, 256, 6, 256, False, 8),
@@ -352,8 +328,8 @@ def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[st
 def plan_frawdllm(checkpoint: Checkpoint, tokenizer: str | Path, num_heads: int | None = None,
                   config: Mapping[str, Any] | None = None, context_length: int | None = None,
                   dtype: str = "auto", name: str | None = None) -> ConvertedModel:
-    """Plan the conversion of an open FrawdLLM checkpoint (see the module docstring); `name` is what the card
-    says it was converted from (default: the file name)."""
+    """Plan the conversion of an open FrawdLLM checkpoint (see `minitf convert frawdllm --help`); `name` is what the
+    card says it was converted from (default: the file name)."""
     require_architecture(checkpoint, "frawdllm", "FrawdLLM")
     stored, given = stored_config(checkpoint), dict(config or {})
     _check_fields(stored, f"{checkpoint.path} (stored ModelConfig)")
@@ -464,26 +440,6 @@ def convert_frawdllm_embeddings(checkpoint: str | Path,
     return weights, fields
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The frawdllm options (shared by `minitf convert frawdllm` and `python -m ...frawdllm`)."""
-    parser.add_argument("checkpoint",
-                        help="a FrawdLLM training checkpoint (.pt with model_state_dict and config), a bare state_dict "
-                             "(.pt or .safetensors), a Hugging Face folder made by FrawdLLM's convert_to_hf.py, or "
-                             "the Hub repo id (owner/name) of one")
-    parser.add_argument("--tokenizer", type=Path,
-                        help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE (required for a "
-                             "checkpoint file; a published folder's own tokenizer.json is the default there)")
-    parser.add_argument("--num-heads", type=int,
-                        help="number of attention heads (n_head); needed only for a bare state_dict whose size "
-                             f"matches none of FrawdLLM's presets ({', '.join(PRESETS)})")
-    parser.add_argument("--context-length", type=int,
-                        help="context_length; needed only for a bare RoPE state_dict saved without its mask buffers")
-    parser.add_argument("--config", type=Path,
-                        help="optional JSON of FrawdLLM ModelConfig fields (n_head, context_length, dropout, token "
-                             "ids, ...); checked against the checkpoint")
-    parser.add_argument("--revision", help="branch, tag or commit of a Hub repo id (default: main)")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm command; prints what was converted and how to load it."""
     converted = convert_frawdllm(args.checkpoint, args.out, tokenizer=args.tokenizer, num_heads=args.num_heads,
@@ -493,11 +449,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_embeddings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The frawdllm-embeddings options (`minitf convert frawdllm-embeddings`)."""
-    add_embedding_layer_arguments(parser, "FrawdLLM Embeddings layer", "model.", "MiniTFGPTForCausalLM")
-
-
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm-embeddings command."""
     weights, fields = convert_frawdllm_embeddings(args.checkpoint, prefix=args.prefix)
@@ -505,14 +456,6 @@ def run_embeddings(args: argparse.Namespace) -> int:
                                args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
-
-DESCRIPTION = __doc__.split("\n\nRun:")[0]
-EMBEDDINGS_DESCRIPTION = (
-    "Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it "
-    "uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) "
-    "and embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions, "
-    "max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."
-)
 
 if __name__ == "__main__":
     from .cli import run_module

@@ -1,21 +1,9 @@
 """Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
 `MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
 
-Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
-or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
-Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
-length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
-versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
-version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
-from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
-build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
-model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
-The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
-log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
-With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
-to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
-generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
-greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes).
+What it reads, what it infers from the weights (the norm variant included) and what must be given, what the
+model returns and when generation recomputes the prefix: `minitf convert hkproj --help` (the text is
+`minitf_cli.HKPROJ_DESCRIPTION`, beside the package so that help needs no torch).
 
 Run: `python -m hf_minitf.conversion.hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json
 --target-tokenizer tokenizer_it.json --num-heads 8 --out DIR`.
@@ -32,6 +20,7 @@ from transformers import GenerationConfig
 
 from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer
 from hf_minitf.model_card import render_model_card
+from minitf_cli import HKPROJ_NORM_TYPES
 
 from .base import (
     ConvertedModel, Rule, check_given, conversion_summary, count_layers, map_weights, meta_model, num_parameters,
@@ -40,7 +29,6 @@ from .base import (
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 from .output import existing_paths
 
-NORM_CHOICES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
 # Scalar norm gains below this can only come from training the early version's `std * eps` norm (with `std + eps` they
 # would scale every sublayer input down to nothing).
@@ -101,8 +89,8 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
                 "scalar_std_plus_eps (`/ (std + self.eps)`)."
             )
         return found
-    if norm_type not in NORM_CHOICES:
-        raise ConversionError(f"norm_type={norm_type!r} is unknown; choose one of {NORM_CHOICES}.")
+    if norm_type not in HKPROJ_NORM_TYPES:
+        raise ConversionError(f"norm_type={norm_type!r} is unknown; choose one of {HKPROJ_NORM_TYPES}.")
     if (norm_type == "per_feature_std_plus_eps") != (found == "per_feature_std_plus_eps"):
         raise ConversionError(f"norm_type={norm_type} does not fit the checkpoint's gains of shape {sorted(sizes)[0]}.")
     if found == "scalar_std_times_eps" and norm_type != found:
@@ -130,7 +118,7 @@ def pair_tokenizer(source: str | Path, target: str | Path, src_vocab_size: int, 
 def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tokenizer: str | Path,
                 num_heads: int | None = None, norm_type: str = "auto", config: Mapping[str, Any] | None = None,
                 max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
-    """Plan the conversion of an open hkproj checkpoint (see the module docstring)."""
+    """Plan the conversion of an open hkproj checkpoint (see `minitf convert hkproj --help`)."""
     require_architecture(checkpoint, "hkproj", "hkproj pytorch-transformer")
     given = dict(config or {})
     src_vocab, d_model = shape_of(checkpoint, "src_embed.embedding.weight")
@@ -213,25 +201,6 @@ def convert_hkproj(checkpoint: str | Path, out: str | Path, *, source_tokenizer:
     return converted
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The hkproj options (shared by `minitf convert hkproj` and `python -m ...hkproj`)."""
-    parser.add_argument("checkpoint", type=Path,
-                        help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)")
-    parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
-    parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
-    parser.add_argument("--num-heads", type=int,
-                        help="attention heads h (not in the weights; hkproj's train.py uses the default h=8); "
-                             "required unless --config gives h")
-    parser.add_argument("--norm-type", default="auto", choices=NORM_CHOICES,
-                        help="the LayerNormalization formula; auto infers it from the gains when they can tell "
-                             "(per-feature gains, or scalar gains far below 1)")
-    parser.add_argument("--config", type=Path,
-                        help="optional JSON of build_transformer arguments (src_vocab_size, ..., h, dropout, d_ff); "
-                             "checked against the weights")
-    parser.add_argument("--max-length", type=int,
-                        help="seq_len, needed only when the weights lack the positional tables")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed hkproj command; prints what was inferred."""
     converted = convert_hkproj(args.checkpoint, args.out, source_tokenizer=args.source_tokenizer,
@@ -241,8 +210,6 @@ def run(args: argparse.Namespace) -> int:
     print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0
 
-
-DESCRIPTION = __doc__.split("\n\nRun:")[0]
 
 if __name__ == "__main__":
     from .cli import run_module

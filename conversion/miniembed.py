@@ -2,13 +2,8 @@
 both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
 to the encoder's embedding weights).
 
-Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
-`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
-dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
-Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
-(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
-count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
-the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`.
+What it reads, what it infers from the weights and what must be given: `minitf convert miniembed --help` (the
+text is `minitf_cli.MINIEMBED_DESCRIPTION`, beside the package so that help needs no torch).
 
 Run: `python -m hf_minitf.conversion.miniembed model.safetensors --config config.json --tokenizer tokenizer.json
 --out DIR`.
@@ -27,7 +22,7 @@ from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokeniz
 from hf_minitf.model_card import render_model_card
 
 from .base import (
-    ConvertedModel, add_embedding_layer_arguments, check_given, conversion_summary, count_layers, map_weights,
+    ConvertedModel, check_given, conversion_summary, count_layers, map_weights,
     meta_model, num_parameters, output_dtype, read_json, require_architecture, require_heads, save_converted,
     save_embedding_layer, shape_of, sinusoidal_length,
 )
@@ -59,7 +54,7 @@ def miniembed_fields(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, config: Mapping[str, Any] | None = None,
                    num_heads: int | None = None, max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
-    """Plan the conversion of an open MiniEmbed checkpoint (see the module docstring)."""
+    """Plan the conversion of an open MiniEmbed checkpoint (see `minitf convert miniembed --help`)."""
     require_architecture(checkpoint, "miniembed", "MiniEmbed")
     stored = checkpoint.extras.get("config")
     given = miniembed_fields({**(stored if isinstance(stored, Mapping) else {}), **(config or {})})
@@ -148,20 +143,6 @@ def convert_transformer_embedding(checkpoint: str | Path,
     return weights, fields
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The miniembed options (shared by `minitf convert miniembed` and `python -m ...miniembed`)."""
-    parser.add_argument("checkpoint", type=Path,
-                        help="MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)")
-    parser.add_argument("--tokenizer", type=Path, required=True,
-                        help="MiniEmbed's tokenizer.json ({vocab_size, word_to_id})")
-    parser.add_argument("--config", type=Path,
-                        help="MiniEmbed's config.json (constructor arguments); gives the head count, dropout and "
-                             "pad id")
-    parser.add_argument("--num-heads", type=int, help="number of attention heads, when config.json is not at hand")
-    parser.add_argument("--max-length", type=int,
-                        help="max_seq_len, needed only when the weights lack the positional table")
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a parsed miniembed command; prints what was inferred."""
     converted = convert_miniembed(args.checkpoint, args.out, tokenizer=args.tokenizer, config=args.config,
@@ -171,11 +152,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_embeddings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The transformer-embedding options (`minitf convert transformer-embedding`)."""
-    add_embedding_layer_arguments(parser, "TransformerEmbedding layer", "", "MiniTFEncoderModel")
-
-
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed transformer-embedding command."""
     weights, fields = convert_transformer_embedding(args.checkpoint, prefix=args.prefix)
@@ -183,16 +159,6 @@ def run_embeddings(args: argparse.Namespace) -> int:
                                args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
-
-DESCRIPTION = __doc__.split("\n\nRun:")[0]
-EMBEDDINGS_DESCRIPTION = (
-    "Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by "
-    "sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes "
-    "embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size, "
-    "max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig "
-    "model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's "
-    "pad_idx, 0 by default)."
-)
 
 if __name__ == "__main__":
     from .cli import run_module

@@ -1,5 +1,6 @@
 """What each `minitf` command does. Arguments, help and dispatch are in the `minitf_cli` module beside this
-package, so that `minitf --help` answers without importing torch; `main` and `build_parser` are re-exported.
+package, so that every `--help` and wrong argument is answered without importing torch; `main` and `build_parser`
+are re-exported.
 
 Every command returns its exit status: 0 when done, 2 with a one-line error on stderr for unusable input (a
 missing folder, a non-empty --out, data in the wrong shape). Folders are written atomically and an --out that
@@ -17,6 +18,8 @@ from functools import wraps
 from pathlib import Path
 
 from minitf_cli import build_parser, main
+
+from .publishing import push_command  # `minitf push` is publishing's command
 
 
 class CommandError(ValueError):
@@ -233,30 +236,11 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def convert_command(argv: list[str]) -> int:
-    """`minitf convert ...`: the converters' own command line (hf_minitf.conversion)."""
-    from minitf_cli import ArgumentParser
+def convert_command(args: argparse.Namespace) -> int:
+    """`minitf convert SOURCE ...`: the converter of that source (hf_minitf.conversion)."""
+    from .conversion.cli import run_conversion
 
-    from .conversion import add_convert_parser
-
-    parser = ArgumentParser(prog="minitf")
-    add_convert_parser(parser.add_subparsers(dest="command", required=True, parser_class=ArgumentParser))
-    args = parser.parse_args(["convert", *argv])
-    return args.handler(args)
-
-
-def push_command(argv: list[str]) -> int:
-    """`minitf push ...`: publishing's arguments and command (hf_minitf.publishing)."""
-    from minitf_cli import ArgumentParser
-
-    from .publishing import add_push_arguments
-    from .publishing import push_command as push
-
-    parser = ArgumentParser(prog="minitf push", description="Upload a model folder, with its model card, to the "
-                            "Hugging Face Hub. The folder is checked first: config.json and safetensors weights, no "
-                            "pickles or training state.")
-    add_push_arguments(parser)
-    return push(parser.parse_args(argv))
+    return run_conversion(args.source, args)
 
 
 __all__ = ["build_parser", "check_out_spares_inputs", "main"]

@@ -3,6 +3,8 @@
 The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, and no
 pickle (`*.bin`, `*.pt`, `*.pth`, `*.pkl`, `*.ckpt`) or training state (optimizer, scheduler), since whatever is
 uploaded can be downloaded, and unpickled, by anyone. Light to import: the Hub client loads when a push runs.
+The command's arguments (`add_push_arguments`) are defined in `minitf_cli`, so that `minitf push --help` needs no
+torch.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from minitf_cli import add_push_arguments  # re-exported: the arguments live beside the package, for --help
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
@@ -107,21 +111,6 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
             reason = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
     return info.commit_url
-
-
-def add_push_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments of `minitf push`."""
-    parser.add_argument("folder", type=Path, metavar="DIR",
-                        help="a folder written by save_pretrained, a training command or minitf convert")
-    parser.add_argument("repo_id", metavar="REPO_ID", help="the model repo to push to, as namespace/name")
-    parser.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
-    parser.add_argument("--revision", default=None, metavar="REV",
-                        help="branch to push to (created from main if missing; default: main)")
-    parser.add_argument("--license", default=None, metavar="ID",
-                        help="license identifier written into the model card, e.g. mit or apache-2.0")
-    parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
-    parser.add_argument("--token", default=None,
-                        help="Hub token with write access (default: the logged-in token or HF_TOKEN)")
 
 
 def push_command(args: argparse.Namespace) -> int:

@@ -1,6 +1,9 @@
 """`minitf` end to end on tiny models: train, generate, embed, translate, info, push/convert wiring, and the
 errors (one line, exit status 2) for wrong arguments and unusable input."""
 
+import argparse
+import importlib
+import inspect
 import json
 import os
 import struct
@@ -13,7 +16,10 @@ import pytest
 from transformers import AutoModel, AutoModelForCausalLM
 
 from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
-from minitf_cli import PRESET_NAMES, main
+from hf_minitf.conversion.base import SOURCE_NAMES
+from minitf_cli import (
+    CONVERT_SOURCES, FRAWDLLM_PRESET_NAMES, PRESET_NAMES, add_convert_arguments, add_push_arguments, main,
+)
 
 RHYME = "Twinkle, twinkle, little star,\nHow I wonder what you are!\n" * 30
 
@@ -198,13 +204,123 @@ def test_unusable_input_gives_one_line_and_status_2(tmp_path, trained, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_push_and_convert_use_their_own_arguments(capsys):
-    status, out, _ = run_cli(["push", "--help"], capsys)
-    assert status == 0 and "REPO_ID" in out and "--private" in out and out.startswith("usage: minitf push")
-    status, out, _ = run_cli(["convert", "--help"], capsys)
-    assert status == 0 and all(source in out for source in ("char-gpt", "frawdllm", "miniembed", "hkproj"))
-    status, _, err = run_cli(["convert", "char-gpt"], capsys)
-    assert_one_line_error(status, err, "minitf convert char-gpt")
+def option_names(parser: argparse.ArgumentParser) -> list[str]:
+    """What a parser's help must name: every option string and every positional's metavar or name."""
+    return [name for action in parser._actions if action.dest != "help"
+            for name in (action.option_strings or [action.metavar or action.dest])]
+
+
+def convert_parser(source: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"minitf convert {source}")
+    add_convert_arguments(parser, source)
+    return parser
+
+
+# One wrong argument for each parser of `minitf convert` and `minitf push`, and a word its error line must hold.
+WRONG_CONVERT_AND_PUSH_ARGUMENTS = [
+    (["convert"], "SOURCE"),
+    (["convert", "keras"], "keras"),
+    (["convert", "char-gpt", "model.pt", "--out", "o"], "--vocab"),
+    (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--training-text", "t.txt", "--out", "o"], "not allowed"),
+    (["convert", "frawdllm", "model.pt", "--out", "o", "--num-heads", "0"], "--num-heads"),
+    (["convert", "miniembed", "model.safetensors", "--out", "o"], "--tokenizer"),
+    (["convert", "hkproj", "t.pt", "--source-tokenizer", "a", "--target-tokenizer", "b", "--out", "o",
+      "--norm-type", "layer"], "--norm-type"),
+    (["convert", "transformer-embedding", "embedding.pt"], "--out"),
+    (["convert", "frawdllm-embeddings", "embeddings.pt", "--out", "o", "--dtype", "float64"], "--dtype"),
+    (["push", "folder"], "REPO_ID"),
+    (["push", "folder", "me/model", "--public"], "--public"),
+]
+
+
+def test_convert_and_push_help_and_argument_errors_need_no_torch():
+    """`minitf convert [SOURCE] --help`, `minitf push --help` and their wrong arguments, answered in a fresh process
+    that never imports torch, transformers or hf_minitf; each help names every option of its parser."""
+    helps = [["convert", "--help"], ["push", "--help"], *(["convert", source, "--help"] for source in CONVERT_SOURCES)]
+    argvs = helps + [argv for argv, _ in WRONG_CONVERT_AND_PUSH_ARGUMENTS]
+    code = ("import contextlib, io, json, sys, minitf_cli\n"
+            "results = []\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    out, err = io.StringIO(), io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "        try:\n"
+            "            status = minitf_cli.main(argv)\n"
+            "        except SystemExit as exit:\n"
+            "            status = exit.code\n"
+            "    results.append([status, out.getvalue(), err.getvalue()])\n"
+            "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'hf_minitf'})\n"
+            "print(json.dumps({'results': results, 'heavy': heavy}))\n")
+    completed = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, COLUMNS="120"))
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["heavy"] == []
+    results = dict(zip(map(tuple, argvs), report["results"]))
+    for argv in helps:
+        status, out, err = results[tuple(argv)]
+        assert status == 0 and err == "" and out.startswith(f"usage: minitf {' '.join(argv[:-1])}"), (argv, out, err)
+    convert_help = results[("convert", "--help")][1]
+    assert all(f"\n    {source}" in convert_help for source in CONVERT_SOURCES), convert_help
+    for source in CONVERT_SOURCES:
+        help_text = results[("convert", source, "--help")][1]
+        assert "Inferred" in help_text or "embedding_config.json" in help_text, help_text
+        missing = [name for name in option_names(convert_parser(source)) if name not in help_text]
+        assert not missing, (source, missing)
+    push_parser = argparse.ArgumentParser()
+    add_push_arguments(push_parser)
+    assert set(option_names(push_parser)) == {"DIR", "REPO_ID", "--private", "--revision", "--license",
+                                              "--commit-message", "--token"}
+    assert all(name in results[("push", "--help")][1] for name in option_names(push_parser))
+    for argv, word in WRONG_CONVERT_AND_PUSH_ARGUMENTS:
+        status, out, err = results[tuple(argv)]
+        command = " ".join(argv[:2] if argv[1:2] and argv[1] in CONVERT_SOURCES else argv[:1])
+        assert out == "", argv
+        assert_one_line_error(status, err, word, f"minitf {command}: error:", f"(see `minitf {command} --help`)")
+
+
+class RecordingNamespace(argparse.Namespace):
+    """Parsed arguments that note which of them were read."""
+
+    def __init__(self, **values):
+        super().__init__(**values)
+        self.__dict__["read"] = set()
+
+    def __getattribute__(self, name: str):
+        if name in object.__getattribute__(self, "__dict__") and name != "read":
+            object.__getattribute__(self, "__dict__")["read"].add(name)
+        return object.__getattribute__(self, name)
+
+
+@pytest.mark.parametrize("source", CONVERT_SOURCES)
+def test_each_convert_option_reaches_the_converter_and_each_converter_parameter_has_an_option(source, monkeypatch):
+    """What the torch-free parser defines is what the converter takes: its runner reads every parsed option and no
+    other, and passes the converter function every one of its parameters, each straight from an option."""
+    entry = CONVERT_SOURCES[source]
+    module = importlib.import_module(f"hf_minitf.conversion.{entry.module}")
+    function_name = SOURCE_NAMES[source][1]
+    converter = getattr(module, function_name)
+    calls = []
+
+    def record(*positional, **keywords):
+        calls.append(inspect.signature(converter).bind(*positional, **keywords).arguments)
+        return ({}, {}) if entry.runner == "run_embeddings" else None
+
+    monkeypatch.setattr(module, function_name, record)
+    monkeypatch.setattr(module, "conversion_summary", lambda *args: "", raising=False)
+    monkeypatch.setattr(module, "save_embedding_layer", lambda *args, **keywords: "", raising=False)
+    dests = {action.dest for action in convert_parser(source)._actions if action.dest != "help"}
+    args = RecordingNamespace(**{dest: f"<{dest}>" for dest in dests})
+    assert getattr(module, entry.runner)(args) == 0
+    assert args.read == dests
+    [given] = calls
+    assert set(given) == set(inspect.signature(converter).parameters), "a converter parameter has no option"
+    assert all(value in {f"<{dest}>" for dest in dests} for value in given.values()), given
+
+
+def test_frawdllm_presets_named_in_the_help_are_the_converters():
+    from hf_minitf.conversion.frawdllm import PRESETS
+
+    assert tuple(PRESETS) == FRAWDLLM_PRESET_NAMES
 
 
 def test_presets_listed_by_the_parser_are_the_training_presets():
