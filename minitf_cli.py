@@ -290,21 +290,19 @@ to -1e9) leaks masked positions into the softmax, so a decoder state depends on 
 generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
 greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes)."""
 
-TRANSFORMER_EMBEDDING_DESCRIPTION = (
-    "Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by "
-    "sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes "
-    "embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size, "
-    "max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig "
-    "model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's "
-    "pad_idx, 0 by default)."
-)
+TRANSFORMER_EMBEDDING_DESCRIPTION = """\
+Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by
+sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes
+embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size,
+max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig
+model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's pad_idx,
+0 by default)."""
 
-FRAWDLLM_EMBEDDINGS_DESCRIPTION = (
-    "Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it "
-    "uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) "
-    "and embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions, "
-    "max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."
-)
+FRAWDLLM_EMBEDDINGS_DESCRIPTION = """\
+Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it
+uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) and
+embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions,
+max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."""
 
 
 def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:

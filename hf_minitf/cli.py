@@ -19,7 +19,7 @@ from pathlib import Path
 
 from minitf_cli import build_parser, main
 
-from .publishing import push_command  # `minitf push` is publishing's command
+from .publishing import push_command  # noqa: F401 (`minitf push` runs publishing's command, found by name)
 
 
 class CommandError(ValueError):
