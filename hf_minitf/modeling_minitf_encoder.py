@@ -14,7 +14,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceCl
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .layers import (
-    InferenceLayoutMixin,
     PreNormLayer,
     SinusoidalPositionalEmbedding,
     check_attention_mask,
@@ -42,7 +41,7 @@ def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | No
     return F.normalize(pooled, p=2, dim=-1).to(last_hidden_state.dtype)
 
 
-class MiniTFEncoderPreTrainedModel(InferenceLayoutMixin, ModelCardMixin, PreTrainedModel):
+class MiniTFEncoderPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the encoder classes."""
 
     config_class = MiniTFEncoderConfig

@@ -12,7 +12,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .layers import (
     CACHE_FIELD,
-    InferenceLayoutMixin,
+    DecodingLinear,
     PreNormLayer,
     RotaryEmbedding,
     cached_length,
@@ -29,7 +29,7 @@ from .layers import (
 from .model_card import ModelCardMixin
 
 
-class MiniTFGPTPreTrainedModel(InferenceLayoutMixin, ModelCardMixin, PreTrainedModel):
+class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
 
     config_class = MiniTFGPTConfig
@@ -153,7 +153,7 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
     def __init__(self, config: MiniTFGPTConfig) -> None:
         super().__init__(config)
         self.model = MiniTFGPTModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = DecodingLinear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
     def forward(

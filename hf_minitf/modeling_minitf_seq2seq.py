@@ -22,7 +22,7 @@ from transformers.utils import logging
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from .layers import (
     CACHE_FIELD,
-    InferenceLayoutMixin,
+    DecodingLinear,
     PreNormLayer,
     SinusoidalPositionalEmbedding,
     cached_length,
@@ -86,7 +86,7 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-class MiniTFSeq2SeqPreTrainedModel(InferenceLayoutMixin, ModelCardMixin, PreTrainedModel):
+class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the seq2seq classes."""
 
     config_class = MiniTFSeq2SeqConfig
@@ -392,7 +392,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
     def __init__(self, config: MiniTFSeq2SeqConfig) -> None:
         super().__init__(config)
         self.model = MiniTFSeq2SeqModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
+        self.lm_head = DecodingLinear(config.hidden_size, config.vocab_size, bias=config.lm_head_bias)
         self.post_init()
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:

