@@ -153,10 +153,15 @@ def gpt_models(sizes: Sizes) -> dict[str, torch.nn.Module]:
     ours = MiniTFGPTForCausalLM(MiniTFGPTConfig(
         vocab_size=sizes.vocab, hidden_size=sizes.hidden, num_hidden_layers=sizes.layers,
         num_attention_heads=sizes.heads, max_position_embeddings=sizes.context, pad_token_id=0, eos_token_id=None))
-    gpt2 = GPT2LMHeadModel(GPT2Config(
+    return {"minitf": ours, "gpt2": gpt2_model(sizes)}
+
+
+def gpt2_model(sizes: Sizes, dropout: float = 0.1) -> GPT2LMHeadModel:
+    """transformers' GPT-2 of the MiniTF GPT's dims; `dropout` 0.1 is GPT2Config's default, MiniTF's is 0."""
+    return GPT2LMHeadModel(GPT2Config(
         vocab_size=sizes.vocab, n_embd=sizes.hidden, n_layer=sizes.layers, n_head=sizes.heads,
-        n_positions=sizes.context, activation_function="gelu", pad_token_id=0, bos_token_id=None, eos_token_id=None))
-    return {"minitf": ours, "gpt2": gpt2}
+        n_positions=sizes.context, activation_function="gelu", pad_token_id=0, bos_token_id=None, eos_token_id=None,
+        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout))
 
 
 def training_batch(data: torch.Tensor, sizes: Sizes, step: int) -> torch.Tensor:
@@ -167,6 +172,8 @@ def training_batch(data: torch.Tensor, sizes: Sizes, step: int) -> torch.Tensor:
 
 
 def train_section(models: dict, data: torch.Tensor, sizes: Sizes, repeats: int) -> list[dict]:
+    """Each library's defaults (GPT-2 trains with dropout 0.1, MiniTF without), and GPT-2 without dropout beside."""
+    models = {**models, "gpt2 without dropout": gpt2_model(sizes, dropout=0.0)}
     optimizers = {name: torch.optim.AdamW(model.parameters(), lr=2e-3) for name, model in models.items()}
     steps = {"count": 0}
 

@@ -32,7 +32,8 @@ def test_tiny_benchmark_reports_every_comparison(tmp_path):
     assert decode["minitf continuous batching"]["greedy_agreement_with_fp32"] == 1.0
     assert decode["minitf default (dynamic cache)"]["physical_limit_ratio"] > 0
     assert set(report["perplexity"]) == {"fp32", "bf16", "int8"}
-    assert {row["case"] for row in report["train"]} == {"train step minitf", "train step gpt2"}
+    assert {row["case"] for row in report["train"]} == {"train step minitf", "train step gpt2",
+                                                        "train step gpt2 without dropout"}
     assert len(report["encode"]) == 3
 
 
