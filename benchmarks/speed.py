@@ -6,14 +6,16 @@ Sections (each a pair or more of cases, run in turn inside every repeat so that 
 - decode: greedy generation from a 16-token prompt, nanoGPT shakespeare-char dims (vocab 65, 6 layers, 6 heads,
   384 wide, context 256), batch 1 and a left-padded batch 8: MiniTF GPT and transformers' GPT-2 of identical dims,
   each through generate() with its default (dynamic) cache, a static cache, a static cache + torch.compile, and
-  continuous batching (generate_batch); MiniTF's reduced-weight paths (bf16, int8 weight-only through torchao's
-  TorchAoConfig) beside them, with their greedy agreement with fp32 and their perplexity change; and, given
-  `--char-gpt-source` (the nanoGPT-style char GPT's model file), that original's own generate.
+  continuous batching (generate_batch); MiniTF's static cache + compile with eager attention (its fastest fp32
+  path: inductor fuses the softmax of one query); MiniTF's reduced-weight paths (bf16, int8 weight-only through
+  torchao's TorchAoConfig) beside them, with their greedy agreement with fp32 and their perplexity change; and,
+  given `--char-gpt-source` (the nanoGPT-style char GPT's model file), that original's own generate.
 - limit: decode time per token against the weights read per token at the copy bandwidth measured in this run.
 - encode: SentenceTransformer.encode of 256 sentences of 5..120 words, batch 32, MiniEmbed mini dims (30000 vocab,
   4 layers of 256, FFN 1024): MiniTF encoder, a BertModel of identical dims with the same tokenizer, and MiniTF
   padding every batch to 128 tokens as MiniEmbed's own inference does.
-- train: one AdamW step on a 16 x 256 batch, nanoGPT char dims: MiniTF GPT and GPT-2. The models these steps
+- train: one AdamW step on a 16 x 256 batch, nanoGPT char dims: MiniTF GPT and GPT-2 with their defaults (GPT-2
+  trains with dropout 0.1, MiniTF without), and GPT-2 without dropout beside them. The models these steps
   train (on an embedded text) are the ones the decode section measures, so agreement and perplexity mean something.
 - memory: peak resident memory added by each case, each in a forked child process.
 
@@ -24,6 +26,7 @@ writes every figure. Absolute times mean little on a shared machine: read the ra
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.machinery
 import importlib.util
 import json
@@ -298,6 +301,11 @@ def decode_section(models: dict, sizes: Sizes, repeats: int, batch: int, args, n
             cases.append(generate_case(f"{name} static cache + compile", model, ids, mask, sizes,
                                        cache_implementation="static", compile_config=compile_everywhere()))
         cases.append(generate_batch_case(f"{name} continuous batching", model, ids, mask, sizes))
+    if not args.no_compile:  # the fastest fp32 path: inductor fuses eager attention's softmax for one query
+        eager = copy.deepcopy(ours)
+        eager.set_attn_implementation("eager")
+        cases.append(generate_case("minitf static cache + compile, eager attention", eager, ids, mask, sizes,
+                                   cache_implementation="static", compile_config=compile_everywhere()))
     with tempfile.TemporaryDirectory() as folder:
         for kind in ("bf16", "int8"):
             reduced = reduced_weights(ours, kind, Path(folder) / kind)
