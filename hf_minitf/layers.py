@@ -382,24 +382,25 @@ class DecodingLinear(nn.Linear):
         self.blocks = next((blocks for blocks in (4, 2) if out_features % blocks == 0), 0)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        weight = self.weight
-        rows = input.numel() // self.in_features if self.in_features else 0
+        weight, bias, features = self.weight, self.bias, self.in_features
+        rows = input.numel() // features if features else 0
         if not (
             self.blocks and 0 < rows <= self.max_rows and input.is_cpu and input.dtype == weight.dtype == torch.float32
-            and type(weight) in (nn.Parameter, torch.Tensor) and weight.is_contiguous()
+            and type(weight) in (nn.Parameter, torch.Tensor) and weight.is_contiguous() and input.is_contiguous()
         ):
-            return F.linear(input, weight, self.bias)
+            return F.linear(input, weight, bias)
         blocks, block_size = self.blocks, self.out_features // self.blocks
-        # The rows as a column-major (in, rows) matrix repeated for every block, strides spelled out so that
+        # The rows as a column-major (in, rows) matrix, the same for every block; strides spelled out so that
         # torch.compile keeps them where the size-1 dimension of a single row would let it pick others.
-        columns = input.reshape(rows, self.in_features).contiguous().as_strided(
-            (blocks, self.in_features, rows), (0, 1, self.in_features))
-        weight_blocks = weight.view(blocks, block_size, self.in_features)
-        if self.bias is None:
+        columns = input.as_strided((blocks, features, rows), (0, 1, features))
+        weight_blocks = weight.view(blocks, block_size, features)
+        if bias is None:
             output = torch.bmm(weight_blocks, columns)
         else:
-            output = torch.baddbmm(self.bias.view(blocks, block_size, 1), weight_blocks, columns)
-        return output.view(self.out_features, rows).t().contiguous().view(*input.shape[:-1], self.out_features)
+            output = torch.baddbmm(bias.view(blocks, block_size, 1), weight_blocks, columns)
+        if rows > 1:  # (out, rows) -> (rows, out)
+            output = output.view(self.out_features, rows).t().contiguous()
+        return output.view(*input.shape[:-1], self.out_features)
 
 
 class FeedForward(nn.Module):
@@ -413,7 +414,8 @@ class FeedForward(nn.Module):
         self.fc2 = DecodingLinear(intermediate_size, hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.dropout(self.act(self.fc1(hidden_states))))
+        hidden_states = self.act(self.fc1(hidden_states))
+        return self.fc2(self.dropout(hidden_states) if self.training else hidden_states)
 
 
 def layer_norm(config) -> nn.Module:
@@ -458,16 +460,21 @@ class PreNormLayer(GradientCheckpointingLayer):
         attn_output, self_weights = self.self_attn(
             self.self_attn_layer_norm(hidden_states), attention_mask, cache=cache, rotary=rotary, **kwargs
         )
-        hidden_states = hidden_states + self.dropout(attn_output)
+        hidden_states = self._add_residual(hidden_states, attn_output)
         cross_weights = None
         if encoder_hidden_states is not None:
             cross_output, cross_weights = self.cross_attn(
                 self.cross_attn_layer_norm(hidden_states), encoder_attention_mask,
                 key_value_states=encoder_hidden_states, cache=cache,
             )
-            hidden_states = hidden_states + self.dropout(cross_output)
-        hidden_states = hidden_states + self.dropout(self.mlp(self.mlp_layer_norm(hidden_states)))
+            hidden_states = self._add_residual(hidden_states, cross_output)
+        hidden_states = self._add_residual(hidden_states, self.mlp(self.mlp_layer_norm(hidden_states)))
         return hidden_states, self_weights, cross_weights
+
+    def _add_residual(self, hidden_states: torch.Tensor, branch: torch.Tensor) -> torch.Tensor:
+        """`hidden_states + dropout(branch)`; dropout is not called at all in eval mode, where it is the identity
+        (a decoding step would pay for a dozen calls that do nothing)."""
+        return hidden_states + (self.dropout(branch) if self.training else branch)
 
 
 def run_layers(
