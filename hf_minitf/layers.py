@@ -145,6 +145,17 @@ def check_position_ids(position_ids: torch.Tensor, limit: int | None, what: str)
         )
 
 
+def remember_forward_signature(model_class: type) -> type:
+    """Class decorator: store the signature of `model_class.forward` on it.
+
+    transformers asks for `inspect.signature(model.forward)` on every generation step of a model registered with an
+    auto class (a check for remote code that still expects `cache_position`): about 0.1 ms a step, 4% of a compiled
+    decoding step at nanoGPT char dims. `inspect` returns a stored `__signature__` at once, and it is the same one.
+    """
+    model_class.forward.__signature__ = inspect.signature(model_class.forward)
+    return model_class
+
+
 def positions_from_mask(attention_mask: torch.Tensor | None, past_length: int, query_length: int,
                         device: torch.device) -> torch.Tensor:
     """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them.

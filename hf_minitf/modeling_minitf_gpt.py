@@ -24,6 +24,7 @@ from .layers import (
     is_paged_cache,
     pick_cache,
     positions_from_mask,
+    remember_forward_signature,
     run_layers,
 )
 from .model_card import ModelCardMixin
@@ -145,6 +146,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         return output if return_dict is not False else output.to_tuple()
 
 
+@remember_forward_signature
 class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
     """MiniTF GPT with a language-modelling head tied to the token embedding."""
 

@@ -32,6 +32,7 @@ from .layers import (
     check_token_ids,
     checks_enabled,
     pick_cache,
+    remember_forward_signature,
     run_layers,
 )
 from .model_card import ModelCardMixin
@@ -382,6 +383,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
         return output if return_dict is not False else output.to_tuple()
 
 
+@remember_forward_signature
 class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, GenerationMixin):
     """The encoder-decoder with a projection to the target vocabulary (`lm_head`, biased by default as in hkproj's).
 

@@ -345,3 +345,17 @@ def test_decoding_linear_trains_like_linear():
     reference(inputs).square().sum().backward()
     for mine, theirs in ((layer.weight, reference.weight), (layer.bias, reference.bias)):
         assert (mine.grad - theirs.grad).abs().max() <= 1e-6 * theirs.grad.abs().max()
+
+
+@pytest.mark.parametrize("family", ["gpt", "seq2seq"])
+def test_generation_steps_do_not_recompute_the_forward_signature(family, monkeypatch):
+    import inspect
+
+    model = gpt() if family == "gpt" else seq2seq()
+    computed = []
+    original = inspect._signature_from_function
+    monkeypatch.setattr(inspect, "_signature_from_function",
+                        lambda *args, **kwargs: computed.append(args[1].__qualname__) or original(*args, **kwargs))
+    model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=30, min_new_tokens=30, do_sample=False)
+    ours = [name for name in computed if name.startswith("MiniTF")]
+    assert len(ours) < 10, f"transformers asks for forward's signature every step; it must be stored: {ours}"
