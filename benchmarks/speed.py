@@ -12,8 +12,9 @@ Sections (each a pair or more of cases, run in turn inside every repeat so that 
   given `--char-gpt-source` (the nanoGPT-style char GPT's model file), that original's own generate.
 - limit: decode time per token against the weights read per token at the copy bandwidth measured in this run.
 - encode: SentenceTransformer.encode of 256 sentences of 5..120 words, batch 32, MiniEmbed mini dims (30000 vocab,
-  4 layers of 256, FFN 1024): MiniTF encoder, a BertModel of identical dims with the same tokenizer, and MiniTF
-  padding every batch to 128 tokens as MiniEmbed's own inference does.
+  4 layers of 256, FFN 1024): MiniTF encoder, a BertModel of identical dims with the same tokenizer, each in fp32
+  and in bf16 (`model_kwargs={"dtype": torch.bfloat16}`, with MiniTF's least cosine to its fp32 embeddings), and
+  MiniTF padding every batch to 128 tokens as MiniEmbed's own inference does.
 - train: one AdamW step on a 16 x 256 batch, nanoGPT char dims: MiniTF GPT and GPT-2 with their defaults (GPT-2
   trains with dropout 0.1, MiniTF without), and GPT-2 without dropout beside them. The models these steps
   train (on an embedded text) are the ones the decode section measures, so agreement and perplexity mean something.
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 from transformers import (
     BertConfig,
     BertModel,
@@ -376,7 +378,7 @@ def sentences(sizes: Sizes) -> list[str]:
 
 def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.models import Pooling, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
     texts = sentences(sizes)
     tokenizer = train_wordlevel_tokenizer(texts, vocab_size=sizes.encoder_vocab, min_frequency=1,
@@ -393,12 +395,18 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
         max_position_embeddings=sizes.encoder_max_length, hidden_act="gelu"))
     bert.save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
+    def bert_embedder(**model_kwargs):
+        return SentenceTransformer(modules=[
+            Transformer(str(folder / "bert"), max_seq_length=sizes.encoder_max_length, model_kwargs=model_kwargs),
+            Pooling(sizes.encoder_hidden, "mean"),
+        ], device="cpu")
+
+    bf16 = {"dtype": torch.bfloat16}
     embedders = {
         "minitf": SentenceTransformer(str(folder / "minitf"), device="cpu"),
-        "bert": SentenceTransformer(modules=[
-            Transformer(str(folder / "bert"), max_seq_length=sizes.encoder_max_length),
-            Pooling(sizes.encoder_hidden, "mean"),
-        ], device="cpu"),
+        "bert": bert_embedder(),
+        "minitf bf16": SentenceTransformer(str(folder / "minitf"), device="cpu", model_kwargs=bf16),
+        "bert bf16": bert_embedder(**bf16),
     }
     model = embedders["minitf"][0].auto_model.eval()
 
@@ -412,12 +420,22 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
         return torch.cat(outputs)
 
     def encode(name):
-        return lambda: embedders[name].encode(texts, batch_size=sizes.encode_batch, convert_to_tensor=True)
+        result = {}
 
-    cases = [Case("SentenceTransformer minitf", encode("minitf")), Case("SentenceTransformer bert", encode("bert")),
-             Case(f"minitf padded to {sizes.encoder_max_length} (MiniEmbed's way)", padded_to_max_length)]
+        def run():
+            result["embeddings"] = embedders[name].encode(texts, batch_size=sizes.encode_batch, convert_to_tensor=True)
+            return result["embeddings"]
+
+        return Case(f"SentenceTransformer {name}", run, result=result)
+
+    cases = [encode(name) for name in embedders]
+    cases.append(Case(f"minitf padded to {sizes.encoder_max_length} (MiniEmbed's way)", padded_to_max_length))
     interleave(cases, repeats)
-    return summary(cases, "SentenceTransformer bert")
+    rows = summary(cases, "SentenceTransformer bert")
+    fp32 = cases[0].result["embeddings"]
+    reduced = cases[2].result["embeddings"].float()
+    rows[2]["min_cosine_with_fp32"] = F.cosine_similarity(fp32, reduced).min().item()
+    return rows
 
 
 # --- memory ---------------------------------------------------------------------------------------------------------
@@ -512,7 +530,8 @@ def main(argv: list[str] | None = None) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             report["encode"] = encode_section(sizes, args.repeats, Path(folder))
         print_table(f"SentenceTransformer.encode, {sizes.sentences} sentences of 5..120 words, batch "
-                    f"{sizes.encode_batch}", report["encode"])
+                    f"{sizes.encode_batch}", report["encode"], lambda row: (
+                        f"min_cosine_with_fp32={row['min_cosine_with_fp32']:.6f}" if "min_cosine_with_fp32" in row else ""))
     if "memory" in args.sections:
         report["peak_memory_MiB"] = {case: peak_memory(case, args.tiny) for case in MEMORY_CASES}
         print("\n## peak memory added (MiB): " + ", ".join(

@@ -34,7 +34,10 @@ def test_tiny_benchmark_reports_every_comparison(tmp_path):
     assert set(report["perplexity"]) == {"fp32", "bf16", "int8"}
     assert {row["case"] for row in report["train"]} == {"train step minitf", "train step gpt2",
                                                         "train step gpt2 without dropout"}
-    assert len(report["encode"]) == 3
+    encode = {row["case"]: row for row in report["encode"]}
+    assert set(encode) == {"SentenceTransformer minitf", "SentenceTransformer bert", "SentenceTransformer minitf bf16",
+                           "SentenceTransformer bert bf16", "minitf padded to 32 (MiniEmbed's way)"}
+    assert 0.9 < encode["SentenceTransformer minitf bf16"]["min_cosine_with_fp32"] <= 1.0 + 1e-6
 
 
 def test_memory_case_measures_what_it_runs():
