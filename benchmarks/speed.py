@@ -136,6 +136,11 @@ def summary(cases: list[Case], reference: str) -> list[dict]:
     return rows
 
 
+def row_fields(*keys: str, digits: int = 3) -> Callable[[dict], str]:
+    """For `print_table`: a row's `key=value` for those of `keys` it has."""
+    return lambda row: " ".join(f"{key}={row[key]:.{digits}f}" for key in keys if key in row)
+
+
 def print_table(title: str, rows: list[dict], extra: Callable[[dict], str] = lambda row: "") -> None:
     print(f"\n## {title} (reference: {rows[0]['reference']})")
     print(f"{'case':52s} {'median':>9s} {'spread':>19s} {'x ref':>7s}")
@@ -432,9 +437,10 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
     cases.append(Case(f"minitf padded to {sizes.encoder_max_length} (MiniEmbed's way)", padded_to_max_length))
     interleave(cases, repeats)
     rows = summary(cases, "SentenceTransformer bert")
-    fp32 = cases[0].result["embeddings"]
-    reduced = cases[2].result["embeddings"].float()
-    rows[2]["min_cosine_with_fp32"] = F.cosine_similarity(fp32, reduced).min().item()
+    embeddings = {case.name: case.result.get("embeddings") for case in cases}
+    fp32, reduced = embeddings["SentenceTransformer minitf"], embeddings["SentenceTransformer minitf bf16"].float()
+    row = next(row for row in rows if row["case"] == "SentenceTransformer minitf bf16")
+    row["min_cosine_with_fp32"] = F.cosine_similarity(fp32, reduced).min().item()
     return rows
 
 
@@ -520,9 +526,8 @@ def main(argv: list[str] | None = None) -> dict:
         for batch in (1, 8):
             rows = decode_section(models, sizes, args.repeats, batch, args, notes, bandwidth)
             report[f"decode_batch_{batch}"] = rows
-            print_table(f"greedy decode, batch {batch}, {sizes.new_tokens} new tokens", rows, lambda row: " ".join(
-                f"{key}={row[key]:.3f}" for key in ("greedy_agreement_with_fp32", "physical_limit_ratio")
-                if key in row))
+            print_table(f"greedy decode, batch {batch}, {sizes.new_tokens} new tokens", rows,
+                        row_fields("greedy_agreement_with_fp32", "physical_limit_ratio"))
         report["perplexity"] = notes["perplexity"]
         print(f"\nperplexity on the training text: {json.dumps(notes['perplexity'])}; "
               f"copy bandwidth {report['copy_bandwidth_GBps']:.1f} GB/s")
@@ -530,8 +535,7 @@ def main(argv: list[str] | None = None) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             report["encode"] = encode_section(sizes, args.repeats, Path(folder))
         print_table(f"SentenceTransformer.encode, {sizes.sentences} sentences of 5..120 words, batch "
-                    f"{sizes.encode_batch}", report["encode"], lambda row: (
-                        f"min_cosine_with_fp32={row['min_cosine_with_fp32']:.6f}" if "min_cosine_with_fp32" in row else ""))
+                    f"{sizes.encode_batch}", report["encode"], row_fields("min_cosine_with_fp32", digits=6))
     if "memory" in args.sections:
         report["peak_memory_MiB"] = {case: peak_memory(case, args.tiny) for case in MEMORY_CASES}
         print("\n## peak memory added (MiB): " + ", ".join(

@@ -380,10 +380,10 @@ class DecodingLinear(nn.Linear):
 
     For a handful of rows, torch's CPU `F.linear` in float32 ends in a matrix-vector kernel that streams the weights
     at a third of the memory bandwidth; the same product split into `blocks` independent (out/blocks, in) x (in,
-    rows) GEMMs over views of the row-major weight runs 1.5-3x faster for 1 to 32 rows (benchmarks/speed.py, and
-    per layer of nanoGPT char dims: 651 us -> 190 us at one row). Same values up to the rounding of a different
-    summation order; parameters, names and saved files are those of `nn.Linear`. Other dtypes (bfloat16 already
-    goes through oneDNN), devices, quantized weights and larger inputs use `F.linear`.
+    rows) GEMMs over views of the row-major weight runs faster: per layer of nanoGPT char dims 651 -> 190 us at one
+    row, 1025 -> 642 us at 8, about 10% less at 32 to 128. Same values up to the rounding of a different summation
+    order; parameters, names and saved files are those of `nn.Linear`. Other dtypes (bfloat16 already goes through
+    oneDNN), devices, quantized weights and larger inputs use `F.linear`.
     """
 
     max_rows = 64
