@@ -1,10 +1,12 @@
 """The `minitf` command: its arguments, help and dispatch.
 
 This module sits beside the `hf_minitf` package, not inside it, because importing `hf_minitf` registers every
-model with transformers (importing torch and transformers, seconds of CPU): `minitf --help`, `--version`, every
-command's and every converter's `--help`, and wrong arguments are answered from here without that. A command
-imports `hf_minitf.cli` only to run, once its arguments are parsed. `python -m hf_minitf.conversion` and
-`hf_minitf.publishing` build their parsers from the definitions here too.
+model with transformers (importing torch and transformers): `minitf --help`, `--version`, every command's and
+every converter's `--help`, and wrong arguments are answered from here without that. A command imports
+`hf_minitf.cli` only to run, once its arguments are parsed; the package never imports this module.
+
+So the names the package owns and the help needs (families, presets, dtypes, norm types, each converter's
+description) are mirrored here; tests/test_cli.py checks that each mirror equals the package's.
 """
 
 from __future__ import annotations
@@ -19,18 +21,20 @@ from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
-FAMILIES = ("gpt", "embedding", "seq2seq")
-# Kept in step with hf_minitf.training.PRESETS (a test checks); listed here so that --help needs no import.
+# The model families (mirror of hf_minitf.presets.FAMILIES), and the older names `minitf train` still accepts.
+FAMILIES = ("gpt", "encoder", "seq2seq")
+FAMILY_ALIASES = {"gpt": (), "encoder": ("embedding",), "seq2seq": ("translation",)}
+# Mirror of hf_minitf.presets.PRESETS' names.
 PRESET_NAMES = {
-    "gpt": ("tiny", "shakespeare-char", "frawdllm-tiny", "frawdllm-small", "frawdllm-base", "frawdllm-100m",
-            "frawdllm-tiny-llama", "frawdllm-small-llama"),
-    "embedding": ("tiny", "miniembed-mini"),
+    "gpt": ("tiny", "shakespeare-char", "frawdllm-tiny", "frawdllm-small", "frawdllm-base", "frawdllm-tiny-llama",
+            "frawdllm-small-llama", "frawdllm-100m"),
+    "encoder": ("tiny", "miniembed-mini"),
     "seq2seq": ("tiny", "hkproj"),
 }
 # Loggers that speak while transformers imports torchao (the quantization extra): optional kernels that did not
 # load and torch's deprecation of a registration torchao makes. Nothing a command's user can act on.
 IMPORT_TIME_LOGGERS = ("torchao", "torch.utils._pytree")
-DEFAULT_COLUMNS = {"gpt": "text", "embedding": "anchor,positive", "seq2seq": "source,target"}
+DEFAULT_COLUMNS = {"gpt": "text", "encoder": "anchor,positive", "seq2seq": "source,target"}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -90,25 +94,28 @@ def _add_out(parser: argparse.ArgumentParser, default: str | None = None, what: 
 
 def _add_train(commands) -> None:
     train = commands.add_parser(
-        "train", help="train a GPT, embedding or translation model on your data",
+        "train", help="train a gpt, encoder (sentence embeddings) or seq2seq (translation) model on your data",
         description="Train a model from scratch on a local file or a `datasets` dataset through the ecosystem's "
-                    "trainers (transformers' Trainer for GPT, sentence-transformers' trainer for embeddings, "
-                    "Seq2SeqTrainer for translation), then write one complete folder: weights, tokenizer, model card "
+                    "trainers (transformers' Trainer for gpt, sentence-transformers' trainer for encoder, "
+                    "Seq2SeqTrainer for seq2seq), then write one complete folder: weights, tokenizer, model card "
                     "with held-out figures and loss_curve.png. Runs unchanged under `torchrun` or `accelerate launch`.",
     )
     families = train.add_subparsers(dest="family", required=True, metavar="FAMILY")
     texts = {
         "gpt": ("a causal language model on a text", "a .txt file (the whole text), .jsonl/.json rows with a text "
                 "column, a folder saved by datasets' save_to_disk, or a Hub dataset name"),
-        "embedding": ("an embedding model (SentenceTransformer) on (anchor, positive) pairs, in-batch negatives",
-                      "a .tsv file (two tab-separated columns), .jsonl/.json rows, a folder saved by datasets' "
-                      "save_to_disk, or a Hub dataset name"),
-        "seq2seq": ("a translation model on (source, target) pairs", "a .tsv file (source<TAB>target), .jsonl/.json "
-                    "rows, a folder saved by datasets' save_to_disk, or a Hub dataset name"),
+        "encoder": ("an encoder as an embedding model (SentenceTransformer) on (anchor, positive) pairs, in-batch "
+                    "negatives",
+                    "a .tsv file (two tab-separated columns), .jsonl/.json rows, a folder saved by datasets' "
+                    "save_to_disk, or a Hub dataset name"),
+        "seq2seq": ("a seq2seq translation model on (source, target) pairs", "a .tsv file (source<TAB>target), "
+                    ".jsonl/.json rows, a folder saved by datasets' save_to_disk, or a Hub dataset name"),
     }
     for family in FAMILIES:
         summary, data = texts[family]
-        parser = families.add_parser(family, help=summary, description=f"Train {summary}.")
+        parser = families.add_parser(family, aliases=FAMILY_ALIASES[family], help=summary,
+                                     description=f"Train {summary}.")
+        parser.set_defaults(family=family)  # the family's name, also when an alias was given
         parser.add_argument("--data", required=True, metavar="PATH", help=f"training data: {data}")
         _add_out(parser)
         parser.add_argument("--preset", default="tiny", choices=PRESET_NAMES[family],
@@ -124,7 +131,7 @@ def _add_train(commands) -> None:
             parser.add_argument("--vocab-size", type=positive_int, default=None, help="BPE vocabulary size")
             parser.add_argument("--block-size", type=positive_int, default=None,
                                 help="tokens per training example (default: the preset's context)")
-        elif family == "embedding":
+        elif family == "encoder":
             parser.add_argument("--vocab-size", type=positive_int, default=None, help="word vocabulary size")
         group = parser.add_argument_group("training")
         group.add_argument("--epochs", type=positive_float, default=1.0, help="passes over the data (default: 1)")
@@ -156,7 +163,7 @@ def _add_train(commands) -> None:
 
 def _add_use_commands(commands) -> None:
     generate = commands.add_parser(
-        "generate", help="continue prompts with a GPT folder, streaming the tokens",
+        "generate", help="continue prompts with a gpt folder, streaming the tokens",
         description="Load a GPT folder with AutoModelForCausalLM and continue each prompt, printing tokens as they "
                     "are generated (TextStreamer). Greedy unless --sample.",
     )
@@ -169,19 +176,19 @@ def _add_use_commands(commands) -> None:
     generate.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: 0)")
 
     embed = commands.add_parser(
-        "embed", help="embed texts with an embedding folder (vectors or a similarity table)",
+        "embed", help="embed texts with an encoder folder (vectors or a similarity table)",
         description="Encode texts with SentenceTransformer(DIR). Prints one JSON vector per line, or with "
                     "--similarity the table of cosine similarities between the texts.",
     )
-    embed.add_argument("model", type=Path, metavar="DIR", help="an embedding model folder")
+    embed.add_argument("model", type=Path, metavar="DIR", help="an encoder folder (a SentenceTransformer)")
     embed.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to embed")
     embed.add_argument("--similarity", action="store_true", help="print the similarity table instead of vectors")
 
     translate = commands.add_parser(
-        "translate", help="translate texts with a translation folder",
+        "translate", help="translate texts with a seq2seq folder",
         description="Translate each text with pipeline('minitf-translation', model=DIR).",
     )
-    translate.add_argument("model", type=Path, metavar="DIR", help="a translation model folder")
+    translate.add_argument("model", type=Path, metavar="DIR", help="a seq2seq model folder")
     translate.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to translate")
     translate.add_argument("--num-beams", type=positive_int, default=1, help="beam search width (default: 1, greedy)")
     translate.add_argument("--max-new-tokens", type=positive_int, default=None,
@@ -202,12 +209,13 @@ CONVERT_DESCRIPTION = (
     "without running pickled code; the output folder appears only when the conversion succeeded. `SOURCE --help` "
     "says what each source needs and what is inferred."
 )
-# Names of the dtypes a conversion can write (hf_minitf.conversion.base.DTYPES maps them to torch's).
+# Mirror of hf_minitf.conversion.base.DTYPES' names: the dtypes a conversion can write.
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
-# The LayerNormalization formulas of hkproj's versions (hf_minitf.conversion.hkproj infers or checks them).
+# Mirror of hf_minitf.conversion.hkproj.NORM_TYPES: the LayerNormalization formulas of hkproj's versions, or auto.
 HKPROJ_NORM_TYPES = ("auto", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
-# Kept in step with hf_minitf.conversion.frawdllm.PRESETS (a test checks); listed here so that --help needs no import.
+# Mirror of hf_minitf.presets.FRAWDLLM_PRESETS' names.
 FRAWDLLM_PRESET_NAMES = ("tiny", "small", "base", "tiny-llama", "small-llama", "100m")
+# Mirrors of each converter's DESCRIPTION (hf_minitf.conversion.base.SOURCES says which module holds it).
 
 CHAR_GPT_DESCRIPTION = """\
 Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
@@ -381,38 +389,34 @@ def _add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, d
 
 
 class ConvertSource(NamedTuple):
-    """One `minitf convert` sub-command: its help, its own arguments, and the function of `hf_minitf.conversion`'s
-    `module` that runs the parsed arguments."""
+    """One `minitf convert` sub-command: its help and its own arguments (hf_minitf.conversion.base.SOURCES names
+    the module that runs it)."""
 
     summary: str
     description: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    module: str
-    runner: str
 
 
 CONVERT_SOURCES = {
     "char-gpt": ConvertSource("nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer",
-                              CHAR_GPT_DESCRIPTION, _add_char_gpt_arguments, "char_gpt", "run"),
+                              CHAR_GPT_DESCRIPTION, _add_char_gpt_arguments),
     "frawdllm": ConvertSource("FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models "
                               "too) -> MiniTFGPTForCausalLM + its BPE tokenizer",
-                              FRAWDLLM_DESCRIPTION, _add_frawdllm_arguments, "frawdllm", "run"),
+                              FRAWDLLM_DESCRIPTION, _add_frawdllm_arguments),
     "miniembed": ConvertSource("MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
-                               MINIEMBED_DESCRIPTION, _add_miniembed_arguments, "miniembed", "run"),
+                               MINIEMBED_DESCRIPTION, _add_miniembed_arguments),
     "hkproj": ConvertSource("hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration",
-                            HKPROJ_DESCRIPTION, _add_hkproj_arguments, "hkproj", "run"),
+                            HKPROJ_DESCRIPTION, _add_hkproj_arguments),
     "transformer-embedding": ConvertSource(
         "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF encoder embedding weights",
         TRANSFORMER_EMBEDDING_DESCRIPTION,
         partial(_add_embedding_layer_arguments, what="TransformerEmbedding layer", default_prefix="",
-                model="MiniTFEncoderModel"),
-        "miniembed", "run_embeddings"),
+                model="MiniTFEncoderModel")),
     "frawdllm-embeddings": ConvertSource(
         "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
         FRAWDLLM_EMBEDDINGS_DESCRIPTION,
         partial(_add_embedding_layer_arguments, what="FrawdLLM Embeddings layer", default_prefix="model.",
-                model="MiniTFGPTForCausalLM"),
-        "frawdllm", "run_embeddings"),
+                model="MiniTFGPTForCausalLM")),
 }
 
 
@@ -424,22 +428,16 @@ def add_convert_arguments(parser: argparse.ArgumentParser, source: str) -> None:
                         help="dtype of the saved weights (default: the checkpoint's)")
 
 
-def add_convert_sources(parser: argparse.ArgumentParser) -> None:
-    """One sub-command per source under `parser` (`minitf convert`, `python -m hf_minitf.conversion`); the
-    source's name is `args.source`."""
-    sources = parser.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    for name, source in CONVERT_SOURCES.items():
-        add_convert_arguments(sources.add_parser(name, help=source.summary, description=source.description,
-                                                 formatter_class=argparse.RawDescriptionHelpFormatter), name)
-
-
 def add_convert_parser(commands) -> argparse.ArgumentParser:
-    """Add `convert`, with one sub-command per source, to an argparse sub-parser set."""
+    """Add `convert`, with one sub-command per source (its name is `args.source`), to an argparse sub-parser set."""
     convert = commands.add_parser(
         "convert", help="convert a checkpoint of the original code into a Hugging Face folder "
                         "(`minitf convert --help` for the sources)", description=CONVERT_DESCRIPTION,
     )
-    add_convert_sources(convert)
+    sources = convert.add_subparsers(dest="source", required=True, metavar="SOURCE")
+    for name, source in CONVERT_SOURCES.items():
+        add_convert_arguments(sources.add_parser(name, help=source.summary, description=source.description,
+                                                 formatter_class=argparse.RawDescriptionHelpFormatter), name)
     return convert
 
 
@@ -475,11 +473,11 @@ def build_parser() -> ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=ArgumentParser)
 
     quickstart = commands.add_parser(
-        "quickstart", help="train, save, reload and evaluate one small model of each family (a few CPU minutes)",
-        description="The main job, offline: train a GPT, an embedding model and a translation model on generated "
-                    "tasks, save three complete folders (weights, tokenizer, model card, loss_curve.png), load them "
-                    "back through pipeline('text-generation'), SentenceTransformer and "
-                    "pipeline('minitf-translation'), and report held-out figures beside chance.",
+        "quickstart", help="train, save, reload and evaluate one small model of each family",
+        description="The main job, offline: train a gpt, an encoder (sentence embeddings) and a seq2seq "
+                    "(translation) model on generated tasks, save three complete folders (weights, tokenizer, model "
+                    "card, loss_curve.png), load them back through pipeline('text-generation'), SentenceTransformer "
+                    "and pipeline('minitf-translation'), and report held-out figures beside chance.",
     )
     _add_out(quickstart, default="quickstart_models", what="the three model folders")
     quickstart.add_argument("--steps-scale", type=positive_float, default=1.0,

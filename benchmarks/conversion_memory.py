@@ -6,7 +6,7 @@ converts each in a fresh process and reports that process's peak resident memory
 imports) above what it held after importing torch, transformers and hf_minitf, and how much of it was
 anonymous memory rather than pages of the checkpoint file mapped in (sampled every 5 ms).
 
-Usage: python benchmarks/conversion_memory.py [--preset base|tiny] [--no-optimizer]
+Usage: python benchmarks/conversion_memory.py [--preset base|small|tiny] [--no-optimizer]
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-PRESETS = {"tiny": dict(vocab_size=8192, n_embd=256, n_layer=6, n_head=8, context_length=256),
-           "base": dict(vocab_size=8192, n_embd=768, n_layer=12, n_head=12, context_length=1024)}
+from hf_minitf.presets import FRAWDLLM_PRESETS, FrawdLLMSize
+
+# The FrawdLLM presets with learned positions, whose checkpoints this script writes.
+PRESETS = {name: size for name, size in FRAWDLLM_PRESETS.items() if not size.rope}
 
 MEASURE = """
 import json, sys, threading, time
@@ -56,17 +58,17 @@ print(json.dumps(dict(baseline_mb=baseline, peak_mb=peak, anon_mb=peak_anon - ba
 """
 
 
-def make_checkpoints(folder: Path, preset: dict, optimizer: bool) -> tuple[Path, Path, int]:
+def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tuple[Path, Path, int]:
     """A FrawdLLM training checkpoint (.pt) and its bare state_dict (.safetensors); returns their weight bytes."""
     generator = torch.Generator().manual_seed(0)
-    d, context = preset["n_embd"], preset["context_length"]
+    d, context = preset.hidden_size, preset.context_length
 
     def rand(*shape):
         return torch.randn(*shape, generator=generator) * 0.02
 
-    state = {"embeddings.token_emb.weight": rand(preset["vocab_size"], d),
+    state = {"embeddings.token_emb.weight": rand(preset.vocab_size, d),
              "embeddings.pos_emb.weight": rand(context, d)}
-    for i in range(preset["n_layer"]):
+    for i in range(preset.num_layers):
         p = f"blocks.{i}."
         state.update({p + "ln1.weight": torch.ones(d), p + "ln1.bias": torch.zeros(d),
                       p + "attn.qkv_proj.weight": rand(3 * d, d), p + "attn.qkv_proj.bias": torch.zeros(3 * d),
@@ -104,18 +106,20 @@ def make_checkpoints(folder: Path, preset: dict, optimizer: bool) -> tuple[Path,
     optimizer_state = {"state": {i: {"step": torch.tensor(1000.0), "exp_avg": torch.zeros_like(v),
                                      "exp_avg_sq": torch.zeros_like(v)} for i, v in enumerate(params.values())},
                        "param_groups": [{"lr": 3e-4, "params": list(range(len(params)))}]} if optimizer else {}
+    config = ModelConfig(vocab_size=preset.vocab_size, n_embd=preset.hidden_size, n_layer=preset.num_layers,
+                         n_head=preset.num_heads, context_length=preset.context_length, dropout=preset.dropout)
     pt = folder / "checkpoint.pt"
     torch.save({"epoch": 3, "global_step": 1000, "model_state_dict": state, "optimizer_state_dict": optimizer_state,
-                "scheduler_state_dict": {}, "val_loss": 3.2, "config": ModelConfig(**preset)}, pt)
+                "scheduler_state_dict": {}, "val_loss": 3.2, "config": config}, pt)
     st = folder / "model.safetensors"
     save_file({k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}, str(st))
     return pt, st, weight_bytes
 
 
-def measure(checkpoint: Path, tokenizer: Path, out: Path, preset: dict) -> dict:
+def measure(checkpoint: Path, tokenizer: Path, out: Path, preset: FrawdLLMSize) -> dict:
     """Convert in a fresh process; its peak and anonymous memory above the imports, and the time taken."""
     result = subprocess.run([sys.executable, "-c", MEASURE, str(checkpoint), str(tokenizer), str(out),
-                             str(preset["n_head"])], capture_output=True, text=True, check=True)
+                             str(preset.num_heads)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

@@ -76,7 +76,7 @@ WORDS = ("time person year way day thing man world life hand part child eye woma
 
 @dataclass
 class Sizes:
-    """Dims of every model; `tiny` shrinks them so a test can run the whole benchmark in seconds."""
+    """Dims of every model; `tiny` shrinks them so a test can run the whole benchmark on tiny models."""
 
     vocab: int = 65
     hidden: int = 384

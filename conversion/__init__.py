@@ -4,24 +4,17 @@ One module per source: `char_gpt` (the nanoGPT-style char GPT), `frawdllm` (Fraw
 published Hugging Face folders and Hub repo ids, its Embeddings layer), `miniembed` (MiniEmbed, and the
 Transformer-embedding layer), `hkproj` (hkproj's pytorch-transformer). Checkpoints are read without running
 pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hub_source`), weights are streamed
-into the output file and the output folder is written atomically (`output`, `base`). `add_convert_parser`
-adds `minitf convert ...` to a command line.
+into the output file (`output`) and the output folder is written whole (`hf_minitf.output_folder`). `base.SOURCES`
+names each source's function and module; `minitf convert SOURCE` runs them.
 """
 
 import importlib
 
+from .base import SOURCES
 from .checkpoint import ConversionError, open_checkpoint
-from .cli import add_convert_parser
 
-# The converters, imported on first use (so `python -m hf_minitf.conversion.<module>` runs a fresh module).
-_CONVERTERS = {
-    "convert_char_gpt": "char_gpt",
-    "convert_frawdllm": "frawdllm",
-    "convert_frawdllm_embeddings": "frawdllm",
-    "convert_hkproj": "hkproj",
-    "convert_miniembed": "miniembed",
-    "convert_transformer_embedding": "miniembed",
-}
+# The converters, each imported on first use.
+_CONVERTERS = {source.function: source.module for source in SOURCES.values()}
 
 
 def __getattr__(name: str):
@@ -30,4 +23,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ConversionError", "add_convert_parser", "open_checkpoint", *_CONVERTERS]
+__all__ = ["ConversionError", "SOURCES", "open_checkpoint", *_CONVERTERS]

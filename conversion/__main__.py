@@ -1,5 +1,7 @@
-"""`python -m hf_minitf.conversion SOURCE CHECKPOINT --out DIR`: the `minitf convert` command."""
+"""`python -m hf_minitf.conversion SOURCE CHECKPOINT --out DIR`: the same as `minitf convert SOURCE ...`."""
 
-from .cli import main
+import sys
 
-raise SystemExit(main())
+from minitf_cli import main
+
+raise SystemExit(main(["convert", *sys.argv[1:]]))

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from safetensors.torch import save_file
@@ -17,12 +17,14 @@ from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, Pr
 from transformers.dynamic_module_utils import custom_object_save
 
 from hf_minitf.layers import SinusoidalPositionalEmbedding
-from minitf_cli import DTYPE_NAMES
+from hf_minitf.output_folder import OutputFolder, atomic_output_dir, existing_paths, output_folder
 
 from .checkpoint import Checkpoint, ConversionError
-from .output import TensorPlan, atomic_output_dir, cast_for_output, check_output_dir, write_safetensors
+from .output import TensorPlan, cast_for_output, write_safetensors
 
-DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
+# The dtypes a conversion can write, by the names `dtype=` (and `minitf convert --dtype`) takes; "auto" keeps the
+# checkpoint's.
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 # Anchor keys that identify each original codebase (by its `minitf convert` source name), to name the right
 # converter when given the wrong one. Checked in this order: a whole model before its embedding layer.
@@ -34,14 +36,30 @@ SIGNATURES = {
     "transformer-embedding": ("token_embedding.weight", "pe"),
     "frawdllm-embeddings": ("token_emb.weight",),
 }
-# What each source is, and the function that converts it from Python (as `hf_minitf.conversion` exports it).
-SOURCE_NAMES = {
-    "char-gpt": ("nanoGPT-style character GPT", "convert_char_gpt"),
-    "frawdllm": ("FrawdLLM", "convert_frawdllm"),
-    "miniembed": ("MiniEmbed", "convert_miniembed"),
-    "hkproj": ("hkproj pytorch-transformer", "convert_hkproj"),
-    "transformer-embedding": ("Transformer-embedding layer (TransformerEmbedding)", "convert_transformer_embedding"),
-    "frawdllm-embeddings": ("FrawdLLM Embeddings layer", "convert_frawdllm_embeddings"),
+
+
+class Source(NamedTuple):
+    """One source of `minitf convert SOURCE`: what it is, the function that converts it from Python (as
+    `hf_minitf.conversion` exports it), and the module of this package whose `runner` runs a parsed command and
+    whose `description` attribute is the command's help."""
+
+    name: str
+    function: str
+    module: str
+    runner: str = "run"
+    description: str = "DESCRIPTION"
+
+
+SOURCES = {
+    "char-gpt": Source("nanoGPT-style character GPT", "convert_char_gpt", "char_gpt"),
+    "frawdllm": Source("FrawdLLM", "convert_frawdllm", "frawdllm"),
+    "miniembed": Source("MiniEmbed", "convert_miniembed", "miniembed"),
+    "hkproj": Source("hkproj pytorch-transformer", "convert_hkproj", "hkproj"),
+    "transformer-embedding": Source("Transformer-embedding layer (TransformerEmbedding)",
+                                    "convert_transformer_embedding", "miniembed", "run_embeddings",
+                                    "EMBEDDING_LAYER_DESCRIPTION"),
+    "frawdllm-embeddings": Source("FrawdLLM Embeddings layer", "convert_frawdllm_embeddings", "frawdllm",
+                                  "run_embeddings", "EMBEDDINGS_DESCRIPTION"),
 }
 
 # A key-map rule: a regex over the target model's parameter names, and the template (using the regex's
@@ -71,9 +89,8 @@ def require_architecture(checkpoint: Checkpoint, source: str, description: str) 
     found = identify(checkpoint)
     hint = ""
     if found:
-        name, function = SOURCE_NAMES[found]
-        hint = (f" It looks like a {name} checkpoint: use `minitf convert {found}` "
-                f"(or `hf_minitf.conversion.{function}`).")
+        hint = (f" It looks like a {SOURCES[found].name} checkpoint: use `minitf convert {found}` "
+                f"(or `hf_minitf.conversion.{SOURCES[found].function}`).")
     raise ConversionError(
         f"{checkpoint.path} is not a {description} checkpoint: it lacks {', '.join(missing)}. "
         f"Its keys: {_short(sorted(checkpoint.keys()), 8)}.{hint}"
@@ -279,18 +296,19 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
     return model.eval()
 
 
-def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool = False,
+def save_converted(converted: ConvertedModel, out: str | Path | OutputFolder, overwrite: bool = False,
                    inputs: Sequence[Path] = ()) -> Path:
     """Write the folder atomically: model.safetensors (streamed), config.json with auto_map and the model
     code, generation_config.json, tokenizer files and README.md (or what `save_model` writes instead).
 
-    `out` must not be or hold one of the `inputs` (the files converted): replacing it would delete them."""
-    out = check_output_dir(out, overwrite, inputs)
+    `out` (unless it is an OutputFolder checked already) must not be or hold one of the `inputs` (the files
+    converted): replacing it would delete them."""
+    target = output_folder(out, overwrite, inputs)
     config = converted.config
     floating = {plan.dtype for plan in converted.plans if plan.dtype.is_floating_point}
     config.dtype = str(floating.pop() if len(floating) == 1 else torch.float32).removeprefix("torch.")
     config.architectures = [converted.model_class.__name__]
-    with atomic_output_dir(out, overwrite, inputs) as work:
+    with target.write() as work:
         if converted.save_model is not None:
             converted.save_model(materialize(converted), converted.tokenizer, work)
         else:
@@ -303,7 +321,7 @@ def save_converted(converted: ConvertedModel, out: str | Path, overwrite: bool =
         if converted.generation_config is not None:
             converted.generation_config.save_pretrained(work)
         (work / "README.md").write_text(converted.card, encoding="utf-8")
-    return Path(out)
+    return target.path
 
 
 # How a user loads each converted model class, `{out}` being the folder.
@@ -316,19 +334,20 @@ LOADING = {
 }
 
 
-def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[str, Any], out: str | Path, what: str,
-                         config_class: str, source: str | Path, dtype: str = "auto", overwrite: bool = False) -> str:
+def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[str, Any],
+                         out: str | Path | OutputFolder, what: str, config_class: str, source: str | Path,
+                         dtype: str = "auto", overwrite: bool = False) -> str:
     """Write an embedding layer's converted weights (`embeddings.safetensors`, MiniTF names) and the config fields
     they fix (`embedding_config.json`) into the folder `out`, atomically; returns what to tell the user."""
     if dtype != "auto" and dtype not in DTYPES:
         raise ConversionError(f"dtype={dtype!r} is not supported; choose auto or one of {sorted(DTYPES)}.")
-    with atomic_output_dir(out, overwrite) as work:
+    with atomic_output_dir(out, overwrite, existing_paths(source)) as work:
         save_file({name: (tensor if dtype == "auto" else cast_for_output(tensor, DTYPES[dtype], name)).contiguous()
                    for name, tensor in weights.items()}, str(work / "embeddings.safetensors"))
         (work / "embedding_config.json").write_text(json.dumps(dict(fields), indent=2) + "\n", encoding="utf-8")
     count = sum(tensor.numel() for tensor in weights.values())
     return "\n".join([
-        f"Converted {what} {source} into {out}",
+        f"Converted {what} {source} into {Path(out)}",
         f"  weights: embeddings.safetensors ({', '.join(weights)}; {count:,} parameters)",
         f"  config:  embedding_config.json ({', '.join(f'{key}={value}' for key, value in fields.items())})",
         f"  use:     model = <model class>({config_class}(**<embedding_config.json>, <the other sizes>)); "
@@ -357,8 +376,8 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
 
 
 __all__ = [
-    "DTYPES", "LOADING", "SIGNATURES", "SOURCE_NAMES", "ConvertedModel", "Rule", "check_given", "conversion_summary",
-    "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model", "num_parameters",
-    "original_name", "output_dtype", "read_json", "require_architecture", "require_heads", "save_converted",
-    "save_embedding_layer", "shape_of", "sinusoidal_length",
+    "DTYPES", "LOADING", "SIGNATURES", "SOURCES", "ConvertedModel", "Rule", "Source", "check_given",
+    "conversion_summary", "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model",
+    "num_parameters", "original_name", "output_dtype", "read_json", "require_architecture", "require_heads",
+    "save_converted", "save_embedding_layer", "shape_of", "sinusoidal_length",
 ]

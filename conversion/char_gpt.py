@@ -1,10 +1,9 @@
 """Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
 
-What it reads, what it infers from the weights and what must be given, and how the converted model continues
-past its context like the original: `minitf convert char-gpt --help` (the text is `minitf_cli.CHAR_GPT_DESCRIPTION`,
-beside the package so that help needs no torch).
+`DESCRIPTION` says what it reads, what it infers from the weights and what must be given, and how the converted
+model continues past its context like the original (`minitf convert char-gpt --help` shows it).
 
-Run: `python -m hf_minitf.conversion.char_gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out DIR`.
+Run: `minitf convert char-gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out DIR`, or `convert_char_gpt`.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from transformers import GenerationConfig
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.model_card import render_model_card
+from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
 from hf_minitf.tokenization_minitf import char_tokenizer
 
 from .base import (
@@ -27,7 +27,22 @@ from .base import (
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
-from .output import existing_paths
+
+# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
+# keeps the two equal).
+DESCRIPTION = """\
+Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
+
+Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
+Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
+the LM head is tied. Not in the weights: the number of heads (`num_heads`, or the original constructor
+arguments as JSON).
+
+The original `generate` feeds only the last `block_size` tokens at each step. The converted config sets
+`context_overflow="crop"` (the model cuts longer inputs to their last `max_position_embeddings` tokens) and
+the saved generation config `use_cache=False`, so a plain `generate()` continues past the context exactly
+like the original, recomputing the window at each step. For cached, faster generation inside the context,
+pass `use_cache=True` (and keep prompt plus new tokens within the context) or set `context_overflow="error"`."""
 
 RULES = gpt_rules(
     embed_tokens="wte", embed_positions="wpe", layers="blocks",
@@ -110,17 +125,18 @@ def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int |
     return ConvertedModel(MiniTFGPTForCausalLM, config, plans, tokenizer, generation_config, card, inferred)
 
 
-def convert_char_gpt(checkpoint: str | Path, out: str | Path, *, vocab: str | Path | Sequence[str] | None = None,
-                     training_text: str | Path | None = None, num_heads: int | None = None,
-                     original_config: str | Path | dict[str, Any] | None = None, dtype: str = "auto",
-                     overwrite: bool = False) -> ConvertedModel:
+def convert_char_gpt(checkpoint: str | Path, out: str | Path | OutputFolder, *,
+                     vocab: str | Path | Sequence[str] | None = None, training_text: str | Path | None = None,
+                     num_heads: int | None = None, original_config: str | Path | dict[str, Any] | None = None,
+                     dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
     """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted."""
+    target = output_folder(out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
     if not isinstance(original_config, dict):
         original_config = read_json(original_config, "original config")
     chars = load_chars(vocab, training_text)
     with open_checkpoint(checkpoint) as source:
         converted = plan_char_gpt(source, chars, num_heads, original_config, dtype)
-        save_converted(converted, out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
+        save_converted(converted, target)
     return converted
 
 
@@ -132,8 +148,3 @@ def run(args: argparse.Namespace) -> int:
     print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0
 
-
-if __name__ == "__main__":
-    from .cli import run_module
-
-    raise SystemExit(run_module("char-gpt"))

@@ -2,12 +2,11 @@
 or its Hub repo id) to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer, and FrawdLLM's `Embeddings` layer to
 the GPT's embedding weights.
 
-What it reads, what it infers from the weights and what must be given, its presets' inert use_rmsnorm /
-use_swiglu flags, the chat template and the loss: `minitf convert frawdllm --help` (the text is
-`minitf_cli.FRAWDLLM_DESCRIPTION`, beside the package so that help needs no torch).
+`DESCRIPTION` says what it reads, what it infers from the weights and what must be given, its presets' inert
+use_rmsnorm / use_swiglu flags, the chat template and the loss (`minitf convert frawdllm --help` shows it).
 
-Run: `python -m hf_minitf.conversion.frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, or
-`python -m hf_minitf.conversion.frawdllm OWNER/REPO_OR_FOLDER --out DIR`.
+Run: `minitf convert frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, or
+`minitf convert frawdllm OWNER/REPO_OR_FOLDER --out DIR`, or `convert_frawdllm`.
 """
 
 from __future__ import annotations
@@ -25,6 +24,8 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.model_card import render_model_card
+from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
+from hf_minitf.presets import FRAWDLLM_PRESETS
 from hf_minitf.tokenization_minitf import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 
 from .base import (
@@ -34,7 +35,48 @@ from .base import (
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
 from .hub_source import download_repo_files, looks_like_repo_id
-from .output import existing_paths
+
+# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
+# keeps the two equal).
+DESCRIPTION = """\
+Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
+`Embeddings` layer to the GPT's embedding weights).
+
+Input, one of:
+- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
+  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
+  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
+- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
+  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
+  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
+  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
+Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
+(no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
+which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
+against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
+size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
+Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
+the tokenizer.
+
+FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
+by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
+checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
+but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
+are refused, naming the keys.
+
+Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
+tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
+{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
+ids, as FrawdLLM's chat scripts add them.
+
+FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
+follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100."""
+
+EMBEDDINGS_DESCRIPTION = """\
+Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it
+uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) and
+embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions,
+max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."""
 
 ModelConfigStandIn = stand_in_class("src.model.config.ModelConfig")
 
@@ -48,17 +90,6 @@ RULES = gpt_rules(
 BUFFERS = [r"blocks\.\d+\.attn\.mask"]
 # FrawdLLM's tokenizer: <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3.
 DEFAULT_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}
-# FrawdLLM's presets (src/model/config.py): name -> (vocab_size, n_embd, n_layer, context_length, use_rope, n_head).
-# Their names are also listed in minitf_cli.FRAWDLLM_PRESET_NAMES, for `--help` without torch (a test checks).
-# The -llama ones also set use_rmsnorm and use_swiglu, which FrawdLLM's model code ignores.
-PRESETS = {
-    "tiny": (8192, 256, 6, 256, False, 8),
-    "small": (8192, 512, 8, 512, False, 8),
-    "base": (8192, 768, 12, 1024, False, 12),
-    "tiny-llama": (8192, 256, 6, 256, True, 8),
-    "small-llama": (8192, 512, 8, 512, True, 8),
-    "100m": (32000, 768, 12, 1024, True, 12),
-}
 # FrawdLLM's ModelConfig fields, and the Hugging Face aliases its published config.json repeats.
 FIELDS = ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "dropout", "use_rope", "use_rmsnorm",
           "use_swiglu", "pad_token_id", "bos_token_id", "eos_token_id", "head_dim")
@@ -158,9 +189,10 @@ def inert_flags(fields: Mapping[str, Any]) -> list[str]:
 
 def preset_heads(vocab_size: int, n_embd: int, n_layer: int, context_length: int, use_rope: bool) -> int | None:
     """The head count of the FrawdLLM preset with these sizes (chat models add tokens to a preset's vocabulary)."""
-    for preset_vocab, *sizes, heads in PRESETS.values():
-        if tuple(sizes) == (n_embd, n_layer, context_length, use_rope) and vocab_size >= preset_vocab:
-            return heads
+    for size in FRAWDLLM_PRESETS.values():
+        if (size.hidden_size, size.num_layers, size.context_length, size.rope) == (
+                n_embd, n_layer, context_length, use_rope) and vocab_size >= size.vocab_size:
+            return size.num_heads
     return None
 
 
@@ -380,12 +412,13 @@ def _published_folder(folder: Path, tokenizer: str | Path | None) -> tuple[Path,
     return weights, published_fields(config, str(config_path)), tokenizer_path
 
 
-def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str | Path | None = None,
+def convert_frawdllm(checkpoint: str | Path, out: str | Path | OutputFolder, *, tokenizer: str | Path | None = None,
                      num_heads: int | None = None, config: str | Path | Mapping[str, Any] | None = None,
                      context_length: int | None = None, revision: str | None = None, dtype: str = "auto",
                      overwrite: bool = False) -> ConvertedModel:
     """Convert a FrawdLLM checkpoint file, published Hugging Face folder or Hub repo id into the Hugging Face
     folder `out`; returns what was converted."""
+    target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
     if not isinstance(config, Mapping):
         config = read_json(config, "FrawdLLM config")
     config = dict(config)
@@ -409,7 +442,7 @@ def convert_frawdllm(checkpoint: str | Path, out: str | Path, *, tokenizer: str 
                               "A published Hugging Face folder or repo id holds its own.")
     with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
         converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
-        save_converted(converted, out, overwrite, existing_paths(checkpoint, tokenizer))
+        save_converted(converted, target)
     return converted
 
 
@@ -456,8 +489,3 @@ def run_embeddings(args: argparse.Namespace) -> int:
                                args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
-
-if __name__ == "__main__":
-    from .cli import run_module
-
-    raise SystemExit(run_module("frawdllm"))

@@ -1,12 +1,11 @@
 """Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
 `MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
 
-What it reads, what it infers from the weights (the norm variant included) and what must be given, what the
-model returns and when generation recomputes the prefix: `minitf convert hkproj --help` (the text is
-`minitf_cli.HKPROJ_DESCRIPTION`, beside the package so that help needs no torch).
+`DESCRIPTION` says what it reads, what it infers from the weights (the norm variant included) and what must be
+given, what the model returns and when generation recomputes the prefix (`minitf convert hkproj --help` shows it).
 
-Run: `python -m hf_minitf.conversion.hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json
---target-tokenizer tokenizer_it.json --num-heads 8 --out DIR`.
+Run: `minitf convert hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json --target-tokenizer tokenizer_it.json
+--num-heads 8 --out DIR`, or `convert_hkproj`.
 """
 
 from __future__ import annotations
@@ -19,17 +18,42 @@ from typing import Any
 from transformers import GenerationConfig
 
 from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer
+from hf_minitf.configuration_minitf_seq2seq import NORM_TYPES as SEQ2SEQ_NORM_TYPES
 from hf_minitf.model_card import render_model_card
-from minitf_cli import HKPROJ_NORM_TYPES
+from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
 
 from .base import (
     ConvertedModel, Rule, check_given, conversion_summary, count_layers, map_weights, meta_model, num_parameters,
     output_dtype, read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
-from .output import existing_paths
+
+# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
+# keeps the two equal).
+DESCRIPTION = """\
+Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
+`MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
+
+Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
+or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
+Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
+length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
+versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
+version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
+from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
+build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
+model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
+The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
+log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
+With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
+to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
+generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
+greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes)."""
 
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
+# `norm_type` choices: the LayerNormalization formulas of hkproj's versions, or "auto" to infer the formula from the
+# gains where they can tell.
+NORM_TYPES = ("auto", *(norm for norm in SEQ2SEQ_NORM_TYPES if norm != "layer_norm"))
 # Scalar norm gains below this can only come from training the early version's `std * eps` norm (with `std + eps` they
 # would scale every sublayer input down to nothing).
 SMALL_GAIN = 1e-2
@@ -89,8 +113,8 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
                 "scalar_std_plus_eps (`/ (std + self.eps)`)."
             )
         return found
-    if norm_type not in HKPROJ_NORM_TYPES:
-        raise ConversionError(f"norm_type={norm_type!r} is unknown; choose one of {HKPROJ_NORM_TYPES}.")
+    if norm_type not in NORM_TYPES:
+        raise ConversionError(f"norm_type={norm_type!r} is unknown; choose one of {NORM_TYPES}.")
     if (norm_type == "per_feature_std_plus_eps") != (found == "per_feature_std_plus_eps"):
         raise ConversionError(f"norm_type={norm_type} does not fit the checkpoint's gains of shape {sorted(sizes)[0]}.")
     if found == "scalar_std_times_eps" and norm_type != found:
@@ -186,18 +210,18 @@ def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tok
                           card, inferred)
 
 
-def convert_hkproj(checkpoint: str | Path, out: str | Path, *, source_tokenizer: str | Path,
+def convert_hkproj(checkpoint: str | Path, out: str | Path | OutputFolder, *, source_tokenizer: str | Path,
                    target_tokenizer: str | Path, num_heads: int | None = None, norm_type: str = "auto",
                    config: str | Path | Mapping[str, Any] | None = None, max_length: int | None = None,
                    dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
     """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted."""
+    target = output_folder(out, overwrite, existing_paths(checkpoint, source_tokenizer, target_tokenizer, config))
     if not isinstance(config, Mapping):
         config = read_json(config, "build_transformer arguments")
     with open_checkpoint(checkpoint) as source:
         converted = plan_hkproj(source, source_tokenizer, target_tokenizer, num_heads, norm_type, config,
                                 max_length, dtype)
-        inputs = existing_paths(checkpoint, source_tokenizer, target_tokenizer, config)
-        save_converted(converted, out, overwrite, inputs)
+        save_converted(converted, target)
     return converted
 
 
@@ -210,8 +234,3 @@ def run(args: argparse.Namespace) -> int:
     print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0
 
-
-if __name__ == "__main__":
-    from .cli import run_module
-
-    raise SystemExit(run_module("hkproj"))

@@ -2,11 +2,11 @@
 both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
 to the encoder's embedding weights).
 
-What it reads, what it infers from the weights and what must be given: `minitf convert miniembed --help` (the
-text is `minitf_cli.MINIEMBED_DESCRIPTION`, beside the package so that help needs no torch).
+`DESCRIPTION` says what it reads, what it infers from the weights and what must be given (`minitf convert
+miniembed --help` shows it).
 
-Run: `python -m hf_minitf.conversion.miniembed model.safetensors --config config.json --tokenizer tokenizer.json
---out DIR`.
+Run: `minitf convert miniembed model.safetensors --config config.json --tokenizer tokenizer.json --out DIR`, or
+`convert_miniembed`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokenizer, save_sentence_transformer
 from hf_minitf.model_card import render_model_card
+from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
 
 from .base import (
     ConvertedModel, check_given, conversion_summary, count_layers, map_weights,
@@ -27,7 +28,29 @@ from .base import (
     save_embedding_layer, shape_of, sinusoidal_length,
 )
 from .checkpoint import Checkpoint, ConversionError, open_checkpoint
-from .output import existing_paths
+
+# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
+# keeps the two equal).
+DESCRIPTION = """\
+Convert a MiniEmbed embedding model to `MiniTFEncoderModel` + a fast tokenizer, saved as a folder that is
+both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
+to the encoder's embedding weights).
+
+Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
+`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
+dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
+Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
+(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
+count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
+the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`."""
+
+EMBEDDING_LAYER_DESCRIPTION = """\
+Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by
+sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes
+embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size,
+max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig
+model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's pad_idx,
+0 by default)."""
 
 RULES = [
     (r"embed_tokens\.weight", "token_embedding.weight"),
@@ -108,15 +131,16 @@ def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, conf
                           save_model=lambda model, tok, folder: save_sentence_transformer(model, tok, folder))
 
 
-def convert_miniembed(checkpoint: str | Path, out: str | Path, *, tokenizer: str | Path | Mapping,
+def convert_miniembed(checkpoint: str | Path, out: str | Path | OutputFolder, *, tokenizer: str | Path | Mapping,
                       config: str | Path | Mapping[str, Any] | None = None, num_heads: int | None = None,
                       max_length: int | None = None, dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
     """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`."""
+    target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
     if not isinstance(config, Mapping):
         config = read_json(config, "MiniEmbed config")
     with open_checkpoint(checkpoint) as source:
         converted = plan_miniembed(source, tokenizer, config, num_heads, max_length, dtype)
-        save_converted(converted, out, overwrite, existing_paths(checkpoint, tokenizer, config))
+        save_converted(converted, target)
     return converted
 
 
@@ -159,8 +183,3 @@ def run_embeddings(args: argparse.Namespace) -> int:
                                args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
     return 0
 
-
-if __name__ == "__main__":
-    from .cli import run_module
-
-    raise SystemExit(run_module("miniembed"))

@@ -41,7 +41,7 @@ from .tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translati
 __version__ = "0.1.0"
 
 # Each config with the model classes it loads, by Auto class.
-_FAMILIES = {
+_AUTO_CLASSES = {
     MiniTFGPTConfig: {AutoModel: MiniTFGPTModel, AutoModelForCausalLM: MiniTFGPTForCausalLM},
     MiniTFEncoderConfig: {
         AutoModel: MiniTFEncoderModel,
@@ -50,7 +50,7 @@ _FAMILIES = {
     MiniTFSeq2SeqConfig: {AutoModel: MiniTFSeq2SeqModel, AutoModelForSeq2SeqLM: MiniTFSeq2SeqForConditionalGeneration},
 }
 
-for _config_class, _models in _FAMILIES.items():
+for _config_class, _models in _AUTO_CLASSES.items():
     AutoConfig.register(_config_class.model_type, _config_class, exist_ok=True)
     # Saving also copies the code and writes `auto_map`, so users without hf_minitf can load the folder.
     _config_class.register_for_auto_class()

@@ -4,12 +4,12 @@ Each task is made from a seed with Python's `random` (no download, no torch) and
 held-out examples that share no item, so a held-out score above chance shows what the model learned rather
 than what it memorized:
 
-- `number_words`: "342: three hundred forty-two" lines (GPT). A held-out number's spelling follows from its
+- `number_words`: "342: three hundred forty-two" lines (gpt family). A held-out number's spelling follows from its
   digits, so greedy exact match on unseen numbers measures learning; chance is 0.
-- `paraphrase_pairs`: (sentence, paraphrase) pairs built from slots of synonyms (embedding model). Held-out
+- `paraphrase_pairs`: (sentence, paraphrase) pairs built from slots of synonyms (encoder family). Held-out
   pairs are unseen slot combinations; top-1 retrieval among them has chance 1/len(held_out).
 - `english_italian_pairs`: a small English-to-Italian grammar with gender agreement and the adjective after
-  the noun (translation model). Held-out sentences are unseen combinations.
+  the noun (seq2seq family). Held-out sentences are unseen combinations.
 """
 
 from __future__ import annotations

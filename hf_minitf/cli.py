@@ -1,57 +1,59 @@
-"""What each `minitf` command does. Arguments, help and dispatch are in the `minitf_cli` module beside this
-package, so that every `--help` and wrong argument is answered without importing torch; `main` and `build_parser`
-are re-exported.
+"""What each `minitf` command does, run by `minitf_cli.main` (the parser beside this package, so that every
+`--help` and wrong argument is answered without importing torch) as `<command>_command(args)`.
 
 Every command returns its exit status: 0 when done, 2 with a one-line error on stderr for unusable input (a
-missing folder, a non-empty --out, data in the wrong shape). Folders are written atomically and an --out that
-is, or holds, one of the command's inputs is refused.
+missing folder, a non-empty --out, data in the wrong shape, a refused push): `reports_errors` is the one place
+that turns an error into that line. Folders are written atomically and an --out that is, or holds, one of the
+command's inputs is refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 
-from minitf_cli import build_parser, main
+from .output_folder import OutputFolder, OutputFolderError, existing_paths
+from .publishing import PushError
 
-from .publishing import push_command  # noqa: F401 (`minitf push` runs publishing's command, found by name)
+# The errors a command reports in one line: input it cannot use, a file system that refused, a refused push.
+REPORTED_ERRORS = (ValueError, OSError, PushError)
 
 
 class CommandError(ValueError):
     """Input a command cannot use; the message says what to change."""
 
 
-def _reports_errors(command: str) -> Callable:
-    """Turn the errors of unusable input into `minitf COMMAND: error: ...` on stderr and exit status 2."""
+def error_line(error: BaseException) -> str:
+    """The first line of an error's message, in the command line's words (`--out`, `--overwrite`)."""
+    if isinstance(error, OutputFolderError):
+        return error.worded("--out", "--overwrite")
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callable:
+    """Turn a command's reported errors into `minitf COMMAND: error: ...` on stderr and exit status 2.
+    `command` is the command's name, or a function of the arguments giving it (`convert SOURCE`)."""
 
     def decorate(function: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         @wraps(function)
         def run(args: argparse.Namespace) -> int:
             try:
                 return function(args)
-            except (ValueError, OSError) as error:
-                message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                print(f"minitf {command}: error: {message}", file=sys.stderr)
+            except REPORTED_ERRORS as error:
+                name = command(args) if callable(command) else command
+                print(f"minitf {name}: error: {error_line(error)}", file=sys.stderr)
                 return 2
 
         return run
 
     return decorate
-
-
-def check_out_spares_inputs(out: Path, inputs: Iterable[Path]) -> None:
-    """Refuse an --out that is one of the inputs or a folder holding one (replacing it would delete it)."""
-    target = out.resolve()
-    for path in inputs:
-        source = path.resolve()
-        if source == target or target in source.parents:
-            raise CommandError(f"--out {out} holds the input {path}; writing there would delete it. "
-                               "Choose another --out.")
 
 
 def _model_folder(path: Path) -> Path:
@@ -70,7 +72,7 @@ def _quiet_transformers() -> None:
     logging.disable_progress_bar()
 
 
-@_reports_errors("quickstart")
+@reports_errors("quickstart")
 def quickstart_command(args: argparse.Namespace) -> int:
     from .quickstart import QuickstartSteps, run
 
@@ -79,20 +81,17 @@ def quickstart_command(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reports_errors("train")
+@reports_errors("train")
 def train_command(args: argparse.Namespace) -> int:
     from . import training
-    from .conversion.output import check_output_dir
+    from .training_data import load_pairs, load_texts
 
     if args.no_progress:  # also the bars of saving and loading weights
         from transformers.utils import logging
 
         logging.disable_progress_bar()
+    out = OutputFolder(args.out, args.overwrite, existing_paths(args.data, args.checkpoint_dir))
     data = Path(args.data)
-    check_out_spares_inputs(args.out, [data] if data.exists() else [])
-    if args.checkpoint_dir is not None:
-        check_out_spares_inputs(args.out, [args.checkpoint_dir])
-    check_output_dir(args.out, args.overwrite)
     settings = training.TrainSettings(
         epochs=args.epochs, max_steps=args.max_steps or -1, batch_size=args.batch_size,
         learning_rate=args.learning_rate, warmup=args.warmup, weight_decay=args.weight_decay, seed=args.seed,
@@ -100,20 +99,19 @@ def train_command(args: argparse.Namespace) -> int:
         checkpoint_dir=args.checkpoint_dir, resume=args.resume, mixed_precision=args.mixed_precision,
         report_to=args.report_to, progress=not args.no_progress,
     )
-    training.get_preset(args.family, args.preset)
     columns = [column.strip() for column in args.columns.split(",")]
-    common = dict(preset=args.preset, settings=settings, eval_fraction=args.eval_fraction, overwrite=args.overwrite,
+    common = dict(preset=args.preset, settings=settings, eval_fraction=args.eval_fraction,
                   dataset_name=data.name or str(args.data))
     if args.family == "gpt":
-        texts = training.load_texts(args.data, columns[0], args.split)
-        result = training.train_gpt(texts, args.out, tokenizer=args.tokenizer, vocab_size=args.vocab_size,
+        texts = load_texts(args.data, columns[0], args.split)
+        result = training.train_gpt(texts, out, tokenizer=args.tokenizer, vocab_size=args.vocab_size,
                                     block_size=args.block_size, **common)
-    elif args.family == "embedding":
-        pairs = training.load_pairs(args.data, columns, args.split)
-        result = training.train_embedding(pairs, args.out, vocab_size=args.vocab_size, **common)
+    elif args.family == "encoder":
+        pairs = load_pairs(args.data, columns, args.split)
+        result = training.train_encoder(pairs, out, vocab_size=args.vocab_size, **common)
     else:
-        pairs = training.load_pairs(args.data, columns, args.split)
-        result = training.train_seq2seq(pairs, args.out, **common)
+        pairs = load_pairs(args.data, columns, args.split)
+        result = training.train_seq2seq(pairs, out, **common)
     if result.folder is not None:
         figures = ", ".join(f"{key} {value:.4g}" for key, value in result.eval_results.items())
         print(f"Saved {args.family} model ({result.model.num_parameters():,} parameters) to {result.folder}"
@@ -121,7 +119,7 @@ def train_command(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reports_errors("generate")
+@reports_errors("generate")
 def generate_command(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TextStreamer
@@ -162,7 +160,7 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reports_errors("embed")
+@reports_errors("embed")
 def embed_command(args: argparse.Namespace) -> int:
     from sentence_transformers import SentenceTransformer
 
@@ -183,7 +181,7 @@ def embed_command(args: argparse.Namespace) -> int:
     return 0
 
 
-@_reports_errors("translate")
+@reports_errors("translate")
 def translate_command(args: argparse.Namespace) -> int:
     from transformers import pipeline
 
@@ -210,7 +208,7 @@ def _safetensors_parameters(folder: Path) -> int:
     return total
 
 
-@_reports_errors("info")
+@reports_errors("info")
 def info_command(args: argparse.Namespace) -> int:
     from huggingface_hub import ModelCard
 
@@ -236,11 +234,27 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@reports_errors(lambda args: f"convert {args.source}")
 def convert_command(args: argparse.Namespace) -> int:
-    """`minitf convert SOURCE ...`: the converter of that source (hf_minitf.conversion)."""
-    from .conversion.cli import run_conversion
+    """`minitf convert SOURCE ...`: the runner of that source's module in hf_minitf.conversion."""
+    from transformers.utils import logging
 
-    return run_conversion(args.source, args)
+    from .conversion import SOURCES
+
+    logging.disable_progress_bar()  # stderr holds the summary's notes or one error line, not save/load bars
+    source = SOURCES[args.source]
+    return getattr(importlib.import_module(f"{__package__}.conversion.{source.module}"), source.runner)(args)
 
 
-__all__ = ["build_parser", "check_out_spares_inputs", "main"]
+@reports_errors("push")
+def push_command(args: argparse.Namespace) -> int:
+    """`minitf push DIR REPO_ID`: upload the folder with its card (hf_minitf.publishing)."""
+    from .publishing import push_folder
+
+    url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision, license=args.license,
+                      commit_message=args.commit_message, token=args.token)
+    print(f"Pushed {args.folder} to {args.repo_id}: {url}")
+    return 0
+
+
+__all__ = ["CommandError", "REPORTED_ERRORS", "error_line", "reports_errors"]

@@ -1,22 +1,16 @@
-"""`minitf push DIR REPO_ID`: upload a saved or converted MiniTF folder, with its model card, to the Hub.
+"""Upload a saved or converted MiniTF folder, with its model card, to the Hub (`push_folder`, run by `minitf push`).
 
 The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, and no
 pickle (`*.bin`, `*.pt`, `*.pth`, `*.pkl`, `*.ckpt`) or training state (optimizer, scheduler), since whatever is
 uploaded can be downloaded, and unpickled, by anyone. Light to import: the Hub client loads when a push runs.
-The command's arguments (`add_push_arguments`) are defined in `minitf_cli`, so that `minitf push --help` needs no
-torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import shutil
-import sys
 import tempfile
 from pathlib import Path
-
-from minitf_cli import add_push_arguments  # re-exported: the arguments live beside the package, for --help
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
@@ -113,16 +107,4 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
     return info.commit_url
 
 
-def push_command(args: argparse.Namespace) -> int:
-    """Run `minitf push`: 0 when the Hub accepted the commit, 2 (with a one-line error) otherwise."""
-    try:
-        url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision,
-                          license=args.license, commit_message=args.commit_message, token=getattr(args, "token", None))
-    except PushError as error:
-        print(f"minitf push: error: {error}", file=sys.stderr)
-        return 2
-    print(f"Pushed {args.folder} to {args.repo_id}: {url}")
-    return 0
-
-
-__all__ = ["PushError", "add_push_arguments", "check_push_folder", "push_command", "push_folder"]
+__all__ = ["PushError", "check_push_folder", "push_folder"]

@@ -16,15 +16,15 @@ import tempfile
 
 from transformers import PreTrainedTokenizerBase
 
-from .conversion.output import atomic_output_dir
 from .model_card import write_model_card
 from .modeling_minitf_encoder import MiniTFEncoderModel
+from .output_folder import OutputFolder, output_folder
 
 
 def save_sentence_transformer(
     model: MiniTFEncoderModel,
     tokenizer: PreTrainedTokenizerBase,
-    folder: str | os.PathLike,
+    folder: str | os.PathLike | OutputFolder,
     max_seq_length: int | None = None,
 ) -> str:
     """Save `model` and `tokenizer` to `folder` as a SentenceTransformer whose `encode` is the model's
@@ -37,7 +37,7 @@ def save_sentence_transformer(
 
     The folder is written whole or not at all: beside `folder` first, then put in its place (an existing folder
     is replaced as a whole, so no file of an earlier model stays mixed in); a failed write (disk full) leaves
-    the previous folder as it was and nothing behind.
+    the previous folder as it was and nothing behind. `folder` may be an OutputFolder its caller checked already.
     """
     if not isinstance(model, MiniTFEncoderModel):
         raise ValueError(
@@ -54,13 +54,13 @@ def save_sentence_transformer(
     from sentence_transformers import SentenceTransformer  # imported here: heavy, and only this function needs it
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    folder = os.fspath(folder)
+    target = output_folder(folder, overwrite=True)
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.padding_side = "right"
     if tokenizer.is_fast:
         tokenizer.backend_tokenizer.no_padding()
         tokenizer.backend_tokenizer.no_truncation()
-    with tempfile.TemporaryDirectory() as staging, atomic_output_dir(folder, overwrite=True) as work:
+    with tempfile.TemporaryDirectory() as staging, target.write() as work:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         transformer = Transformer(staging, max_seq_length=max_seq_length)
@@ -70,7 +70,7 @@ def save_sentence_transformer(
         )
         sentence_model.save(str(work))
         write_model_card(work)
-    return folder
+    return os.fspath(target)
 
 
 __all__ = ["save_sentence_transformer"]

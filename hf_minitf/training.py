@@ -1,12 +1,13 @@
-"""Train MiniTF models with the ecosystem's trainers: transformers' `Trainer` (GPT), sentence-transformers'
-`SentenceTransformerTrainer` (embedding model) and `Seq2SeqTrainer` (translation model).
+"""Train MiniTF models with the ecosystem's trainers: transformers' `Trainer` (gpt), sentence-transformers'
+`SentenceTransformerTrainer` (encoder, as a sentence-embedding model) and `Seq2SeqTrainer` (seq2seq).
 
 So checkpoints, resuming, evaluation, logging integrations, mixed precision and multi-process runs
 (`torchrun`, `accelerate launch`, FSDP or DeepSpeed through `TrainingArguments`) behave as those trainers'
-users expect. Each `train_*` function builds a model from a preset, trains it and writes one complete folder
-(weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the folder appears
-only once everything succeeded. In a multi-process run every process trains and only the main one writes.
-`model_id` (default: the folder) is the name the card's usage snippets load the model by.
+users expect. Each `train_*` function builds a model from a preset (`presets`), trains it and writes one
+complete folder (weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the output
+folder is checked before training and appears only once everything succeeded. In a multi-process run every
+process trains and only the main one writes. `model_id` (default: the folder) is the name the card's usage
+snippets load the model by. `training_data` reads the files `minitf train` takes.
 """
 
 from __future__ import annotations
@@ -39,83 +40,18 @@ from transformers.trainer_utils import get_last_checkpoint
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
-from .conversion.output import atomic_output_dir
 from .model_card import update_model_card
 from .modeling_minitf_encoder import MiniTFEncoderModel
 from .modeling_minitf_gpt import MiniTFGPTForCausalLM
 from .modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
+from .output_folder import OutputFolder, output_folder
+from .presets import Preset, get_preset
 from .sentence_transformers_export import save_sentence_transformer
 from .tokenization_minitf import char_tokenizer, train_bpe_tokenizer
 from .tokenization_minitf_miniembed import train_wordlevel_tokenizer
 from .tokenization_minitf_seq2seq import train_translation_tokenizers
 
 LOSS_CURVE = "loss_curve.png"
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A model size: config fields, and for GPT the tokenizer kind and vocabulary size it is trained with."""
-
-    description: str
-    config: dict[str, Any]
-    tokenizer: str | None = None
-    vocab_size: int | None = None
-
-
-PRESETS: dict[str, dict[str, Preset]] = {
-    "gpt": {
-        "tiny": Preset("4 layers x 128, RoPE, context 128, char tokenizer (the quickstart's size)",
-                       dict(hidden_size=128, num_hidden_layers=4, num_attention_heads=4, max_position_embeddings=128,
-                            position_embedding_type="rope"), tokenizer="char"),
-        "shakespeare-char": Preset(
-            "nanoGPT shakespeare-char: 6 layers x 384, 6 heads, context 256, dropout 0.2, char tokenizer "
-            "(65 characters on Tiny Shakespeare)",
-            dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, max_position_embeddings=256,
-                 position_embedding_type="learned", hidden_dropout=0.2, attention_dropout=0.2), tokenizer="char"),
-        "frawdllm-tiny": Preset("FrawdLLM tiny: BPE 8192, 6 layers x 256, 8 heads, context 256, learned positions",
-                                dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8,
-                                     max_position_embeddings=256), tokenizer="bpe", vocab_size=8192),
-        "frawdllm-small": Preset("FrawdLLM small: BPE 8192, 8 layers x 512, 8 heads, context 512, learned positions",
-                                 dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
-                                      max_position_embeddings=512), tokenizer="bpe", vocab_size=8192),
-        "frawdllm-base": Preset(
-            "FrawdLLM base: BPE 8192, 12 layers x 768, 12 heads, context 1024, learned positions, dropout 0.1",
-            dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=1024,
-                 hidden_dropout=0.1, attention_dropout=0.1), tokenizer="bpe", vocab_size=8192),
-        "frawdllm-100m": Preset("FrawdLLM 100m: BPE 32000, 12 layers x 768, 12 heads, context 1024, RoPE",
-                                dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                                     max_position_embeddings=1024, position_embedding_type="rope"),
-                                tokenizer="bpe", vocab_size=32000),
-        # FrawdLLM's -llama presets also set use_rmsnorm/use_swiglu, flags its model code never reads: what it
-        # trains is LayerNorm + GELU with RoPE, which these reproduce.
-        "frawdllm-tiny-llama": Preset(
-            "FrawdLLM tiny-llama: as tiny, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
-            dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8, max_position_embeddings=256,
-                 position_embedding_type="rope"), tokenizer="bpe", vocab_size=8192),
-        "frawdllm-small-llama": Preset(
-            "FrawdLLM small-llama: as small, with RoPE (LayerNorm + GELU, as FrawdLLM trains it)",
-            dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, max_position_embeddings=512,
-                 position_embedding_type="rope"), tokenizer="bpe", vocab_size=8192),
-    },
-    "embedding": {
-        "tiny": Preset("2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
-                       dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
-                            max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0), vocab_size=2000),
-        "miniembed-mini": Preset(
-            "MiniEmbed mini: word vocabulary 30000, 4 layers x 256, 4 heads, FFN 1024, 128 positions",
-            dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                 max_position_embeddings=128), vocab_size=30000),
-    },
-    "seq2seq": {
-        "tiny": Preset("2+2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
-                       dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
-                            max_position_embeddings=64, hidden_dropout=0.0, attention_dropout=0.0)),
-        "hkproj": Preset(
-            "hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",
-            dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
-                 max_position_embeddings=350, label_smoothing=0.1)),
-    },
-}
 
 
 class TrainingError(ValueError):
@@ -184,15 +120,6 @@ class LossOnBarCallback(ProgressCallback):
             self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}", refresh=False)
 
 
-def get_preset(family: str, name: str) -> Preset:
-    """The preset `name` of `family` (`gpt`, `embedding`, `seq2seq`), or a TrainingError listing the choices."""
-    if family not in PRESETS:
-        raise TrainingError(f"unknown model family {family!r}; choose one of {', '.join(PRESETS)}")
-    if name not in PRESETS[family]:
-        raise TrainingError(f"unknown {family} preset {name!r}; choose one of {', '.join(PRESETS[family])}")
-    return PRESETS[family][name]
-
-
 def _distributed_without_gpu() -> bool:
     """Several processes (torchrun, accelerate launch) and no CUDA or XPU device: the Trainer then runs
     DistributedDataParallel over gloo only with `use_cpu=True` (else every process trains alone)."""
@@ -236,8 +163,13 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
     return arguments_class(**arguments)
 
 
-def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool) -> dict[str, float]:
-    """Train (resuming when asked), then evaluate on the held-out set; returns the evaluation figures."""
+def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool,
+                 model: PreTrainedModel) -> dict[str, float]:
+    """Train (resuming when asked), then evaluate on the held-out set; returns the evaluation figures.
+
+    The Trainer sets `model.config.use_cache` to its own `use_cache` argument (False) for training; the config
+    gets back its class's value (what the architecture supports), so the saved `config.json` and a bare forward
+    keep the cache, and a config without the field (the encoder's) is left without it."""
     if settings.progress and settings.logs_on_bar:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(LossOnBarCallback())
@@ -250,6 +182,10 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool) -> d
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
     trainer.train(resume_from_checkpoint=resume)
     results = trainer.evaluate() if has_eval else {}
+    if hasattr(type(model.config), "use_cache"):
+        model.config.use_cache = type(model.config).use_cache
+    else:
+        vars(model.config).pop("use_cache", None)
     return {key: float(value) for key, value in results.items() if key.startswith("eval_")
             and isinstance(value, (int, float)) and not key.endswith(("runtime", "per_second"))}
 
@@ -301,18 +237,18 @@ def _describe_losses(log_history: Sequence[dict]) -> str:
     return f"Trained for {steps} steps; training loss {losses[0]:.3f} at the start, {losses[-1]:.3f} at the end."
 
 
-def _write_folder(out: str | Path, overwrite: bool, save, result: TrainingResult, title: str,
-                  dataset_name: str | None, extra_markdown: str | None, model_id: str | None) -> Path:
+def _write_folder(target: OutputFolder, save, result: TrainingResult, title: str, dataset_name: str | None,
+                  extra_markdown: str | None, model_id: str | None) -> Path:
     """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures
-    (its snippets load `model_id`, default: `out`)."""
-    with atomic_output_dir(out, overwrite) as work:
+    (its snippets load `model_id`, default: the output folder)."""
+    with target.write() as work:
         save(work)
         image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
         notes = "\n\n".join(text for text in (_describe_losses(result.log_history), extra_markdown) if text)
         update_model_card(work, eval_results=result.eval_results or None, dataset_name=dataset_name,
                           image=LOSS_CURVE if image else None, extra_markdown=notes or None,
-                          model_id=model_id or str(out))
-    return Path(out)
+                          model_id=model_id or str(target))
+    return target.path
 
 
 def _config_fields(preset: Preset, overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -334,93 +270,13 @@ def _split_held_out(items: list, fraction: float, seed: int, limit: int = 1000) 
     return [item for index, item in enumerate(items) if index not in held], [items[index] for index in sorted(held)]
 
 
-def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
-    """Rows of a .jsonl/.json file, a folder saved by `datasets`' save_to_disk, or a Hub dataset name."""
-    import json
-
-    local = Path(path)
-    if local.is_dir():
-        from datasets import DatasetDict, load_from_disk
-
-        try:
-            dataset = load_from_disk(str(local))
-        except FileNotFoundError as error:
-            raise TrainingError(f"{local} is a folder but not one saved by datasets' save_to_disk: {error}") from None
-        if isinstance(dataset, DatasetDict):
-            if split not in dataset:
-                raise TrainingError(f"{local} has the splits {', '.join(dataset)}, not {split!r}; "
-                                    "pick one with --split")
-            dataset = dataset[split]
-        return dataset.to_list()
-    if local.suffix in (".jsonl", ".json"):
-        text = local.read_text(encoding="utf-8")
-        try:
-            if local.suffix == ".json":
-                rows = json.loads(text)
-            else:
-                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as error:
-            raise TrainingError(f"{local} is not valid JSON{' lines' if local.suffix == '.jsonl' else ''}: {error}")
-        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
-            raise TrainingError(f"{local} must hold JSON objects (one per line for .jsonl, a list for .json)")
-        return rows
-    if local.exists() or local.suffix or len(local.parts) > 2:
-        raise TrainingError(f"{local} is not a file or folder this command reads (.txt, .tsv, .jsonl, .json, or a "
-                            "datasets folder)" if local.exists() else f"{local} does not exist")
-    from datasets import load_dataset
-
-    return load_dataset(str(path), split=split).to_list()
-
-
-def _column(rows: list[dict[str, Any]], name: str, source: str | Path) -> list[str]:
-    if not rows:
-        raise TrainingError(f"{source} holds no rows")
-    if name not in rows[0]:
-        raise TrainingError(f"{source} has no column {name!r}; its columns are {', '.join(rows[0])} (use --columns)")
-    values = [row.get(name) for row in rows]
-    bad = next((index for index, value in enumerate(values) if not isinstance(value, str)), None)
-    if bad is not None:
-        raise TrainingError(f"{source} row {bad}: column {name!r} is {values[bad]!r}, not a text")
-    return values
-
-
-def load_texts(path: str | Path, column: str = "text", split: str = "train") -> list[str]:
-    """GPT training texts: a .txt file is one text; jsonl/json/datasets rows give one text each."""
-    local = Path(path)
-    if local.is_file() and local.suffix not in (".jsonl", ".json"):
-        try:
-            return [local.read_text(encoding="utf-8")]
-        except UnicodeDecodeError as error:
-            raise TrainingError(f"{local} is not UTF-8 text: {error}") from None
-    return _column(_dataset_rows(path, split), column, path)
-
-
-def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -> list[tuple[str, str]]:
-    """Text pairs: a .tsv file's first two tab-separated columns, or two `columns` of jsonl/json/datasets rows."""
-    if len(columns) != 2:
-        raise TrainingError(f"pairs need exactly two columns, got {list(columns)}")
-    local = Path(path)
-    if local.is_file() and local.suffix in (".tsv", ".txt"):
-        pairs = []
-        for number, line in enumerate(local.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) < 2:
-                raise TrainingError(f"{local} line {number} has no tab: each line must be `first<TAB>second`")
-            pairs.append((fields[0], fields[1]))
-        return pairs
-    rows = _dataset_rows(path, split)
-    return list(zip(_column(rows, columns[0], path), _column(rows, columns[1], path)))
-
-
 def _gpt_blocks(ids: list[int], block_size: int) -> list[dict[str, list[int]]]:
     return [{"input_ids": ids[start:start + block_size]} for start in range(0, len(ids) - block_size + 1, block_size)]
 
 
 def train_gpt(
     texts: str | Sequence[str],
-    out: str | Path | None,
+    out: str | Path | OutputFolder | None,
     *,
     preset: str = "tiny",
     settings: TrainSettings | None = None,
@@ -446,6 +302,7 @@ def train_gpt(
     """
     settings = settings or TrainSettings()
     chosen = get_preset("gpt", preset)
+    target = output_folder(out, overwrite) if out is not None else None
     documents = [texts] if isinstance(texts, str) else list(texts)
     if not any(text.strip() for text in documents):
         raise TrainingError("the GPT training text is empty; give a text file with some content")
@@ -492,16 +349,16 @@ def train_gpt(
             train_dataset=train_blocks, eval_dataset=eval_blocks or None, processing_class=built,
             data_collator=DataCollatorForLanguageModeling(built, mlm=False),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_blocks))
+        eval_results = _run_trainer(trainer, settings, bool(eval_blocks), model)
         if "eval_loss" in eval_results:
             eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
-        if out is not None and trainer.is_world_process_zero():
+        if target is not None and trainer.is_world_process_zero():
             def save(folder: Path) -> None:
                 model.save_pretrained(folder)
                 built.save_pretrained(folder)
 
-            result.folder = _write_folder(out, overwrite, save, result, f"MiniTF GPT ({preset})", dataset_name,
+            result.folder = _write_folder(target, save, result, f"MiniTF GPT ({preset})", dataset_name,
                                           extra_markdown, model_id)
     return result
 
@@ -517,9 +374,9 @@ def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str,
     return pairs
 
 
-def train_embedding(
+def train_encoder(
     pairs: Sequence[tuple[str, str]],
-    out: str | Path | None,
+    out: str | Path | OutputFolder | None,
     *,
     preset: str = "tiny",
     settings: TrainSettings | None = None,
@@ -532,8 +389,8 @@ def train_embedding(
     extra_markdown: str | None = None,
     model_id: str | None = None,
 ) -> TrainingResult:
-    """Train an embedding model on (anchor, positive) pairs with in-batch negatives and write a
-    SentenceTransformer folder to `out`.
+    """Train an encoder as a sentence-embedding model on (anchor, positive) pairs with in-batch negatives and
+    write a SentenceTransformer folder to `out`.
 
     sentence-transformers' trainer with `MultipleNegativesRankingLoss` (each anchor against every positive in
     its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
@@ -548,8 +405,9 @@ def train_embedding(
     from sentence_transformers.training_args import BatchSamplers
 
     settings = settings or TrainSettings()
-    chosen = get_preset("embedding", preset)
-    pairs = _check_pairs(pairs, "embedding")
+    chosen = get_preset("encoder", preset)
+    target = output_folder(out, overwrite) if out is not None else None
+    pairs = _check_pairs(pairs, "encoder")
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
     fields = _config_fields(chosen, config_overrides)
@@ -572,20 +430,20 @@ def train_embedding(
             eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_pairs))
+        eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model)
         trained = embedder[0].auto_model.eval()
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
-        if out is not None and trainer.is_world_process_zero():
+        if target is not None and trainer.is_world_process_zero():
             result.folder = _write_folder(
-                out, overwrite, lambda folder: save_sentence_transformer(trained, tokenizer, folder), result,
-                f"MiniTF embedding model ({preset})", dataset_name, extra_markdown, model_id,
+                target, lambda folder: save_sentence_transformer(trained, tokenizer, folder), result,
+                f"MiniTF encoder ({preset})", dataset_name, extra_markdown, model_id,
             )
     return result
 
 
 def train_seq2seq(
     pairs: Sequence[tuple[str, str]],
-    out: str | Path | None,
+    out: str | Path | OutputFolder | None,
     *,
     preset: str = "tiny",
     settings: TrainSettings | None = None,
@@ -597,14 +455,15 @@ def train_seq2seq(
     extra_markdown: str | None = None,
     model_id: str | None = None,
 ) -> TrainingResult:
-    """Train a translation model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
+    """Train a seq2seq (translation) model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
 
     Source and target word-level vocabularies are trained on the training pairs (words seen once count);
     pairs longer than the preset's positions are truncated.
     """
     settings = settings or TrainSettings()
     chosen = get_preset("seq2seq", preset)
-    pairs = _check_pairs(pairs, "translation")
+    target = output_folder(out, overwrite) if out is not None else None
+    pairs = _check_pairs(pairs, "seq2seq")
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
     fields = _config_fields(chosen, config_overrides)
@@ -630,30 +489,25 @@ def train_seq2seq(
             train_dataset=encode(pairs), eval_dataset=eval_rows or None, processing_class=tokenizer,
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_rows))
+        eval_results = _run_trainer(trainer, settings, bool(eval_rows), model)
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
-        if out is not None and trainer.is_world_process_zero():
+        if target is not None and trainer.is_world_process_zero():
             def save(folder: Path) -> None:
                 model.save_pretrained(folder)
                 tokenizer.save_pretrained(folder)
 
-            result.folder = _write_folder(out, overwrite, save, result, f"MiniTF translation model ({preset})",
-                                          dataset_name, extra_markdown, model_id)
+            result.folder = _write_folder(target, save, result, f"MiniTF seq2seq ({preset})", dataset_name,
+                                          extra_markdown, model_id)
     return result
 
 
 __all__ = [
     "LOSS_CURVE",
-    "PRESETS",
-    "Preset",
     "TrainSettings",
     "TrainingError",
     "TrainingResult",
-    "get_preset",
-    "load_pairs",
-    "load_texts",
     "plot_loss_curve",
-    "train_embedding",
+    "train_encoder",
     "train_gpt",
     "train_seq2seq",
 ]

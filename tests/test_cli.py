@@ -16,9 +16,10 @@ import pytest
 from transformers import AutoModel, AutoModelForCausalLM
 
 from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
-from hf_minitf.conversion.base import SOURCE_NAMES
+from hf_minitf.conversion.base import DTYPES, SOURCES
 from minitf_cli import (
-    CONVERT_SOURCES, FRAWDLLM_PRESET_NAMES, PRESET_NAMES, add_convert_arguments, add_push_arguments, main,
+    CONVERT_SOURCES, DTYPE_NAMES, FAMILIES, FRAWDLLM_PRESET_NAMES, HKPROJ_NORM_TYPES, PRESET_NAMES,
+    add_convert_arguments, add_push_arguments, main,
 )
 
 RHYME = "Twinkle, twinkle, little star,\nHow I wonder what you are!\n" * 30
@@ -63,7 +64,8 @@ def assert_one_line_error(status: int, err: str, *words: str) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """One GPT, embedding and translation folder made by `minitf train` (a few steps each)."""
+    """One gpt, encoder and seq2seq folder made by `minitf train` (a few steps each; the encoder by its old family
+    name `embedding`, still accepted)."""
     root = tmp_path_factory.mktemp("cli")
     (root / "rhyme.txt").write_text(RHYME)
     (root / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in paraphrase_pairs(120, 10).train))
@@ -73,9 +75,9 @@ def trained(tmp_path_factory):
               "--no-progress"]
     commands = {
         "gpt": ["train", "gpt", "--data", root / "rhyme.txt", "--out", root / "gpt", "--block-size", "32"],
-        "embedding": ["train", "embedding", "--data", root / "pairs.tsv", "--out", root / "embedding"],
+        "encoder": ["train", "embedding", "--data", root / "pairs.tsv", "--out", root / "encoder"],
         "seq2seq": ["train", "seq2seq", "--data", root / "en_it.jsonl", "--columns", "en,it", "--out",
-                    root / "translation"],
+                    root / "seq2seq"],
     }
     for family, argv in commands.items():
         assert main([str(arg) for arg in argv + common]) == 0, family
@@ -83,16 +85,18 @@ def trained(tmp_path_factory):
 
 
 def test_train_writes_complete_folders_with_figures_and_loss_curve(trained):
-    for name in ("gpt", "embedding", "translation"):
+    for name in ("gpt", "encoder", "seq2seq"):
         folder = trained / name
         assert (folder / "model.safetensors").is_file() and (folder / "config.json").is_file()
         assert png_size(folder / "loss_curve.png") == (600, 350)
         card = (folder / "README.md").read_text()
         assert "model-index" in card and "eval_loss" in card and "loss_curve.png" in card
         assert not list(trained.glob(f".{name}*")), "a temporary folder was left beside the output"
-    assert (trained / "embedding" / "modules.json").is_file()
-    assert (trained / "translation" / "source_tokenizer.json").is_file()
+    assert (trained / "encoder" / "modules.json").is_file()
+    assert (trained / "seq2seq" / "source_tokenizer.json").is_file()
     assert (trained / "rhyme.txt").read_text() == RHYME
+    for name in ("gpt", "seq2seq"):  # the Trainer turns the cache off for training; the saved config has it back
+        assert json.loads((trained / name / "config.json").read_text())["use_cache"] is True, name
 
 
 def test_generate_streams_a_continuation_and_names_unknown_characters(trained, capsys):
@@ -112,12 +116,12 @@ def test_generate_sampling_is_seeded(trained, capsys):
 
 def test_embed_prints_unit_vectors_and_a_similarity_table(trained, capsys):
     texts = ["the cat eats an apple", "a kitten devours a fruit", "the sailor paints a boat"]
-    status, out, _ = run_cli(["embed", trained / "embedding", *texts], capsys)
+    status, out, _ = run_cli(["embed", trained / "encoder", *texts], capsys)
     vectors = [json.loads(line) for line in out.splitlines()]
     assert status == 0 and len(vectors) == 3 and len(vectors[0]) == 128
     for vector in vectors:
         assert abs(sum(value * value for value in vector) - 1) < 1e-3
-    status, out, _ = run_cli(["embed", trained / "embedding", *texts, "--similarity"], capsys)
+    status, out, _ = run_cli(["embed", trained / "encoder", *texts, "--similarity"], capsys)
     rows = [line.split()[1:] for line in out.splitlines()[1:4]]
     assert status == 0 and [row[index] for index, row in enumerate(rows)] == ["1.000"] * 3
     assert rows[0][1] == rows[1][0]
@@ -125,7 +129,7 @@ def test_embed_prints_unit_vectors_and_a_similarity_table(trained, capsys):
 
 
 def test_translate_prints_one_line_per_text(trained, capsys):
-    status, out, _ = run_cli(["translate", trained / "translation", "the red cat sees a dog", "a small girl loves "
+    status, out, _ = run_cli(["translate", trained / "seq2seq", "the red cat sees a dog", "a small girl loves "
                               "the old house", "--num-beams", "2", "--max-new-tokens", "12"], capsys)
     assert status == 0 and len(out.splitlines()) == 2
 
@@ -137,8 +141,8 @@ def test_info_describes_the_folder(trained, capsys):
     assert "family: minitf_gpt (MiniTFGPTForCausalLM)" in out
     assert f"parameters: {model.num_parameters():,}" in out
     assert "hidden_size: 128" in out and "loss_curve.png" in out and "model-index" in out
-    status, out, _ = run_cli(["info", trained / "embedding"], capsys)
-    assert f"parameters: {AutoModel.from_pretrained(trained / 'embedding').num_parameters():,}" in out
+    status, out, _ = run_cli(["info", trained / "encoder"], capsys)
+    assert f"parameters: {AutoModel.from_pretrained(trained / 'encoder').num_parameters():,}" in out
 
 
 def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
@@ -150,7 +154,7 @@ def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
     for out in (trained, trained / "rhyme.txt"):
         status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", out, "--overwrite",
                                   "--max-steps", "1"], capsys)
-        assert_one_line_error(status, err, "holds the input")
+        assert_one_line_error(status, err, f"--out {out}", "the input", "would delete it")
     assert (trained / "rhyme.txt").read_text() == RHYME
 
 
@@ -160,7 +164,7 @@ def test_overwrite_replaces_the_folder(tmp_path, capsys):
     out = tmp_path / "model"
     out.mkdir()
     (out / "old.txt").write_text("old")
-    argv = ["train", "embedding", "--data", data, "--out", out, "--max-steps", "1", "--no-progress",
+    argv = ["train", "encoder", "--data", data, "--out", out, "--max-steps", "1", "--no-progress",
             "--batch-size", "8"]
     assert run_cli([*argv, "--overwrite"], capsys)[0] == 0
     assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
@@ -173,7 +177,7 @@ def test_overwrite_replaces_the_folder(tmp_path, capsys):
     (["train", "gpt", "--data", "x.txt", "--out", "y", "--eval-fraction", "1.5"], ["--eval-fraction"]),
     (["train", "gpt", "--data", "x.txt", "--out", "y", "--preset", "huge"], ["--preset", "huge"]),
     (["train", "gpt", "--data", "x.txt"], ["--out"]),
-    (["train", "translation"], ["translation"]),
+    (["train", "bert"], ["bert", "gpt", "encoder", "seq2seq"]),
     (["quickstart", "--steps-scale", "0"], ["--steps-scale"]),
     (["generate", "somewhere"], ["PROMPT"]),
     (["generate", "somewhere", "hi", "--max-new-tokens", "lots"], ["--max-new-tokens", "integer"]),
@@ -196,7 +200,7 @@ def test_unusable_input_gives_one_line_and_status_2(tmp_path, trained, capsys):
     status, _, err = run_cli(["train", "seq2seq", "--data", trained / "en_it.jsonl", "--out", tmp_path / "out"],
                              capsys)
     assert_one_line_error(status, err, "no column 'source'", "en, it", "--columns")
-    status, _, err = run_cli(["train", "embedding", "--data", trained / "rhyme.txt", "--out", tmp_path / "out"],
+    status, _, err = run_cli(["train", "encoder", "--data", trained / "rhyme.txt", "--out", tmp_path / "out"],
                              capsys)
     assert_one_line_error(status, err, "line 1 has no tab")
     status, _, err = run_cli(["push", tmp_path, "someone/model"], capsys)
@@ -295,38 +299,49 @@ class RecordingNamespace(argparse.Namespace):
 def test_each_convert_option_reaches_the_converter_and_each_converter_parameter_has_an_option(source, monkeypatch):
     """What the torch-free parser defines is what the converter takes: its runner reads every parsed option and no
     other, and passes the converter function every one of its parameters, each straight from an option."""
-    entry = CONVERT_SOURCES[source]
-    module = importlib.import_module(f"hf_minitf.conversion.{entry.module}")
-    function_name = SOURCE_NAMES[source][1]
+    module = importlib.import_module(f"hf_minitf.conversion.{SOURCES[source].module}")
+    function_name = SOURCES[source].function
     converter = getattr(module, function_name)
     calls = []
 
     def record(*positional, **keywords):
         calls.append(inspect.signature(converter).bind(*positional, **keywords).arguments)
-        return ({}, {}) if entry.runner == "run_embeddings" else None
+        return ({}, {}) if SOURCES[source].runner == "run_embeddings" else None
 
     monkeypatch.setattr(module, function_name, record)
     monkeypatch.setattr(module, "conversion_summary", lambda *args: "", raising=False)
     monkeypatch.setattr(module, "save_embedding_layer", lambda *args, **keywords: "", raising=False)
     dests = {action.dest for action in convert_parser(source)._actions if action.dest != "help"}
     args = RecordingNamespace(**{dest: f"<{dest}>" for dest in dests})
-    assert getattr(module, entry.runner)(args) == 0
+    assert getattr(module, SOURCES[source].runner)(args) == 0
     assert args.read == dests
     [given] = calls
     assert set(given) == set(inspect.signature(converter).parameters), "a converter parameter has no option"
     assert all(value in {f"<{dest}>" for dest in dests} for value in given.values()), given
 
 
-def test_frawdllm_presets_named_in_the_help_are_the_converters():
-    from hf_minitf.conversion.frawdllm import PRESETS
+def test_the_parsers_mirrors_equal_the_packages_names():
+    """minitf_cli repeats what its torch-free help needs; each mirror is the package's own list or text."""
+    from hf_minitf.conversion.hkproj import NORM_TYPES
+    from hf_minitf.presets import FAMILIES as PACKAGE_FAMILIES
+    from hf_minitf.presets import FRAWDLLM_PRESETS, PRESETS
 
-    assert tuple(PRESETS) == FRAWDLLM_PRESET_NAMES
-
-
-def test_presets_listed_by_the_parser_are_the_training_presets():
-    from hf_minitf.training import PRESETS
-
+    assert FAMILIES == PACKAGE_FAMILIES
     assert {family: tuple(presets) for family, presets in PRESETS.items()} == PRESET_NAMES
+    assert tuple(FRAWDLLM_PRESETS) == FRAWDLLM_PRESET_NAMES
+    assert DTYPE_NAMES == tuple(DTYPES) and HKPROJ_NORM_TYPES == NORM_TYPES
+    assert list(CONVERT_SOURCES) == list(SOURCES)
+    for name, source in SOURCES.items():
+        module = importlib.import_module(f"hf_minitf.conversion.{source.module}")
+        assert CONVERT_SOURCES[name].description == getattr(module, source.description), name
+
+
+@pytest.mark.parametrize("alias, family", [("embedding", "encoder"), ("translation", "seq2seq")])
+def test_old_family_names_are_aliases(alias, family):
+    from minitf_cli import build_parser
+
+    args = build_parser().parse_args(["train", alias, "--data", "d.tsv", "--out", "o"])
+    assert args.family == family and args.columns == ("anchor,positive" if family == "encoder" else "source,target")
 
 
 def test_help_and_version_answer_without_importing_torch():

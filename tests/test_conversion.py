@@ -22,12 +22,12 @@ from hf_minitf import (
     MiniTFGPTForCausalLM,
     MiniTFSeq2SeqForConditionalGeneration,
 )
-from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion.char_gpt import convert_char_gpt, load_chars
 from hf_minitf.conversion.frawdllm import convert_frawdllm, convert_frawdllm_embeddings
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed, convert_transformer_embedding
 from isolation import REPO_ROOT, run_without_hf_minitf
+from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
 SOURCES = ["checkpoint.pt", "original.safetensors"]
@@ -401,10 +401,11 @@ def test_cli_converts_and_reports_errors(data_dir, tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_each_module_runs_as_a_script(data_dir, tmp_path, tokenizer_files):
+def test_the_conversion_package_runs_as_a_script(data_dir, tmp_path, tokenizer_files):
+    """`python -m hf_minitf.conversion SOURCE ...` is `minitf convert SOURCE ...`."""
     fixture = data_dir / "frawdllm_rope"
     result = subprocess.run(
-        [sys.executable, "-m", "hf_minitf.conversion.frawdllm", str(fixture / "checkpoint.pt"),
+        [sys.executable, "-m", "hf_minitf.conversion", "frawdllm", str(fixture / "checkpoint.pt"),
          "--tokenizer", str(tokenizer_files / "frawdllm_tokenizer.json"), "--out", str(tmp_path / "out")],
         capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
     )

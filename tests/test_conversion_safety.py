@@ -18,6 +18,7 @@ from hf_minitf.conversion.char_gpt import convert_char_gpt, plan_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
+from hf_minitf.output_folder import OutputFolderError
 
 DATA = Path(__file__).parent / "data"
 CHAR_GPT = DATA / "char_gpt"
@@ -209,7 +210,7 @@ def test_output_folder_is_never_clobbered_or_left_half_written(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    with pytest.raises(ConversionError, match="not empty.*--overwrite"):
+    with pytest.raises(OutputFolderError, match="output folder .*out is not empty.*overwrite=True"):
         convert_char_gpt(CHAR_GPT / "checkpoint.pt", out, vocab=CHARS, num_heads=4)
     broken = tmp_path / "broken.safetensors"
     save_file({k: v for k, v in char_gpt_state().items() if k != "ln_f.bias"}, str(broken))

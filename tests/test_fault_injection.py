@@ -48,7 +48,7 @@ FAULTS = ["first file", "second file", "commit"]
 class WriteFaults:
     """Fails writes to paths starting with `prefix`: `open` for writing once `files_before_failure` files have
     been opened there (the file is created or emptied first, as when a disk fills up mid-write), or the
-    `os.replace` that puts a finished work folder (`.NAME.converting-...`) in place.
+    `os.replace` that puts a finished work folder (`.NAME.writing-...`) in place.
     Counts the failures it caused."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str,
@@ -68,7 +68,7 @@ class WriteFaults:
             return real_open(file, mode, *args, **kwargs)
 
         def failing_replace(source, target, *args, **kwargs):
-            if fault == "commit" and ".converting-" in Path(source).name:
+            if fault == "commit" and ".writing-" in Path(source).name:
                 self.failures += 1
                 raise OSError(self.error, os.strerror(self.error), str(target))
             return real_replace(source, target, *args, **kwargs)
@@ -212,7 +212,7 @@ def test_save_sentence_transformer_replaces_a_previous_folder_whole(workspace):
     files = set(snapshot(workspace.out))
     assert "modules.json" in files and "model.safetensors" in files and "1_Pooling/config.json" in files
     assert b"previous" not in (workspace.out / "config.json").read_bytes()
-    assert "converting" not in (workspace.out / "README.md").read_text()  # the card names no temporary folder
+    assert ".writing-" not in (workspace.out / "README.md").read_text()  # the card names no temporary folder
     assert sorted(path.name for path in workspace.root.iterdir()) == workspace.entries
     assert not list(workspace.temp.iterdir())
 
@@ -261,17 +261,17 @@ def test_push_staging_failure_leaves_the_folder_and_no_copy(fault, tmp_path, mon
 TRAIN_STEPS = ["--max-steps", "1", "--batch-size", "4", "--logging-steps", "1", "--no-progress"]
 
 
-@pytest.mark.parametrize("family,fault", [("gpt", "first file"), ("gpt", "commit"), ("embedding", "second file"),
+@pytest.mark.parametrize("family,fault", [("gpt", "first file"), ("gpt", "commit"), ("encoder", "second file"),
                                           ("seq2seq", "second file")])
 def test_train_keeps_the_previous_folder(family, fault, workspace, monkeypatch, capsys):
     data = workspace.root / "data.tsv"
     lines = {"gpt": "the cat sat on the mat\n" * 20,
-             "embedding": "".join(f"a red cat {i}\tthe red cat {i}\n" for i in range(12)),
+             "encoder": "".join(f"a red cat {i}\tthe red cat {i}\n" for i in range(12)),
              "seq2seq": "".join(f"the cat {i}\til gatto {i}\n" for i in range(12))}[family]
     data.write_text(lines)
     workspace.entries.append(data.name)
     workspace.entries.sort()
-    faults = WriteFaults(monkeypatch, workspace.root / ".out.converting-", fault)  # the new folder beside `out`
+    faults = WriteFaults(monkeypatch, workspace.root / ".out.writing-", fault)  # the new folder beside `out`
     extra = ["--columns", "source,target"] if family == "seq2seq" else []
     status, out, err = run_cli(["train", family, "--data", data, "--out", workspace.out, "--overwrite", *extra,
                                 *TRAIN_STEPS], capsys)
@@ -292,11 +292,11 @@ def test_a_folder_written_under_a_temporary_name_is_named_by_its_final_one(tmp_p
 
 
 def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path, monkeypatch, capsys):
-    """The three models are written as one folder: the GPT folder is complete when the embedding model's save
+    """The three models are written as one folder: the GPT folder is complete when the encoder's save
     fails, and still nothing of the run replaces the previous `out`. (Training is stubbed: the folders are what
     matters here; tests/test_quickstart.py trains for real.)"""
     out = tmp_path / "out"
-    for name in ("gpt", "embedding", "translation"):
+    for name in ("gpt", "encoder", "seq2seq"):
         (out / name).mkdir(parents=True)
         (out / name / "README.md").write_text(f"# the previous {name} model\n")
     workspace = Workspace(tmp_path, monkeypatch, previous=out)
@@ -313,7 +313,7 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
         raise OSError(errno.ENOSPC, NO_SPACE, str(Path(folder) / "model.safetensors"))
 
     monkeypatch.setattr("hf_minitf.quickstart._gpt", save_gpt)
-    monkeypatch.setattr("hf_minitf.quickstart._embedding", disk_full)
+    monkeypatch.setattr("hf_minitf.quickstart._encoder", disk_full)
     status, printed, err = run_cli(["quickstart", "--out", out, "--overwrite", "--no-progress"], capsys)
     assert written == [(str(out / "gpt"), True)]  # the GPT folder was complete, then dropped with the rest
     assert_one_line_error(status, err, "minitf quickstart: error:", NO_SPACE)

@@ -16,9 +16,10 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from transformers import AutoTokenizer, pipeline
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM
-from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion import ConversionError
-from hf_minitf.conversion.frawdllm import PRESETS, convert_frawdllm, preset_heads
+from hf_minitf.conversion.frawdllm import convert_frawdllm, preset_heads
+from hf_minitf.presets import FRAWDLLM_PRESETS
+from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
 TOLERANCE = 1e-5
@@ -190,7 +191,7 @@ def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(files, t
 
 
 def test_llama_presets_are_known():
-    assert {"tiny-llama", "small-llama"} <= set(PRESETS)
+    assert {"tiny-llama", "small-llama"} <= set(FRAWDLLM_PRESETS)
     assert preset_heads(8192, 256, 6, 256, True) == 8            # tiny-llama
     assert preset_heads(8192 + 2, 512, 8, 512, True) == 8        # small-llama, chat tokens added by SFT
     assert preset_heads(32000, 768, 12, 1024, True) == 12        # 100m

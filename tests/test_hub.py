@@ -29,10 +29,10 @@ from hf_minitf import (
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
+from hf_minitf.cli import push_command
 from hf_minitf.model_card import render_model_card, update_model_card
-from hf_minitf.publishing import add_push_arguments, push_command
 from isolation import run_without_hf_minitf
-from minitf_cli import main as minitf_main
+from minitf_cli import add_push_arguments, main as minitf_main
 
 PACKAGE_MODULES = {path.name for path in Path(hf_minitf.__file__).parent.glob("*.py")}
 GPT_TEXT = "hello world, a tiny model on the hub"

@@ -1,19 +1,20 @@
-"""hf_minitf.training: reading training data, presets, options, and a byte-level BPE GPT."""
+"""hf_minitf.training and what it builds on: reading training data, presets, options, a byte-level BPE GPT, and
+the configs every trainer writes."""
 
 import json
 
 import pytest
+import torch
 from datasets import Dataset, DatasetDict
 
-from hf_minitf.training import (
-    PRESETS,
-    TrainingError,
-    TrainSettings,
-    get_preset,
-    load_pairs,
-    load_texts,
-    train_gpt,
-)
+from hf_minitf import AutoModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
+from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
+from hf_minitf.presets import FAMILIES, FRAWDLLM_PRESETS, PRESETS, get_preset
+from hf_minitf.training import TrainingError, TrainSettings, train_encoder, train_gpt, train_seq2seq
+from hf_minitf.training_data import TrainingDataError, load_pairs, load_texts
+
+TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=32)
 
 
 def test_texts_from_a_text_file_and_jsonl_rows(tmp_path):
@@ -21,13 +22,13 @@ def test_texts_from_a_text_file_and_jsonl_rows(tmp_path):
     assert load_texts(tmp_path / "a.txt") == ["héllo\nworld\n"]
     (tmp_path / "a.jsonl").write_text(json.dumps({"text": "one", "n": 1}) + "\n\n" + json.dumps({"text": "two"}) + "\n")
     assert load_texts(tmp_path / "a.jsonl") == ["one", "two"]
-    with pytest.raises(TrainingError, match="no column 'body'.*text, n"):
+    with pytest.raises(TrainingDataError, match="no column 'body'.*text, n"):
         load_texts(tmp_path / "a.jsonl", column="body")
     (tmp_path / "bad.jsonl").write_text('{"text": "one"}\n{"text": \n')
-    with pytest.raises(TrainingError, match="not valid JSON lines"):
+    with pytest.raises(TrainingDataError, match="not valid JSON lines"):
         load_texts(tmp_path / "bad.jsonl")
     (tmp_path / "bytes.txt").write_bytes(b"\xff\xfe\x00bad")
-    with pytest.raises(TrainingError, match="not UTF-8"):
+    with pytest.raises(TrainingDataError, match="not UTF-8"):
         load_texts(tmp_path / "bytes.txt")
 
 
@@ -35,14 +36,14 @@ def test_pairs_from_tsv_json_and_a_saved_dataset(tmp_path):
     (tmp_path / "p.tsv").write_text("a cat\tun gatto\n\nthe dog\til cane\textra\n")
     assert load_pairs(tmp_path / "p.tsv", ["source", "target"]) == [("a cat", "un gatto"), ("the dog", "il cane")]
     (tmp_path / "p.json").write_text(json.dumps([{"q": "x", "d": "y"}, {"q": "z", "d": 3}]))
-    with pytest.raises(TrainingError, match="row 1: column 'd' is 3, not a text"):
+    with pytest.raises(TrainingDataError, match="row 1: column 'd' is 3, not a text"):
         load_pairs(tmp_path / "p.json", ["q", "d"])
     rows = {"anchor": ["a", "b"], "positive": ["c", "d"]}
     DatasetDict({"train": Dataset.from_dict(rows), "test": Dataset.from_dict(rows)}).save_to_disk(tmp_path / "ds")
     assert load_pairs(tmp_path / "ds", ["anchor", "positive"], split="test") == [("a", "c"), ("b", "d")]
-    with pytest.raises(TrainingError, match="splits train, test, not 'validation'"):
+    with pytest.raises(TrainingDataError, match="splits train, test, not 'validation'"):
         load_pairs(tmp_path / "ds", ["anchor", "positive"], split="validation")
-    with pytest.raises(TrainingError, match="does not exist"):
+    with pytest.raises(TrainingDataError, match="does not exist"):
         load_pairs(tmp_path / "missing.tsv", ["a", "b"])
 
 
@@ -51,15 +52,30 @@ def test_presets_carry_the_original_sizes():
     assert (shakespeare["num_hidden_layers"], shakespeare["num_attention_heads"], shakespeare["hidden_size"],
             shakespeare["max_position_embeddings"]) == (6, 6, 384, 256)
     assert get_preset("gpt", "frawdllm-100m").vocab_size == 32000
-    mini = get_preset("embedding", "miniembed-mini")
+    mini = get_preset("encoder", "miniembed-mini")
     assert (mini.vocab_size, mini.config["num_hidden_layers"], mini.config["hidden_size"],
             mini.config["intermediate_size"]) == (30000, 4, 256, 1024)
     hkproj = get_preset("seq2seq", "hkproj").config
     assert (hkproj["hidden_size"], hkproj["num_hidden_layers"], hkproj["num_attention_heads"],
             hkproj["intermediate_size"], hkproj["max_position_embeddings"]) == (512, 6, 8, 2048, 350)
-    with pytest.raises(TrainingError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
+    with pytest.raises(ValueError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
         get_preset("gpt", "huge")
-    assert set(PRESETS) == {"gpt", "embedding", "seq2seq"}
+    with pytest.raises(ValueError, match="unknown model family 'embedding'; choose one of gpt, encoder, seq2seq"):
+        get_preset("embedding", "tiny")
+    assert FAMILIES == tuple(PRESETS) == ("gpt", "encoder", "seq2seq")
+
+
+def test_frawdllm_training_presets_are_frawdllms_sizes():
+    """FrawdLLM's sizes are declared once; the training presets (and the converter's head inference) read them."""
+    assert list(FRAWDLLM_PRESETS) == ["tiny", "small", "base", "tiny-llama", "small-llama", "100m"]
+    base = get_preset("gpt", "frawdllm-base")
+    assert (base.vocab_size, base.tokenizer, base.config["hidden_size"], base.config["num_hidden_layers"],
+            base.config["num_attention_heads"], base.config["max_position_embeddings"],
+            base.config["position_embedding_type"], base.config["hidden_dropout"]) == (
+        8192, "bpe", 768, 12, 12, 1024, "learned", 0.1)
+    small_llama = get_preset("gpt", "frawdllm-small-llama").config
+    assert (small_llama["hidden_size"], small_llama["num_hidden_layers"], small_llama["position_embedding_type"],
+            small_llama["hidden_dropout"]) == (512, 8, "rope", 0.0)
 
 
 @pytest.mark.parametrize("options, word", [
@@ -86,3 +102,35 @@ def test_gpt_with_a_byte_level_bpe_tokenizer_trained_on_the_text():
         train_gpt(text, None, block_size=1000)
     with pytest.raises(TrainingError, match="empty"):
         train_gpt("  \n", None)
+
+
+@pytest.fixture(scope="module")
+def trained_folders(tmp_path_factory):
+    """A gpt, encoder and seq2seq folder written by the trainers (two steps each)."""
+    root = tmp_path_factory.mktemp("trained")
+    settings = TrainSettings(max_steps=2, batch_size=4, progress=False)
+    train_gpt("the cat sat on the mat\n" * 20, root / "gpt", block_size=16, settings=settings,
+              config_overrides=TINY)
+    train_encoder(paraphrase_pairs(40, 4).train, root / "encoder", settings=settings, config_overrides=TINY)
+    train_seq2seq(english_italian_pairs(40, 4).train, root / "seq2seq", settings=settings, config_overrides=TINY)
+    return root
+
+
+@pytest.mark.parametrize("family, model_class", [("gpt", MiniTFGPTForCausalLM),
+                                                 ("seq2seq", MiniTFSeq2SeqForConditionalGeneration)])
+def test_saved_configs_keep_the_cache_the_trainer_turned_off(trained_folders, family, model_class):
+    """The Trainer sets config.use_cache=False for training; the written config says use_cache: true again, and a
+    bare forward of the reloaded model returns its cache."""
+    folder = trained_folders / family
+    assert json.loads((folder / "config.json").read_text())["use_cache"] is True
+    model = model_class.from_pretrained(folder).eval()
+    ids = torch.tensor([[4, 5, 6]])
+    with torch.no_grad():
+        outputs = model(ids, decoder_input_ids=ids) if family == "seq2seq" else model(ids)
+    assert outputs.past_key_values is not None and outputs.past_key_values.get_seq_length() == 3
+
+
+def test_the_encoder_config_gets_no_cache_field(trained_folders):
+    config = json.loads((trained_folders / "encoder" / "config.json").read_text())
+    assert "use_cache" not in config
+    assert AutoModel.from_pretrained(trained_folders / "encoder").config.model_type == "minitf_encoder"

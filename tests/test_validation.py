@@ -2,7 +2,7 @@
 names the problem (the field, file, tensor or value). Add a row with one `bad(...)` line: an id, a callable taking
 the test's temporary folder, the exception type and a regex its message must match.
 
-After every row the temporary folder must hold no half-written output (no `.NAME.converting-*` folder)."""
+After every row the temporary folder must hold no half-written output (no `.NAME.writing-*` folder)."""
 
 import contextlib
 import io
@@ -36,9 +36,10 @@ from hf_minitf import (
 )
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.char_gpt import convert_char_gpt
-from hf_minitf.conversion.cli import main as convert_main
-from hf_minitf.conversion.output import TensorPlan, atomic_output_dir, check_output_dir, write_safetensors
+from hf_minitf.conversion.output import TensorPlan, write_safetensors
+from hf_minitf.output_folder import OutputFolderError, atomic_output_dir, check_output_dir
 from hf_minitf.tokenization_minitf import wrap_tokenizer
+from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
 CHAR_GPT = DATA / "char_gpt"
@@ -55,7 +56,7 @@ def convert(*argv) -> None:
     """Run `minitf convert ...`; raise CommandFailed with its stderr when it exits non-zero."""
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
-        code = convert_main([str(arg) for arg in argv])
+        code = minitf_main(["convert", *(str(arg) for arg in argv)])
     if code != 0:
         raise CommandFailed(f"exit {code}: {errors.getvalue()}")
 
@@ -243,8 +244,8 @@ BAD_INPUTS = [
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
     bad("convert-api-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: (
         convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
-                         overwrite=True))), ConversionError,
-        r"holds the input .*checkpoint.pt: writing there would delete"),
+                         overwrite=True))), OutputFolderError,
+        r"output folder .*run holds the input .*checkpoint.pt: writing there would delete"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
     bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
         r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
@@ -347,8 +348,8 @@ BAD_INPUTS = [
     bad("convert-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: convert(
         "char-gpt", tmp / "run/checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
         "--out", tmp / "run", "--overwrite")), CommandFailed, r"exit 2: .*--out .*run holds the input .*checkpoint.pt"),
-    bad("output-is-input", lambda tmp: check_output_dir(tmp, True, [tmp, None]), ConversionError,
-        r"--out .* is the input .*writing there would delete it"),
+    bad("output-is-input", lambda tmp: check_output_dir(tmp, True, [tmp, None]), OutputFolderError,
+        r"output folder .* is the input .*writing there would delete it"),
     bad("convert-out-is-a-file", lambda tmp: convert(
         "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
         "--out", write(tmp / "out", "x")), CommandFailed, r"--out .*out exists and is not a folder"),
@@ -363,7 +364,7 @@ BAD_INPUTS = [
         "char-gpt", huge_weight_checkpoint(tmp), "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
         "--dtype", "float16", "--out", tmp / "out"), CommandFailed, r"exit 2: .*model.norm.weight has values up to"),
     bad("output-holds-input", lambda tmp: check_output_dir(tmp, True, [write(tmp / "sub/a.pt", "x")]),
-        ConversionError, r"holds the input .*a.pt"),
+        OutputFolderError, r"holds the input .*a.pt"),
     bad("output-shape-mismatch", lambda tmp: write_safetensors(tmp / "w.safetensors", [
         TensorPlan("w", (2, 2), torch.float32, lambda: torch.zeros(3), origin="orig.w")]), ConversionError,
         r"w \(from orig.w\) has shape \[3\], the model expects \[2, 2\]"),
@@ -382,7 +383,7 @@ def _write_in_atomic_folder(tmp: Path, plans: list[TensorPlan]) -> None:
 def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
     with pytest.raises(error, match=message):
         action(tmp_path)
-    leftovers = [path for path in tmp_path.rglob(".*") if ".converting-" in path.name or ".old-" in path.name]
+    leftovers = [path for path in tmp_path.rglob(".*") if ".writing-" in path.name or ".old-" in path.name]
     assert not leftovers, f"half-written output left behind: {leftovers}"
 
 
@@ -407,8 +408,8 @@ def test_leftovers_of_killed_runs_are_removed_or_restored_and_reported(tmp_path,
         write(folder / "model.safetensors", "partial")
     previous = tmp_path / f".out.old-{_dead_pid()}-11112222"  # killed between moving `out` away and moving in the new
     write(previous / "config.json", "{}")
-    with caplog.at_level("WARNING", logger="hf_minitf.conversion.output"):
-        with pytest.raises(ConversionError, match="not empty"):
+    with caplog.at_level("WARNING", logger="hf_minitf.output_folder"):
+        with pytest.raises(OutputFolderError, match="not empty"):
             with atomic_output_dir(out):
                 pass
     assert (out / "config.json").read_text() == "{}", "the interrupted run's previous folder was not restored"
