@@ -3,13 +3,8 @@ layer it is built on)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from transformers import PreTrainedConfig
-
-from .configuration_minitf_checks import (
-    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
-    token_ids,
+from .configuration_minitf import (
+    MiniTFConfig, activation, boolean, check_token_ids_in_vocabulary, choice, integer, number, probability, token_ids,
 )
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
@@ -21,7 +16,7 @@ AUTO_MAP = {
     "AutoModelForSequenceClassification": "modeling_minitf_encoder.MiniTFEncoderForSequenceClassification",
 }
 
-# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+# What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
     "vocab_size": integer(),
     "hidden_size": integer(),
@@ -42,12 +37,12 @@ FIELD_CHECKS = {
 }
 
 
-class MiniTFEncoderConfig(PreTrainedConfig):
+class MiniTFEncoderConfig(MiniTFConfig):
     """Pre-LN transformer encoder for sentence embeddings.
 
     Token embedding (row `pad_token_id` kept at zero) times sqrt(hidden_size) when `scale_embeddings`, plus
-    sinusoidal (sin on even, cos on odd features) or learned positions; pre-LN layers with biased q/k/v/o
-    projections and an exact-GELU MLP; final LayerNorm. The pooled output is the masked mean of the last
+    sinusoidal (sin on even, cos on odd features) or learned positions; pre-LN layers with q/k/v/o projections
+    (biased when `attention_bias`) and an exact-GELU MLP; final LayerNorm. The pooled output is the masked mean of the last
     hidden states, L2-normalized. Defaults are MiniEmbed's; its argument names work as aliases
     (`d_model`, `num_heads`, `num_layers`, `d_ff`, `max_seq_len`).
 
@@ -56,6 +51,8 @@ class MiniTFEncoderConfig(PreTrainedConfig):
     """
 
     model_type = "minitf_encoder"
+    field_checks = FIELD_CHECKS
+    family_auto_map = AUTO_MAP
     attribute_map = {
         "d_model": "hidden_size",
         "num_heads": "num_attention_heads",
@@ -81,14 +78,8 @@ class MiniTFEncoderConfig(PreTrainedConfig):
     initializer_range: float = 0.02
     pad_token_id: int | None = 0
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
-        super().__setattr__(name, value)
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
-        check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
+    def complete_fields(self) -> None:
+        super().complete_fields()
         check_token_ids_in_vocabulary(self, ("pad_token_id",), self.vocab_size, "vocabulary")
 
 

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from transformers import PreTrainedConfig
-
-from .configuration_minitf_checks import (
-    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
-    token_ids,
+from .configuration_minitf import (
+    MiniTFConfig, activation, boolean, check_heads, check_token_ids_in_vocabulary, choice, integer, number,
+    probability, token_ids,
 )
 
 POSITION_EMBEDDING_TYPES = ("learned", "rope")
@@ -21,7 +17,7 @@ AUTO_MAP = {
     "AutoModelForCausalLM": "modeling_minitf_gpt.MiniTFGPTForCausalLM",
 }
 
-# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+# What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
     "vocab_size": integer(),
     "hidden_size": integer(),
@@ -47,8 +43,9 @@ FIELD_CHECKS = {
 }
 
 
-class MiniTFGPTConfig(PreTrainedConfig):
-    """Pre-LN GPT: token embedding, learned or rotary positions, fused-qkv attention with bias, GELU MLP,
+class MiniTFGPTConfig(MiniTFConfig):
+    """Pre-LN GPT: token embedding, learned or rotary positions, fused-qkv attention (biased when
+    `attention_bias`), GELU MLP,
     final LayerNorm, `lm_head` tied to the token embedding.
 
     `position_embedding_type="learned"` adds a position table of `max_position_embeddings` rows (inputs
@@ -61,6 +58,9 @@ class MiniTFGPTConfig(PreTrainedConfig):
     """
 
     model_type = "minitf_gpt"
+    field_checks = FIELD_CHECKS
+    family_auto_map = AUTO_MAP
+    fused_qkv = True
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "n_embd": "hidden_size",
@@ -91,13 +91,7 @@ class MiniTFGPTConfig(PreTrainedConfig):
     bos_token_id: int | None = None
     eos_token_id: int | list[int] | None = None
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
-        super().__setattr__(name, value)
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+    def complete_fields(self) -> None:
         if self.intermediate_size is None:
             self.intermediate_size = 4 * self.hidden_size
         head_dim = check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)

@@ -3,12 +3,8 @@ later variants."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from transformers import PreTrainedConfig
-
-from .configuration_minitf_checks import (
-    activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
+from .configuration_minitf import (
+    MiniTFConfig, activation, always, boolean, check_token_ids_in_vocabulary, choice, integer, number, probability,
     token_ids,
 )
 
@@ -26,7 +22,7 @@ AUTO_MAP = {
     "AutoModelForSeq2SeqLM": "modeling_minitf_seq2seq.MiniTFSeq2SeqForConditionalGeneration",
 }
 
-# What each field accepts, checked whenever it is set (see configuration_minitf_checks).
+# What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
     "src_vocab_size": integer(),
     "vocab_size": integer(),
@@ -48,7 +44,7 @@ FIELD_CHECKS = {
     "label_smoothing": number(0, 1, below=True),
     "initializer_range": number(0),
     "use_cache": boolean(),
-    "is_encoder_decoder": boolean(),
+    "is_encoder_decoder": always(True),
     "tie_word_embeddings": boolean(),
     "pad_token_id": token_ids(),
     "bos_token_id": token_ids(),
@@ -57,7 +53,7 @@ FIELD_CHECKS = {
 }
 
 
-class MiniTFSeq2SeqConfig(PreTrainedConfig):
+class MiniTFSeq2SeqConfig(MiniTFConfig):
     """Pre-norm Transformer encoder-decoder with separate source and target vocabularies.
 
     `src_vocab_size` sizes the encoder's token embedding, `vocab_size` (alias `tgt_vocab_size`) the decoder's
@@ -82,6 +78,8 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     """
 
     model_type = "minitf_seq2seq"
+    field_checks = FIELD_CHECKS
+    family_auto_map = AUTO_MAP
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "tgt_vocab_size": "vocab_size",
@@ -116,14 +114,8 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     eos_token_id: int | list[int] | None = 3
     decoder_start_token_id: int | None = 2
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        check_field(type(self).__name__, FIELD_CHECKS, self.attribute_map.get(name, name), value)
-        super().__setattr__(name, value)
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
-        check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
+    def complete_fields(self) -> None:
+        super().complete_fields()
         if self.hidden_size % 2 != 0:
             raise ValueError(
                 f"{type(self).__name__}: sinusoidal positions need an even hidden_size, got {self.hidden_size}."

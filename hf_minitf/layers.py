@@ -1,15 +1,16 @@
-"""Blocks shared by every MiniTF family: input checks, positions, attention, feed-forward, pre-norm layers.
+"""The nn blocks of every MiniTF family, each defined before the block that uses it: positions, the linear layer,
+attention, feed-forward, norms, the pre-norm layer and the stack runner.
 
-Attention runs through transformers' `ALL_ATTENTION_FUNCTIONS` (eager, sdpa, flex_attention, flash attention, and
-the paged variants continuous batching uses), keyed by `config._attn_implementation`, as transformers' own Llama
-does; masks come from `transformers.masking_utils` in the modeling files. This file is copied beside the modeling
-files when a model is saved with its code, so it imports only torch and transformers, never other parts of
-hf_minitf.
+Every block reads its settings from the config it is given (as transformers' Llama does); only a block's role in
+the model (causal, cross-attention) is a constructor argument. Attention runs through transformers'
+`ALL_ATTENTION_FUNCTIONS` (eager, sdpa, flex_attention, flash attention, and the paged variants continuous batching
+uses), keyed by `config._attn_implementation`; masks come from `transformers.masking_utils` in the modeling files.
+This file is copied beside the modeling files when a model is saved with its code, so it imports only torch,
+transformers and its sibling `compat`.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Callable
 
@@ -19,153 +20,9 @@ from torch import nn
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-try:
-    from transformers.generation.continuous_batching.cache import PagedAttentionCache
-except ImportError:  # pragma: no cover - every supported transformers has it
-    PagedAttentionCache = None
-
-# transformers 5.24 renamed the cache field of model outputs (and the forward argument) from
-# `past_key_values` to `cache`; outputs are built with whichever name this transformers declares.
-CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-# Before transformers ~5.22 the paged attention functions wrote the paged cache themselves (given as
-# `kwargs["cache"]`); later ones expect the layer to call `cache.update(..., kwargs=...)` like for any cache.
-PAGED_CACHE_UPDATED_BY_ATTENTION = (
-    PagedAttentionCache is not None and "kwargs" not in inspect.signature(PagedAttentionCache.update).parameters
-)
-
-
-def is_paged_cache(cache: Cache | None) -> bool:
-    """Whether `cache` is continuous batching's paged cache (its requests are packed in one row)."""
-    return PagedAttentionCache is not None and isinstance(cache, PagedAttentionCache)
-
-
-def pick_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    """Return the cache given under either name (`cache` since transformers 5.24, `past_key_values` before)."""
-    if cache is not None and past_key_values is not None and cache is not past_key_values:
-        raise ValueError("Pass the KV cache once, as `cache` or as `past_key_values`, not both.")
-    cache = cache if cache is not None else past_key_values
-    if cache is not None and not isinstance(cache, Cache) and not is_paged_cache(cache):
-        raise ValueError(
-            f"The KV cache must be a transformers `Cache` (e.g. DynamicCache), got {type(cache).__name__}; "
-            "tuple caches were removed in transformers 5."
-        )
-    return cache
-
-
-def cached_length(cache: Cache | None) -> int:
-    """Tokens already in the cache (0 without one, and for the paged cache, whose requests carry positions)."""
-    if cache is None or is_paged_cache(cache):
-        return 0
-    return cache.get_seq_length()
-
-
-def checks_enabled() -> bool:
-    """Input checks read tensor values (a host sync, a graph break): skip them inside a compiled graph."""
-    return not torch.compiler.is_compiling()
-
-
-def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
-    """Raise a ValueError naming the first id outside `[0, vocab_size)` instead of an index error inside torch."""
-    if input_ids.numel() == 0 or not checks_enabled():
-        return
-    bad = (input_ids < 0) | (input_ids >= vocab_size)
-    if bad.any():
-        token_id = input_ids[bad][0].item()
-        raise ValueError(
-            f"{name} contains token id {token_id}, outside the vocabulary (vocab_size={vocab_size}); "
-            "ids must lie in [0, vocab_size). Check that the tokenizer matches this model."
-        )
-
-
-def check_input_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
-    """Token ids must be a (batch, length) integer tensor of ids inside the vocabulary."""
-    check_ids_tensor(input_ids, name)
-    check_token_ids(input_ids, vocab_size, name)
-
-
-def check_ids_tensor(input_ids: torch.Tensor, name: str = "input_ids") -> None:
-    """Token ids must be a (batch, length) tensor of integers (their values are checked against a vocabulary apart)."""
-    if not isinstance(input_ids, torch.Tensor):
-        raise ValueError(f"{name} must be a torch tensor of token ids, got {type(input_ids).__name__}; "
-                         "call the tokenizer with return_tensors='pt'.")
-    if input_ids.dim() != 2:
-        raise ValueError(
-            f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}; "
-            f"for one text, add a batch dimension ({name}[None])."
-        )
-    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
-        raise ValueError(
-            f"{name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}; "
-            "pass the ids the tokenizer returned, not embeddings or scores."
-        )
-
-
-def check_inputs_embeds(inputs_embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:
-    """Embeddings given instead of ids must be (batch, length, hidden_size) floats."""
-    if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != hidden_size:
-        raise ValueError(
-            f"{name} must have shape (batch_size, sequence_length, hidden_size={hidden_size}), "
-            f"got {tuple(inputs_embeds.shape)}."
-        )
-    if not inputs_embeds.is_floating_point():
-        raise ValueError(f"{name} must be floating point, got dtype {inputs_embeds.dtype}; pass token ids as "
-                         "input_ids instead.")
-
-
-def check_attention_mask(attention_mask: torch.Tensor | None, batch_size: int, length: int,
-                         name: str = "attention_mask") -> None:
-    """A 2D padding mask must be (batch, length) exactly; 4D masks (built by transformers) pass through."""
-    if attention_mask is None or isinstance(attention_mask, dict) or not checks_enabled():
-        return
-    if attention_mask.dim() == 4:
-        return
-    if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, length):
-        raise ValueError(
-            f"{name} must have the shape (batch_size, sequence_length) = ({batch_size}, {length}), covering the "
-            f"cached and the new tokens, got {tuple(attention_mask.shape)}; pass the mask the tokenizer returned "
-            "with these ids."
-        )
-
-
-def check_position_ids(position_ids: torch.Tensor, limit: int | None, what: str) -> None:
-    """Position ids must be non-negative and, for a learned table of `limit` rows, below `limit`."""
-    if position_ids.numel() == 0 or not checks_enabled():
-        return
-    lowest, highest = int(position_ids.min()), int(position_ids.max())
-    if lowest < 0:
-        raise ValueError(f"position_ids must be >= 0, got {lowest}.")
-    if limit is not None and highest >= limit:
-        raise ValueError(
-            f"Position {highest} is past this model's max_position_embeddings={limit} ({what}): prompt plus "
-            f"generated tokens must fit in {limit} tokens. Shorten the input or lower max_new_tokens."
-        )
-
-
-def remember_forward_signature(model_class: type) -> type:
-    """Class decorator: store the signature of `model_class.forward` on it.
-
-    transformers asks for `inspect.signature(model.forward)` on every generation step of a model registered with an
-    auto class (a check for remote code that still expects `cache_position`): about 0.1 ms a step, 4% of a compiled
-    decoding step at nanoGPT char dims. `inspect` returns a stored `__signature__` at once, and it is the same one.
-    """
-    model_class.forward.__signature__ = inspect.signature(model_class.forward)
-    return model_class
-
-
-def positions_from_mask(attention_mask: torch.Tensor | None, past_length: int, query_length: int,
-                        device: torch.device) -> torch.Tensor:
-    """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them.
-
-    Without a 2D mask, positions are `past_length, past_length + 1, ...` for every row, as one (1, length) row.
-    """
-    if attention_mask is None or isinstance(attention_mask, dict) or attention_mask.dim() != 2:
-        return torch.arange(past_length, past_length + query_length, device=device)[None]
-    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-    return positions[:, -query_length:].to(device)
+from .compat import PAGED_CACHE_UPDATED_BY_ATTENTION, is_paged_cache
 
 
 class SinusoidalPositionalEmbedding(nn.Module):
@@ -223,6 +80,44 @@ class RotaryEmbedding(nn.Module):
             first, second = xf.chunk(2, dim=-1)
             rotated = torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
         return rotated.to(x.dtype)
+
+
+class DecodingLinear(nn.Linear):
+    """`nn.Linear` that multiplies few rows (a decoding step) on CPU as a batched GEMM over blocks of output features.
+
+    For a handful of rows, torch's CPU `F.linear` in float32 ends in a matrix-vector kernel that streams the weights
+    well below the memory bandwidth; the same product split into `blocks` independent (out/blocks, in) x (in, rows)
+    GEMMs over views of the row-major weight runs faster (benchmarks/speed.py measures it). Same values up to the
+    rounding of a different summation order; parameters, names and saved files are those of `nn.Linear`. Other dtypes (bfloat16 already goes through
+    oneDNN), devices, quantized weights and larger inputs use `F.linear`.
+    """
+
+    max_rows = 64
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, **kwargs) -> None:
+        super().__init__(in_features, out_features, bias=bias, **kwargs)
+        self.blocks = next((blocks for blocks in (4, 2) if out_features % blocks == 0), 0)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        weight, bias, features = self.weight, self.bias, self.in_features
+        rows = input.numel() // features if features else 0
+        if not (
+            self.blocks and 0 < rows <= self.max_rows and input.is_cpu and input.dtype == weight.dtype == torch.float32
+            and type(weight) in (nn.Parameter, torch.Tensor) and weight.is_contiguous() and input.is_contiguous()
+        ):
+            return F.linear(input, weight, bias)
+        blocks, block_size = self.blocks, self.out_features // self.blocks
+        # The rows as a column-major (in, rows) matrix, the same for every block; strides spelled out so that
+        # torch.compile keeps them where the size-1 dimension of a single row would let it pick others.
+        columns = input.as_strided((blocks, features, rows), (0, 1, features))
+        weight_blocks = weight.view(blocks, block_size, features)
+        if bias is None:
+            output = torch.bmm(weight_blocks, columns)
+        else:
+            output = torch.baddbmm(bias.view(blocks, block_size, 1), weight_blocks, columns)
+        if rows > 1:  # (out, rows) -> (rows, out)
+            output = output.view(self.out_features, rows).t().contiguous()
+        return output.view(*input.shape[:-1], self.out_features)
 
 
 def softmax_attention(module: nn.Module, scores: torch.Tensor, value: torch.Tensor,
@@ -283,14 +178,15 @@ def fixed_mask_eager_attention_forward(
 class Attention(nn.Module):
     """Multi-head attention, self or cross, through `ALL_ATTENTION_FUNCTIONS[config._attn_implementation]`.
 
-    `fused_qkv=True` projects with one `qkv_proj` laid out `[q | k | v]` (GPT style), otherwise separate
-    `q_proj`, `k_proj`, `v_proj`. Self-attention keys/values go through the cache (dynamic, static or paged);
-    cross-attention ones are computed once and kept in the cross-attention half of an `EncoderDecoderCache`.
-    `fixed_mask_value` selects `fixed_mask_eager_attention_forward` whatever the configured implementation.
+    From the config: `fused_qkv` projects with one `qkv_proj` laid out `[q | k | v]` (GPT style), otherwise separate
+    `q_proj`, `k_proj`, `v_proj` (self-attention only: cross-attention projects queries and keys/values apart);
+    `attention_bias` gives the projections biases; `attention_mask_value` (hkproj's -1e9) selects
+    `fixed_mask_eager_attention_forward` whatever the configured implementation. Self-attention keys/values go
+    through the cache (dynamic, static or paged); cross-attention ones are computed once and kept in the
+    cross-attention half of an `EncoderDecoderCache`.
     """
 
-    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, bias: bool = True, is_causal: bool = False,
-                 is_cross_attention: bool = False, fixed_mask_value: float | None = None) -> None:
+    def __init__(self, config, layer_idx: int, *, is_causal: bool = False, is_cross_attention: bool = False) -> None:
         super().__init__()
         self.config = config
         self.layer_idx = layer_idx
@@ -301,10 +197,10 @@ class Attention(nn.Module):
         self.attention_dropout = config.attention_dropout
         self.is_causal = is_causal and not is_cross_attention
         self.is_cross_attention = is_cross_attention
-        self.fused_qkv = fused_qkv
-        self.fixed_mask_value = fixed_mask_value
-        hidden = config.hidden_size
-        if fused_qkv:
+        self.fused_qkv = config.fused_qkv and not is_cross_attention
+        self.fixed_mask_value = config.attention_mask_value
+        hidden, bias = config.hidden_size, config.attention_bias
+        if self.fused_qkv:
             self.qkv_proj = DecodingLinear(hidden, 3 * hidden, bias=bias)
         else:
             self.q_proj = DecodingLinear(hidden, hidden, bias=bias)
@@ -375,87 +271,77 @@ class Attention(nn.Module):
         return self.o_proj(output), weights
 
 
-class DecodingLinear(nn.Linear):
-    """`nn.Linear` that multiplies few rows (a decoding step) on CPU as a batched GEMM over blocks of output features.
-
-    For a handful of rows, torch's CPU `F.linear` in float32 ends in a matrix-vector kernel that streams the weights
-    at a third of the memory bandwidth; the same product split into `blocks` independent (out/blocks, in) x (in,
-    rows) GEMMs over views of the row-major weight runs faster: per layer of nanoGPT char dims 651 -> 190 us at one
-    row, 1025 -> 642 us at 8, about 10% less at 32 to 128. Same values up to the rounding of a different summation
-    order; parameters, names and saved files are those of `nn.Linear`. Other dtypes (bfloat16 already goes through
-    oneDNN), devices, quantized weights and larger inputs use `F.linear`.
-    """
-
-    max_rows = 64
-
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, **kwargs) -> None:
-        super().__init__(in_features, out_features, bias=bias, **kwargs)
-        self.blocks = next((blocks for blocks in (4, 2) if out_features % blocks == 0), 0)
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        weight, bias, features = self.weight, self.bias, self.in_features
-        rows = input.numel() // features if features else 0
-        if not (
-            self.blocks and 0 < rows <= self.max_rows and input.is_cpu and input.dtype == weight.dtype == torch.float32
-            and type(weight) in (nn.Parameter, torch.Tensor) and weight.is_contiguous() and input.is_contiguous()
-        ):
-            return F.linear(input, weight, bias)
-        blocks, block_size = self.blocks, self.out_features // self.blocks
-        # The rows as a column-major (in, rows) matrix, the same for every block; strides spelled out so that
-        # torch.compile keeps them where the size-1 dimension of a single row would let it pick others.
-        columns = input.as_strided((blocks, features, rows), (0, 1, features))
-        weight_blocks = weight.view(blocks, block_size, features)
-        if bias is None:
-            output = torch.bmm(weight_blocks, columns)
-        else:
-            output = torch.baddbmm(bias.view(blocks, block_size, 1), weight_blocks, columns)
-        if rows > 1:  # (out, rows) -> (rows, out)
-            output = output.view(self.out_features, rows).t().contiguous()
-        return output.view(*input.shape[:-1], self.out_features)
-
-
 class FeedForward(nn.Module):
-    """Position-wise MLP: fc1 -> activation -> dropout -> fc2 (the residual branch adds its own dropout)."""
+    """Position-wise MLP: fc1 -> `hidden_act` -> dropout -> fc2 (the residual branch adds its own dropout)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, activation: str, dropout: float = 0.0) -> None:
+    def __init__(self, config) -> None:
         super().__init__()
-        self.fc1 = DecodingLinear(hidden_size, intermediate_size)
-        self.act = ACT2FN[activation]
-        self.dropout = nn.Dropout(dropout)
-        self.fc2 = DecodingLinear(intermediate_size, hidden_size)
+        self.fc1 = DecodingLinear(config.hidden_size, config.intermediate_size)
+        self.act = ACT2FN[config.hidden_act]
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.fc2 = DecodingLinear(config.intermediate_size, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         hidden_states = self.act(self.fc1(hidden_states))
         return self.fc2(self.dropout(hidden_states) if self.training else hidden_states)
 
 
-def layer_norm(config) -> nn.Module:
-    """The standard LayerNorm of a config's hidden size and `layer_norm_eps`."""
-    return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+class HkprojLayerNorm(nn.Module):
+    """hkproj's original norm and its later fixes: `weight * (x - mean) / (std * eps or std + eps) + bias`.
+
+    The std is the unbiased one (as `Tensor.std`); `weight` and `bias` hold one value each (`per_feature=False`,
+    the original) or one per feature. With `eps_multiplies_std=True` (the original's bug) the output is about 1/eps
+    times larger than a normalized one unless the weight is small; converted checkpoints depend on it.
+    """
+
+    def __init__(self, hidden_size: int, eps: float, per_feature: bool, eps_multiplies_std: bool) -> None:
+        super().__init__()
+        size = hidden_size if per_feature else 1
+        self.weight = nn.Parameter(torch.ones(size))
+        self.bias = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+        self.eps_multiplies_std = eps_multiplies_std
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        mean = hidden_states.mean(dim=-1, keepdim=True)
+        std = hidden_states.std(dim=-1, keepdim=True)
+        scale = std * self.eps if self.eps_multiplies_std else std + self.eps
+        return self.weight * (hidden_states - mean) / scale + self.bias
+
+    def extra_repr(self) -> str:
+        eps = f"std * {self.eps}" if self.eps_multiplies_std else f"std + {self.eps}"
+        return f"features={self.weight.numel()}, denominator={eps}"
+
+
+def make_norm(config) -> nn.Module:
+    """The norm `config.norm_type` names (see configuration_minitf_seq2seq.NORM_TYPES), of `layer_norm_eps`."""
+    if config.norm_type == "layer_norm":
+        return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+    return HkprojLayerNorm(
+        config.hidden_size,
+        config.layer_norm_eps,
+        per_feature=config.norm_type == "per_feature_std_plus_eps",
+        eps_multiplies_std=config.norm_type == "scalar_std_times_eps",
+    )
 
 
 class PreNormLayer(GradientCheckpointingLayer):
     """One pre-norm transformer layer: `x + attn(norm(x))`, optionally `x + cross_attn(norm(x), memory)`,
     then `x + mlp(norm(x))`, with dropout on each residual branch.
 
-    `make_norm(config)` builds each norm, so a family can swap LayerNorm for its own variant; `is_causal` marks
-    decoder self-attention; `fixed_mask_value` is hkproj's set-to-a-value masking (see
-    `fixed_mask_eager_attention_forward`).
+    Each norm is the one `config.norm_type` names (`make_norm`); `is_causal` marks decoder self-attention and
+    `has_cross_attention` a decoder layer of an encoder-decoder.
     """
 
-    def __init__(self, config, layer_idx: int, *, fused_qkv: bool = False, is_causal: bool = False,
-                 has_cross_attention: bool = False, make_norm: Callable = layer_norm, attention_bias: bool = True,
-                 fixed_mask_value: float | None = None) -> None:
+    def __init__(self, config, layer_idx: int, *, is_causal: bool = False, has_cross_attention: bool = False) -> None:
         super().__init__()
         self.self_attn_layer_norm = make_norm(config)
-        self.self_attn = Attention(config, layer_idx, fused_qkv=fused_qkv, bias=attention_bias, is_causal=is_causal,
-                                   fixed_mask_value=fixed_mask_value)
+        self.self_attn = Attention(config, layer_idx, is_causal=is_causal)
         if has_cross_attention:
             self.cross_attn_layer_norm = make_norm(config)
-            self.cross_attn = Attention(config, layer_idx, bias=attention_bias, is_cross_attention=True,
-                                        fixed_mask_value=fixed_mask_value)
+            self.cross_attn = Attention(config, layer_idx, is_cross_attention=True)
         self.mlp_layer_norm = make_norm(config)
-        self.mlp = FeedForward(config.hidden_size, config.intermediate_size, config.hidden_act, config.hidden_dropout)
+        self.mlp = FeedForward(config)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(

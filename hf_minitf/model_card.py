@@ -1,20 +1,21 @@
 """Model cards of MiniTF folders, built with huggingface_hub's `ModelCard` / `ModelCardData`.
 
-Every way a model leaves the machine writes one: `save_pretrained` and `push_to_hub` of every MiniTF model (through
-`ModelCardMixin`), `save_sentence_transformer`, `minitf convert`, `minitf push` and the training commands
-(`update_model_card`). A card is read from the folder itself (config.json, the safetensors headers, modules.json),
-so the same code serves a fresh save, a converted folder and a folder about to be pushed. The sections this
-module writes sit between `<!-- minitf:NAME -->` markers and are rewritten in place; everything else in an
-existing card (a conversion's origin notes, text a user added) is kept.
-
-The modeling files import this module, so it is copied beside saved models as remote code: it imports only the
-standard library, huggingface_hub and siblings, and needs no package data.
+Every way a model leaves the machine writes one: `save_pretrained` and `push_to_hub` of every MiniTF model (the
+models find this module when hf_minitf is installed, see `modeling_minitf.find_card_writer`),
+`save_sentence_transformer`, `minitf convert`, `minitf push` and the training commands (`update_model_card`).
+The wording lives in the Markdown/Jinja templates of `model_cards/` (package data `hf_minitf.model_cards`): one per
+family, plus the origin section of converted models and the results section of trained ones, rendered by
+`ModelCard.from_template`. A card is read from the folder itself (config.json, the safetensors headers,
+modules.json), so the same code serves a fresh save, a converted folder and a folder about to be pushed. The
+sections between `<!-- minitf:NAME -->` markers are rewritten in place; everything else in an existing card (text a
+user added, sentence-transformers' own sections) is kept.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.resources
 import json
 import os
 import re
@@ -25,11 +26,16 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-README = "README.md"
+from .modeling_minitf import README, is_blank_card
+
 MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
-FAMILIES = {"minitf_gpt": "MiniTF GPT", "minitf_encoder": "MiniTF encoder", "minitf_seq2seq": "MiniTF seq2seq"}
+# The card template of each family, by model_type; the sections of converted and trained models.
+FAMILY_TEMPLATES = {"minitf_gpt": "gpt.md", "minitf_encoder": "encoder.md", "minitf_seq2seq": "seq2seq.md"}
+ORIGIN_TEMPLATE = "converted.md"
+RESULTS_TEMPLATE = "results.md"
+TEMPLATE_PACKAGE = "hf_minitf.model_cards"
 # The pipeline tag of each model head, by the end of its class name.
 PIPELINE_TAGS = {
     "ForCausalLM": "text-generation",
@@ -43,6 +49,7 @@ DEFAULT_ARCHITECTURES = {
 }
 TRANSLATION_PIPELINE_FILE = "pipeline_minitf_translation.py"
 _SECTION = "<!-- minitf:{name} -->\n{text}\n<!-- /minitf:{name} -->"
+_SECTIONS = re.compile(r"<!-- minitf:(\w+) -->\n(.*?)\n<!-- /minitf:\1 -->", re.DOTALL)
 _SENTENCE_TRANSFORMER_CALL = re.compile(r'SentenceTransformer\("([^"]*)"(?:, trust_remote_code=True)?\)')
 
 
@@ -81,24 +88,35 @@ def _count_safetensors_parameters(folder: Path) -> int | None:
     return total
 
 
+def card_template(name: str) -> str:
+    """The text of a card template of `model_cards/` (package data; the source tree's folder in a checkout whose
+    editable install predates the package data)."""
+    try:
+        return importlib.resources.files(TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        return (Path(__file__).resolve().parent.parent / "model_cards" / name).read_text(encoding="utf-8")
+
+
 class FolderFacts:
-    """What a card says about a saved MiniTF folder, read from its files."""
+    """What a card says about a saved MiniTF model, read from its config (and its folder's files)."""
 
-    def __init__(self, folder: str | os.PathLike, num_parameters: int | None = None) -> None:
-        self.folder = Path(folder)
-        config_path = self.folder / "config.json"
-        if not config_path.is_file():
-            raise ValueError(f"{self.folder} has no config.json; save the model with save_pretrained first.")
-        self.config: dict[str, Any] = _read_json(config_path)
-        self.model_type: str = self.config.get("model_type", "")
-        architectures = self.config.get("architectures") or []
+    def __init__(self, config: dict[str, Any], *, sentence_transformers: bool = False,
+                 num_parameters: int | None = None) -> None:
+        self.config = config
+        self.model_type: str = config.get("model_type", "")
+        architectures = config.get("architectures") or []
         self.architecture: str = architectures[0] if architectures else ""
-        self.sentence_transformers = (self.folder / "modules.json").is_file()
-        self.num_parameters = num_parameters or _count_safetensors_parameters(self.folder)
+        self.sentence_transformers = sentence_transformers
+        self.num_parameters = num_parameters
 
-    @property
-    def family(self) -> str:
-        return FAMILIES.get(self.model_type, self.model_type)
+    @classmethod
+    def from_folder(cls, folder: str | os.PathLike, num_parameters: int | None = None) -> FolderFacts:
+        folder = Path(folder)
+        config_path = folder / "config.json"
+        if not config_path.is_file():
+            raise ValueError(f"{folder} has no config.json; save the model with save_pretrained first.")
+        return cls(_read_json(config_path), sentence_transformers=(folder / "modules.json").is_file(),
+                   num_parameters=num_parameters or _count_safetensors_parameters(folder))
 
     @property
     def head(self) -> str:
@@ -121,97 +139,29 @@ class FolderFacts:
         return tags
 
 
-def _positions(config: dict[str, Any]) -> str:
-    kind = config.get("position_embedding_type", "sinusoidal")
-    if kind == "rope":
-        layout = "interleaved pairs" if config.get("rope_interleaved", True) else "rotate-half"
-        return f"rotary (RoPE, {layout}, base {config.get('rope_theta', 10000.0):g})"
-    if kind == "learned":
-        return f"learned, {config['max_position_embeddings']} positions"
-    return f"sinusoidal, up to {config['max_position_embeddings']} positions"
+def render_card(facts: FolderFacts, data: ModelCardData, *, model_id: str, prompt: str = "Hello",
+                title: str | None = None, summary: str | None = None, origin: str | None = None,
+                notes: str | None = None, results: dict[str, Any] | None = None) -> ModelCard:
+    """The family's card for `facts`, rendered from its template with `data` as metadata; with `origin` the
+    converted model's origin section, with `results` (`results.md`'s inputs) the results section."""
+    if facts.model_type not in FAMILY_TEMPLATES:
+        raise ValueError(f"{facts.model_type!r} is not a MiniTF model type; cards are written for "
+                         f"{sorted(FAMILY_TEMPLATES)}.")
+    template = card_template(FAMILY_TEMPLATES[facts.model_type])
+    if origin is not None:
+        template += card_template(ORIGIN_TEMPLATE)
+    if results is not None:
+        template += card_template(RESULTS_TEMPLATE)
+    return ModelCard.from_template(
+        data, template_str=template, config=facts.config, architecture=facts.architecture, head=facts.head,
+        sentence_transformers=facts.sentence_transformers, num_parameters=facts.num_parameters, model_id=model_id,
+        prompt=prompt, title=title, summary=summary, origin=origin, notes=notes, **(results or {}),
+    )
 
 
-def architecture_section(facts: FolderFacts) -> str:
-    """The table of sizes: parameters, dims, layers, heads, positions, vocabulary."""
-    config = facts.config
-    if facts.model_type == "minitf_seq2seq":
-        vocab = f"source {config['src_vocab_size']:,}, target {config['vocab_size']:,}"
-        layers = f"{config['num_hidden_layers']} encoder + {config['num_hidden_layers']} decoder"
-    else:
-        vocab = f"{config['vocab_size']:,}"
-        layers = str(config["num_hidden_layers"])
-    rows = [
-        ("architecture", f"{facts.family} (`{facts.architecture}`, model_type `{facts.model_type}`)"),
-        ("parameters", f"{facts.num_parameters:,}" if facts.num_parameters is not None else "unknown"),
-        ("hidden size", str(config["hidden_size"])),
-        ("feed-forward size", str(config.get("intermediate_size", 4 * config["hidden_size"]))),
-        ("layers", layers),
-        ("attention heads", str(config["num_attention_heads"])),
-        ("positions", _positions(config)),
-        ("vocabulary", vocab),
-    ]
-    if facts.sentence_transformers:
-        rows.append(("sentence embedding",
-                     f"masked mean of the last hidden states, L2-normalized ({config['hidden_size']} dimensions)"))
-    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
-    return f"## Model\n\n| | |\n|---|---|\n{table}"
-
-
-def _snippets(facts: FolderFacts, model_id: str, prompt: str) -> tuple[str, str]:
-    """Python code using the model, with hf_minitf installed and without it (`trust_remote_code=True`)."""
-    model, text = json.dumps(model_id), json.dumps(prompt)
-    positions = facts.config.get("max_position_embeddings", 64)
-    new_tokens = min(20, max(1, positions // 2))  # leaves room for the prompt in the position table
-    if facts.sentence_transformers:
-        body = (f"embeddings = model.encode([{text}, \"Another sentence.\"])\n"
-                "print(embeddings.shape, model.similarity(embeddings, embeddings))")
-        return (f"import hf_minitf  # registers the MiniTF classes\nfrom sentence_transformers import "
-                f"SentenceTransformer\n\nmodel = SentenceTransformer({model})\n{body}",
-                f"from sentence_transformers import SentenceTransformer\n\n"
-                f"model = SentenceTransformer({model}, trust_remote_code=True)\n{body}")
-    if facts.head == "ForCausalLM":
-        code = ("{imports}from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-                f"tokenizer = AutoTokenizer.from_pretrained({model}{{trust}})\n"
-                f"model = AutoModelForCausalLM.from_pretrained({model}{{trust}})\n"
-                f"inputs = tokenizer({text}, return_tensors=\"pt\")\n"
-                f"output_ids = model.generate(**inputs, max_new_tokens={new_tokens}, do_sample=False)\n"
-                "print(tokenizer.decode(output_ids[0], skip_special_tokens=True))")
-    elif facts.head == "ForSequenceClassification":
-        code = ("{imports}from transformers import pipeline\n\n"
-                f"classify = pipeline(\"text-classification\", model={model}{{trust}})\n"
-                f"print(classify({text}))")
-    elif facts.head == "ForConditionalGeneration":
-        new_tokens = min(40, positions - 1)  # the decoder's start token takes one position
-        with_package = ("import hf_minitf  # registers the MiniTF classes\n"
-                        "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n\n"
-                        f"tokenizer = AutoTokenizer.from_pretrained({model})\n"
-                        f"model = AutoModelForSeq2SeqLM.from_pretrained({model})\n"
-                        f"inputs = tokenizer({text}, return_tensors=\"pt\")\n"
-                        f"output_ids = model.generate(**inputs, max_new_tokens={new_tokens})\n"
-                        "print(tokenizer.batch_decode(output_ids, skip_special_tokens=True))")
-        without = ("from transformers import pipeline\n\n"
-                   f"translate = pipeline(\"minitf-translation\", model={model}, trust_remote_code=True)\n"
-                   f"print(translate({text}, max_new_tokens={new_tokens}))")
-        return with_package, without
-    else:
-        code = ("import torch\n{imports}from transformers import AutoModel, AutoTokenizer\n\n"
-                f"tokenizer = AutoTokenizer.from_pretrained({model}{{trust}})\n"
-                f"model = AutoModel.from_pretrained({model}{{trust}})\n"
-                f"inputs = tokenizer([{text}], return_tensors=\"pt\")\n"
-                "with torch.no_grad():\n    outputs = model(**inputs)\n"
-                "print(outputs.last_hidden_state.shape)")
-    return (code.format(imports="import hf_minitf  # registers the MiniTF classes\n", trust=""),
-            code.format(imports="", trust=", trust_remote_code=True"))
-
-
-def usage_section(facts: FolderFacts, model_id: str, prompt: str = "Hello") -> str:
-    """How to use the model: with hf_minitf, and anywhere transformers is installed (the code ships alongside)."""
-    with_package, without = _snippets(facts, model_id, prompt)
-    return ("## Use\n\nWith `hf_minitf` installed (`pip install hf-minitf`):\n\n"
-            f"```python\n{with_package}\n```\n\n"
-            "Without it: the model code is in this repository, so `trust_remote_code=True` loads it with "
-            "transformers alone:\n\n"
-            f"```python\n{without}\n```")
+def sections(text: str) -> dict[str, str]:
+    """The marked sections of a card body, by name."""
+    return {match.group(1): match.group(2) for match in _SECTIONS.finditer(text)}
 
 
 def _set_section(text: str, name: str, content: str) -> str:
@@ -228,14 +178,9 @@ def _card(data: ModelCardData, text: str) -> ModelCard:
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text.lstrip()}")
 
 
-def _section_text(text: str, name: str) -> str | None:
-    match = re.search(rf"<!-- minitf:{name} -->\n(.*?)\n<!-- /minitf:{name} -->", text, re.DOTALL)
-    return match.group(1) if match else None
-
-
 def _model_id_in(card: ModelCard) -> str | None:
     """The model id the card's usage section names, if it has one."""
-    usage = _section_text(card.text, "usage") or ""
+    usage = sections(card.text).get("usage", "")
     match = re.search(r'(?:from_pretrained|SentenceTransformer|model=)\(?("(?:[^"\\]|\\.)*")', usage)
     return json.loads(match.group(1)) if match else None
 
@@ -244,38 +189,30 @@ def is_minitf_card(card: ModelCard) -> bool:
     return MINITF_TAG in (card.data.tags or [])
 
 
-def _is_blank_card(card: ModelCard) -> bool:
-    """transformers' placeholder card (what `push_to_hub` uploads when a repo has none)."""
-    return "[More Information Needed]" in card.text or not card.text.strip()
-
-
 def _load_card(path: Path) -> ModelCard | None:
     return ModelCard.load(path, ignore_metadata_errors=True) if path.is_file() else None
 
 
-def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None, model_id: str | None = None,
-                     title: str | None = None, summary: str | None = None, prompt: str = "Hello",
-                     license: str | None = None, base_model: str | list[str] | None = None,
-                     original_project: str | None = None, source_checkpoint: str | os.PathLike | None = None,
-                     extra_tags: list[str] | None = None, num_parameters: int | None = None) -> ModelCard:
-    """The card of the saved MiniTF folder `folder`, starting from `base` (an existing card) when given.
+def build_model_card(folder: str | os.PathLike | None = None, *, facts: FolderFacts | None = None,
+                     base: ModelCard | None = None, model_id: str | None = None, title: str | None = None,
+                     summary: str | None = None, prompt: str = "Hello", license: str | None = None,
+                     base_model: str | list[str] | None = None, original_project: str | None = None,
+                     source_checkpoint: str | os.PathLike | None = None, extra_tags: list[str] | None = None,
+                     num_parameters: int | None = None, origin: str | None = None, notes: str | None = None,
+                     results: dict[str, Any] | None = None) -> ModelCard:
+    """The card of the saved MiniTF folder `folder` (or of the model `facts` describe), starting from `base` (an
+    existing card) when given.
 
     Metadata comes from `ModelCardData` (library, pipeline tag, tags, license, base model, the source checkpoint's
-    file name and sha256 for conversions); the architecture table and usage snippets are regenerated, other
-    text of `base` is kept. `model_id` is what the snippets load (default: the id `base` names, else the folder).
+    file name and sha256 for conversions); the sections the family's template renders (architecture, usage, and
+    the origin or results when given) replace those of `base`, whose other text is kept. `model_id` is what the
+    snippets load (default: the id `base` names, else the folder).
     """
-    facts = FolderFacts(folder, num_parameters)
-    if base is not None and not is_minitf_card(base) and _is_blank_card(base):
+    facts = facts or FolderFacts.from_folder(folder, num_parameters)
+    if base is not None and not is_minitf_card(base) and is_blank_card(base.text):
         extra_tags = [*(base.data.tags or []), *(extra_tags or [])]
         base = None
-    if base is None:
-        name = title or f"{facts.family} ({facts.architecture})"
-        intro = summary or (f"A {facts.family} model saved with hf_minitf: a first-class Hugging Face model that "
-                            "loads with the transformers Auto classes.")
-        card = _card(ModelCardData(), f"# {name}\n\n{intro}\n")
-    else:
-        card = ModelCard(str(base))
-    data = card.data
+    data = ModelCardData() if base is None else ModelCard(str(base)).data
     data.library_name = facts.library_name
     data.pipeline_tag = facts.pipeline_tag
     tags = list(data.tags or [])
@@ -291,14 +228,19 @@ def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None
         source = Path(source_checkpoint)
         data.source_checkpoint = {"file": source.name, "sha256": file_sha256(source)}
     # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
-    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(facts.folder)
+    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(folder)
     model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
-    text = _set_section(card.text, "architecture", architecture_section(facts))
+    rendered = render_card(facts, data, model_id=model_id, prompt=prompt, title=title, summary=summary,
+                           origin=origin, notes=notes, results=results)
+    if base is None:
+        return rendered
+    text = base.text
     if facts.sentence_transformers:  # sentence-transformers' own snippet: this repo, and the model code's flag
         text = _SENTENCE_TRANSFORMER_CALL.sub(
             lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
         )
-    text = _set_section(text, "usage", usage_section(facts, model_id, prompt))
+    for name, content in sections(rendered.text).items():
+        text = _set_section(text, name, content)
     return _card(data, text)
 
 
@@ -355,12 +297,13 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
     """
     if image is not None and not (Path(folder) / image).is_file():
         raise ValueError(f"image {image!r} is not a file in {folder}; save it there first, then name it relative.")
-    card = _folder_card(folder, None, license=license, model_id=model_id)
-    if eval_results is None and image is None and extra_markdown is None:
-        save_card(card, Path(folder) / README)
-        return
-    data = card.data
+    results = None
+    if eval_results is not None or image is not None or extra_markdown is not None:
+        results = dict(eval_results=eval_results, dataset_name=dataset_name, extra_markdown=extra_markdown,
+                       image=Path(image).as_posix() if image else None, image_name=Path(image).stem if image else None)
+    card = _folder_card(folder, None, license=license, model_id=model_id, results=results)
     if eval_results:
+        data = card.data
         dataset = dataset_name or "held-out split"
         data.model_name = data.model_name or Path(model_id or Path(folder).resolve()).name
         task = data.pipeline_tag or "text-generation"
@@ -369,16 +312,8 @@ def update_model_card(folder: str | os.PathLike, *, eval_results: dict[str, floa
                        dataset_name=dataset, metric_type=name, metric_name=name, metric_value=float(value))
             for name, value in eval_results.items()
         ]
-    parts = ["## Results"]
-    if eval_results:
-        rows = "\n".join(f"| {name} | {value:.4g} |" for name, value in eval_results.items())
-        parts.append(f"Measured on {dataset_name or 'a held-out split'}:\n\n| metric | value |\n|---|---|\n{rows}")
-    if image is not None:
-        parts.append(f"![{Path(image).stem}]({Path(image).as_posix()})")
-    if extra_markdown:
-        parts.append(extra_markdown.strip())
-    text = _set_section(card.text, "results", "\n\n".join(parts))
-    save_card(_card(data, text), Path(folder) / README)
+        card = _card(data, card.text)
+    save_card(card, Path(folder) / README)
 
 
 def add_translation_pipeline(folder: str | os.PathLike) -> bool:
@@ -406,25 +341,11 @@ def prepare_upload(folder: str | os.PathLike, repo_id: str, *, source_folder: st
                    license: str | None = None) -> None:
     """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
     carries its translation pipeline. Folders of other models are left as they are."""
-    if _read_json(Path(folder) / "config.json").get("model_type") not in FAMILIES:
+    if _read_json(Path(folder) / "config.json").get("model_type") not in FAMILY_TEMPLATES:
         return
-    write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
-    if FolderFacts(folder).head == "ForConditionalGeneration":
+    card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
+    if card.data.pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
         add_translation_pipeline(folder)
-
-
-class ModelCardMixin:
-    """Gives MiniTF models a card: `save_pretrained` writes README.md beside the weights, and `push_to_hub`
-    uploads that card (named after the repo) instead of transformers' blank one."""
-
-    def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
-        super().save_pretrained(save_directory, *args, **kwargs)
-        if kwargs.get("is_main_process", True) and os.path.isfile(os.path.join(save_directory, "config.json")):
-            write_model_card(save_directory, source_folder=self.name_or_path or None)
-
-    def _upload_modified_files(self, working_dir: str | os.PathLike, repo_id: str, *args, **kwargs):
-        prepare_upload(working_dir, repo_id, source_folder=self.name_or_path or None)
-        return super()._upload_modified_files(working_dir, repo_id, *args, **kwargs)
 
 
 def render_model_card(family: str, config: Any, *, title: str, summary: str, origin: str, num_parameters: int,
@@ -434,31 +355,22 @@ def render_model_card(family: str, config: Any, *, title: str, summary: str, ori
                       source_checkpoint: str | os.PathLike | None = None) -> str:
     """The card text of a converted model (`family`: gpt, encoder or seq2seq), before its folder exists.
 
-    Used by `minitf convert`: the card gets the model's sizes from `config`, the texts given, and the source
-    checkpoint's sha256 when `source_checkpoint` is given. An encoder is described as the SentenceTransformer
-    folder the conversion writes.
+    Used by `minitf convert`: the card gets the model's sizes from `config`, the texts given (`origin` and `notes`
+    fill `model_cards/converted.md`), and the source checkpoint's sha256 when `source_checkpoint` is given. An
+    encoder is described as the SentenceTransformer folder the conversion writes.
     """
-    import tempfile
-
     if family not in DEFAULT_ARCHITECTURES:
         raise ValueError(f"Unknown model family {family!r}; choose one of {sorted(DEFAULT_ARCHITECTURES)}.")
     config_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     config_dict["architectures"] = config_dict.get("architectures") or [DEFAULT_ARCHITECTURES[family]]
-    with tempfile.TemporaryDirectory() as staging:
-        staging_path = Path(staging)
-        with open(staging_path / "config.json", "w", encoding="utf-8") as handle:
-            json.dump(config_dict, handle)
-        if family == "encoder":
-            (staging_path / "modules.json").write_text("[]", encoding="utf-8")
-        card = build_model_card(staging_path, model_id=repo_id, title=title, summary=summary, prompt=prompt,
-                                license=license, base_model=base_model, original_project=original_project,
-                                source_checkpoint=source_checkpoint, num_parameters=num_parameters)
-    origin_text = f"## Origin\n\n{origin}" + (f"\n\n{notes}" if notes else "")
-    text = _set_section(card.text, "origin", origin_text)
-    return str(_card(card.data, text))
+    facts = FolderFacts(config_dict, sentence_transformers=family == "encoder", num_parameters=num_parameters)
+    card = build_model_card(facts=facts, model_id=repo_id, title=title, summary=summary, prompt=prompt,
+                            license=license, base_model=base_model, original_project=original_project,
+                            source_checkpoint=source_checkpoint, origin=origin, notes=notes or None)
+    return str(card)
 
 
 __all__ = [
-    "ModelCardMixin", "add_translation_pipeline", "build_model_card", "file_sha256", "prepare_upload",
-    "render_model_card", "save_card", "update_model_card", "write_model_card",
+    "FolderFacts", "add_translation_pipeline", "build_model_card", "card_template", "file_sha256", "prepare_upload",
+    "render_card", "render_model_card", "save_card", "update_model_card", "write_model_card",
 ]

@@ -8,21 +8,14 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PreTrainedModel
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
+from transformers.utils import can_return_tuple
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
-from .layers import (
-    PreNormLayer,
-    SinusoidalPositionalEmbedding,
-    check_attention_mask,
-    check_input_ids,
-    check_inputs_embeds,
-    check_position_ids,
-    run_layers,
-)
-from .model_card import ModelCardMixin
+from .input_checks import check_attention_mask, check_ids_or_embeds, check_input_ids, check_position_ids
+from .layers import PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
+from .modeling_minitf import MiniTFPreTrainedModel
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -41,18 +34,10 @@ def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | No
     return F.normalize(pooled, p=2, dim=-1).to(last_hidden_state.dtype)
 
 
-class MiniTFEncoderPreTrainedModel(ModelCardMixin, PreTrainedModel):
-    """Weight init, attention backends and gradient checkpointing shared by the encoder classes."""
+class MiniTFEncoderPreTrainedModel(MiniTFPreTrainedModel):
+    """The base of the encoder classes (see `MiniTFPreTrainedModel`)."""
 
     config_class = MiniTFEncoderConfig
-    base_model_prefix = "model"
-    supports_gradient_checkpointing = True
-    _no_split_modules = ["PreNormLayer"]
-    _supports_sdpa = True
-    _supports_flex_attn = True
-    _supports_flash_attn = True
-    _supports_attention_backend = True
-    _can_compile_fullgraph = True
 
 
 class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
@@ -71,18 +56,15 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
             self.sinusoidal_positions = SinusoidalPositionalEmbedding(config.hidden_size)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(PreNormLayer(config, layer_idx) for layer_idx in range(config.num_hidden_layers))
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = make_norm(config)
         self.gradient_checkpointing = False
         self.post_init()
 
     def _check_inputs(self, input_ids, attention_mask, position_ids, inputs_embeds) -> None:
         config = self.config
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size)
         if input_ids is not None:
             check_input_ids(input_ids, config.vocab_size)
-        else:
-            check_inputs_embeds(inputs_embeds, config.hidden_size)
         batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         check_attention_mask(attention_mask, batch_size, length)
         if position_ids is None and length > config.max_position_embeddings:
@@ -94,6 +76,7 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         if position_ids is not None:
             check_position_ids(position_ids, config.max_position_embeddings, "the position table")
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -102,9 +85,8 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         inputs_embeds: torch.FloatTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPooling | tuple:
+    ) -> BaseModelOutputWithPooling:
         """Token states and the pooled sentence embedding.
 
         `attention_mask` (batch, seq) marks real tokens with 1; padding keys are masked out of attention and out
@@ -131,13 +113,12 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
 
-        output = BaseModelOutputWithPooling(
+        return BaseModelOutputWithPooling(
             last_hidden_state=hidden_states,
             pooler_output=mean_pool(hidden_states, attention_mask),
             hidden_states=all_hidden_states,
             attentions=all_attentions,
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
@@ -156,6 +137,7 @@ class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -165,9 +147,8 @@ class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
-    ) -> SequenceClassifierOutput | tuple:
+    ) -> SequenceClassifierOutput:
         """Class logits of each text; with `labels` also the loss."""
         outputs = self.model(
             input_ids=input_ids,
@@ -181,10 +162,9 @@ class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
-        output = SequenceClassifierOutput(
+        return SequenceClassifierOutput(
             loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 __all__ = [

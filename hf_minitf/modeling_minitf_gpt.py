@@ -4,44 +4,41 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+from transformers.utils import can_return_tuple
 
+from .compat import CACHE_FIELD, cached_length, is_paged_cache, pick_cache, remember_forward_signature
 from .configuration_minitf_gpt import MiniTFGPTConfig
-from .layers import (
-    CACHE_FIELD,
-    DecodingLinear,
-    PreNormLayer,
-    RotaryEmbedding,
-    cached_length,
+from .input_checks import (
     check_attention_mask,
+    check_ids_or_embeds,
     check_input_ids,
-    check_inputs_embeds,
     check_position_ids,
     check_token_ids,
-    is_paged_cache,
-    pick_cache,
-    positions_from_mask,
-    remember_forward_signature,
-    run_layers,
 )
-from .model_card import ModelCardMixin
+from .layers import DecodingLinear, PreNormLayer, RotaryEmbedding, make_norm, run_layers
+from .modeling_minitf import MiniTFPreTrainedModel
 
 
-class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
-    """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
+def positions_from_mask(attention_mask: torch.Tensor | None, past_length: int, query_length: int,
+                        device: torch.device) -> torch.Tensor:
+    """Position ids of the new tokens: counted over real tokens only, so left padding does not shift them.
+
+    Without a 2D mask, positions are `past_length, past_length + 1, ...` for every row, as one (1, length) row.
+    """
+    if attention_mask is None or isinstance(attention_mask, dict) or attention_mask.dim() != 2:
+        return torch.arange(past_length, past_length + query_length, device=device)[None]
+    positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    return positions[:, -query_length:].to(device)
+
+
+class MiniTFGPTPreTrainedModel(MiniTFPreTrainedModel):
+    """The base of the GPT classes (see `MiniTFPreTrainedModel`)."""
 
     config_class = MiniTFGPTConfig
-    base_model_prefix = "model"
-    supports_gradient_checkpointing = True
-    _no_split_modules = ["PreNormLayer"]
-    _supports_sdpa = True
-    _supports_flex_attn = True
-    _supports_flash_attn = True
-    _supports_attention_backend = True
-    _can_compile_fullgraph = True
 
 
 class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
@@ -57,13 +54,13 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             self.rotary_emb = RotaryEmbedding(head_dim, config.rope_theta, config.rope_interleaved)
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(
-            PreNormLayer(config, layer_idx, fused_qkv=True, is_causal=True, attention_bias=config.attention_bias)
-            for layer_idx in range(config.num_hidden_layers)
+            PreNormLayer(config, layer_idx, is_causal=True) for layer_idx in range(config.num_hidden_layers)
         )
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = make_norm(config)
         self.gradient_checkpointing = False
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -74,10 +71,9 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPast | tuple:
+    ) -> BaseModelOutputWithPast:
         """Hidden states of every position; `attention_mask` (batch, cached + new length) marks real tokens.
 
         Without `position_ids`, positions count real tokens only, so a left-padded row sees the same
@@ -88,12 +84,9 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         """
         config = self.config
         cache = pick_cache(cache, past_key_values)
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size)
         if input_ids is not None:
             check_input_ids(input_ids, config.vocab_size)
-        else:
-            check_inputs_embeds(inputs_embeds, config.hidden_size)
         tokens = input_ids if input_ids is not None else inputs_embeds
         past_length = cached_length(cache)
         if not is_paged_cache(cache):
@@ -137,13 +130,12 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             output_hidden_states=output_hidden_states, output_attentions=output_attentions, **kwargs,
         )
 
-        output = BaseModelOutputWithPast(
+        return BaseModelOutputWithPast(
             last_hidden_state=hidden_states,
             hidden_states=all_hidden_states,
             attentions=all_attentions,
             **{CACHE_FIELD: cache if use_cache else None},
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 @remember_forward_signature
@@ -158,6 +150,7 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
         self.lm_head = DecodingLinear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -169,11 +162,10 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         **kwargs,
-    ) -> CausalLMOutputWithPast | tuple:
+    ) -> CausalLMOutputWithPast:
         """Next-token logits; with `labels` (the input ids, -100 where ignored) also the shifted LM loss."""
         outputs = self.model(
             input_ids=input_ids,
@@ -194,14 +186,13 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
             check_token_ids(labels[labels != -100], self.config.vocab_size, name="labels")
             labels = labels[:, -hidden_states.shape[1]:]
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        output = CausalLMOutputWithPast(
+        return CausalLMOutputWithPast(
             loss=loss,
             logits=logits,
             hidden_states=outputs.hidden_states,
             attentions=outputs.attentions,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 __all__ = ["MiniTFGPTPreTrainedModel", "MiniTFGPTModel", "MiniTFGPTForCausalLM"]

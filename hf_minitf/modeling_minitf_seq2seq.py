@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_outputs import (
@@ -17,66 +17,20 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
-from transformers.utils import logging
+from transformers.utils import can_return_tuple
 
+from .compat import CACHE_FIELD, cached_length, pick_cache, remember_forward_signature
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
-from .layers import (
-    CACHE_FIELD,
-    DecodingLinear,
-    PreNormLayer,
-    SinusoidalPositionalEmbedding,
-    cached_length,
+from .input_checks import (
     check_attention_mask,
+    check_ids_or_embeds,
     check_ids_tensor,
-    check_inputs_embeds,
     check_token_ids,
     checks_enabled,
-    pick_cache,
-    remember_forward_signature,
-    run_layers,
+    first_token_outside,
 )
-from .model_card import ModelCardMixin
-
-logger = logging.get_logger(__name__)
-
-
-class MiniTFSeq2SeqLayerNorm(nn.Module):
-    """hkproj's original norm and its later fixes: `weight * (x - mean) / (std * eps or std + eps) + bias`.
-
-    The std is the unbiased one (as `Tensor.std`); `weight` and `bias` hold one value each (`per_feature=False`,
-    the original) or one per feature. With `eps_multiplies_std=True` (the original's bug) the output is about 1/eps
-    times larger than a normalized one unless the weight is small; converted checkpoints depend on it.
-    """
-
-    def __init__(self, hidden_size: int, eps: float, per_feature: bool, eps_multiplies_std: bool) -> None:
-        super().__init__()
-        size = hidden_size if per_feature else 1
-        self.weight = nn.Parameter(torch.ones(size))
-        self.bias = nn.Parameter(torch.zeros(size))
-        self.eps = eps
-        self.eps_multiplies_std = eps_multiplies_std
-
-    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        mean = hidden_states.mean(dim=-1, keepdim=True)
-        std = hidden_states.std(dim=-1, keepdim=True)
-        scale = std * self.eps if self.eps_multiplies_std else std + self.eps
-        return self.weight * (hidden_states - mean) / scale + self.bias
-
-    def extra_repr(self) -> str:
-        eps = f"std * {self.eps}" if self.eps_multiplies_std else f"std + {self.eps}"
-        return f"features={self.weight.numel()}, denominator={eps}"
-
-
-def make_norm(config: MiniTFSeq2SeqConfig) -> nn.Module:
-    """The norm `config.norm_type` names (see configuration_minitf_seq2seq.NORM_TYPES)."""
-    if config.norm_type == "layer_norm":
-        return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-    return MiniTFSeq2SeqLayerNorm(
-        config.hidden_size,
-        config.layer_norm_eps,
-        per_feature=config.norm_type == "per_feature_std_plus_eps",
-        eps_multiplies_std=config.norm_type == "scalar_std_times_eps",
-    )
+from .layers import DecodingLinear, PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
+from .modeling_minitf import MiniTFPreTrainedModel
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -87,28 +41,10 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
-    """Weight init, attention backends and gradient checkpointing shared by the seq2seq classes."""
+class MiniTFSeq2SeqPreTrainedModel(MiniTFPreTrainedModel):
+    """The base of the seq2seq classes (see `MiniTFPreTrainedModel`)."""
 
     config_class = MiniTFSeq2SeqConfig
-    base_model_prefix = "model"
-    supports_gradient_checkpointing = True
-    _no_split_modules = ["PreNormLayer"]
-    _supports_sdpa = True
-    _supports_flex_attn = True
-    _supports_flash_attn = True
-    _supports_attention_backend = True
-    _can_compile_fullgraph = True
-
-    def _check_and_adjust_attn_implementation(self, attn_implementation: str | None, *args, **kwargs) -> str:
-        """hkproj's fixed mask value (`config.attention_mask_value`, -1e9) exists only in eager attention: such a
-        model always runs eager, whatever implementation is asked for."""
-        if self.config.attention_mask_value is not None:
-            if attn_implementation not in (None, "eager"):
-                logger.info(f"attention_mask_value={self.config.attention_mask_value} needs eager attention; "
-                            f"{attn_implementation!r} is not used.")
-            return "eager"
-        return super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
 
 
 class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
@@ -122,9 +58,7 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
         self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(
-            PreNormLayer(config, layer_idx, is_causal=has_cross_attention, has_cross_attention=has_cross_attention,
-                         make_norm=make_norm, attention_bias=config.attention_bias,
-                         fixed_mask_value=config.attention_mask_value)
+            PreNormLayer(config, layer_idx, is_causal=has_cross_attention, has_cross_attention=has_cross_attention)
             for layer_idx in range(config.num_hidden_layers)
         )
         self.norm = make_norm(config)
@@ -142,8 +76,7 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
         sinusoidal positions (`position_ids`, by default `past_length, past_length + 1, ...`); refuses bad ids,
         too long inputs and the one dtype the original norm cannot run in."""
         config = self.config
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError(f"Pass exactly one of the {side} input_ids or inputs_embeds.")
+        check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size, side)
         if config.norm_type == "scalar_std_times_eps" and self.embed_tokens.weight.dtype == torch.float16:
             raise ValueError(
                 "norm_type='scalar_std_times_eps' (hkproj's original norm, which divides by std * eps) overflows "
@@ -153,8 +86,6 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
             check_ids_tensor(input_ids, "input_ids (source)" if side == "source" else "decoder_input_ids (target)")
             self._check_ids(input_ids)
             inputs_embeds = self.embed_tokens(input_ids)
-        else:
-            check_inputs_embeds(inputs_embeds, config.hidden_size)
         length = inputs_embeds.shape[1]
         limit = config.max_position_embeddings
         if checks_enabled() and past_length + length > limit:
@@ -184,9 +115,8 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
 
     def _check_ids(self, input_ids: torch.Tensor) -> None:
         config = self.config
-        bad = (input_ids < 0) | (input_ids >= config.src_vocab_size)
-        if bad.any():
-            token_id = input_ids[bad][0].item()
+        token_id = first_token_outside(input_ids, config.src_vocab_size)
+        if token_id is not None:
             hint = (
                 "It lies in the target vocabulary: input_ids must be source ids (tokenizer(text)); target ids go to "
                 "labels or decoder_input_ids (tokenizer(text_target=...))."
@@ -198,6 +128,7 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
                 f"(src_vocab_size={config.src_vocab_size}). {hint}"
             )
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -205,9 +136,8 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
         inputs_embeds: torch.FloatTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs,
-    ) -> BaseModelOutput | tuple:
+    ) -> BaseModelOutput:
         """Encode the source; `attention_mask` (batch, source length) marks real tokens with 1, padding with 0."""
         hidden_states = self._embed(input_ids, inputs_embeds, 0, "source")
         batch_size, length = hidden_states.shape[:2]
@@ -223,10 +153,9 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
             self.layers, self.norm, hidden_states, mask,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
-        output = BaseModelOutput(
+        return BaseModelOutput(
             last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
@@ -239,6 +168,7 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
     def _check_ids(self, input_ids: torch.Tensor) -> None:
         check_token_ids(input_ids, self.config.vocab_size, name="decoder_input_ids (target)")
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -251,10 +181,9 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
-    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         """Decode target tokens against the encoder output.
 
         `attention_mask` (batch, cached + new length) marks real target tokens; without it only causality masks.
@@ -294,14 +223,13 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
             self.layers, self.norm, hidden_states, self_mask, encoder_hidden_states, cross_mask, cache=cache,
             output_hidden_states=output_hidden_states, output_attentions=output_attentions,
         )
-        output = BaseModelOutputWithPastAndCrossAttentions(
+        return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
             hidden_states=all_hidden_states,
             attentions=all_self_attentions,
             cross_attentions=all_cross_attentions,
             **{CACHE_FIELD: cache if use_cache else None},
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
@@ -320,6 +248,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.encoder.embed_tokens = value
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -334,10 +263,9 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         **kwargs,
-    ) -> Seq2SeqModelOutput | tuple:
+    ) -> Seq2SeqModelOutput:
         """Encode the source (unless `encoder_outputs` is given), then decode `decoder_input_ids` (target ids)."""
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
@@ -370,7 +298,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
             output_hidden_states=output_hidden_states,
             cache=pick_cache(cache, past_key_values),
         )
-        output = Seq2SeqModelOutput(
+        return Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
@@ -380,7 +308,6 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
             **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 @remember_forward_signature
@@ -388,8 +315,11 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
     """The encoder-decoder with a projection to the target vocabulary (`lm_head`, biased by default as in hkproj's).
 
     `logits` are the projection's scores, or their log_softmax when `config.output_log_softmax` (hkproj's
-    `ProjectionLayer`); both give the same argmax, beams, samples and loss.
+    `ProjectionLayer`); both give the same argmax, beams, samples and loss. With `config.tie_word_embeddings` the
+    projection's weight is the decoder's token embedding (both span the target vocabulary).
     """
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed_tokens.weight"}
 
     def __init__(self, config: MiniTFSeq2SeqConfig) -> None:
         super().__init__(config)
@@ -401,6 +331,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
         """`[SOS] y` from labels `y [EOS]` (used by DataCollatorForSeq2Seq)."""
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @can_return_tuple
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -416,11 +347,10 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         cache: Cache | None = None,
         num_items_in_batch: int | torch.Tensor | None = None,
         **kwargs,
-    ) -> Seq2SeqLMOutput | tuple:
+    ) -> Seq2SeqLMOutput:
         """Target-vocabulary logits for every decoder position.
 
         With `labels` (target ids `y [EOS]`; -100 and `pad_token_id` ignored) the decoder input defaults to
@@ -462,7 +392,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
             )
             if num_items_in_batch is not None:
                 loss = loss / num_items_in_batch
-        output = Seq2SeqLMOutput(
+        return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
             decoder_hidden_states=outputs.decoder_hidden_states,
@@ -473,7 +403,6 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
             encoder_attentions=outputs.encoder_attentions,
             **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
         )
-        return output if return_dict is not False else output.to_tuple()
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers import Pipeline
 
-from .model_card import prepare_upload
+from .modeling_minitf import prepare_card_for_upload
 
 TASK = "minitf-translation"
 
@@ -80,8 +80,9 @@ class MiniTFTranslationPipeline(Pipeline):
         ]
 
     def _upload_modified_files(self, working_dir, repo_id: str, *args, **kwargs):
-        """`push_to_hub` uploads the model's card (naming the repo), not transformers' blank one."""
-        prepare_upload(working_dir, repo_id, source_folder=self.model.name_or_path or None)
+        """`push_to_hub` uploads the model's card (naming the repo with hf_minitf installed), not transformers'
+        blank one."""
+        prepare_card_for_upload(working_dir, repo_id, self.model.name_or_path)
         return super()._upload_modified_files(working_dir, repo_id, *args, **kwargs)
 
 

@@ -1,11 +1,11 @@
-"""Checks shared by the MiniTF configs, so a bad value fails when the config is built (or loaded from a
-hand-edited config.json) with a ValueError naming the field, the value and what is expected, rather than
-later, deep inside the model.
+"""What the MiniTF configs share: `MiniTFConfig`, their base class, and the checks of their fields.
 
-Each config declares `FIELD_CHECKS` (field name -> check) and calls `check_field` from `__setattr__`, so a
-value is checked whenever it is set: by the constructor, by `from_pretrained(..., field=value)` or by hand.
-Checks across fields (head counts, token ids inside the vocabulary) run once the config is complete.
-This file is copied beside saved models with the configs, so it imports nothing heavy at module level.
+A bad value fails when the config is built (or loaded from a hand-edited config.json) with a ValueError naming
+the field, the value and what is expected, rather than later, deep inside the model. Each config declares
+`field_checks` (field name -> check); `MiniTFConfig.__setattr__` runs them whenever a value is set: by the
+constructor, by `from_pretrained(..., field=value)` or by hand. Checks across fields (head counts, token ids
+inside the vocabulary) run once the config is complete (`complete_fields`).
+This file is copied beside saved models with the configs, so it imports only transformers at module level.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+from transformers import PreTrainedConfig
 
 # A check returns None for a good value, else what is expected ("a positive integer").
 Check = Callable[[Any], "str | None"]
@@ -75,6 +77,11 @@ def probability(optional: bool = False) -> Check:
 def boolean() -> Check:
     """true or false (not 0/1 or a string)."""
     return lambda value: None if isinstance(value, bool) else "true or false"
+
+
+def always(expected: bool) -> Check:
+    """Exactly `expected`: a field transformers reads that describes the architecture, not a choice."""
+    return lambda value: None if value is expected else f"{str(expected).lower()} (it describes this architecture)"
 
 
 def choice(options: Iterable[str]) -> Check:
@@ -142,7 +149,41 @@ def check_token_ids_in_vocabulary(config: Any, names: Iterable[str], vocab_size:
                 )
 
 
+class MiniTFConfig(PreTrainedConfig):
+    """Base of the MiniTF configs: every field is checked when set, the whole config once built, and `auto_map`
+    names this family's classes, so a folder saved with its code loads with `trust_remote_code=True`.
+
+    A family declares `field_checks` (field name -> check), `family_auto_map` (Auto class -> "module.Class") and
+    extends `complete_fields`. The class attributes below are the architecture of a family (which layers
+    it builds), not fields: they are not saved, and a family that differs overrides them.
+    """
+
+    field_checks = {}
+    family_auto_map = {}
+    # One `qkv_proj` laid out [q | k | v] (GPT style) rather than separate q/k/v projections.
+    fused_qkv = False
+    # Which norm the layers use (see layers.make_norm); the seq2seq family makes it a field.
+    norm_type = "layer_norm"
+    # hkproj's fixed value for masked attention scores (see layers.fixed_mask_eager_attention_forward); None adds
+    # the mask as usual. The seq2seq family makes it a field.
+    attention_mask_value = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        check_field(type(self).__name__, self.field_checks, self.attribute_map.get(name, name), value)
+        super().__setattr__(name, value)
+
+    def __post_init__(self, **kwargs) -> None:
+        super().__post_init__(**kwargs)
+        self.auto_map = {**self.family_auto_map, **(getattr(self, "auto_map", None) or {})}
+        self.complete_fields()
+
+    def complete_fields(self) -> None:
+        """Once every field is set: fill fields derived from others, then check across fields (a ValueError
+        naming the fields and what to change)."""
+        check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
+
+
 __all__ = [
-    "Check", "activation", "boolean", "check_field", "check_heads", "check_token_ids_in_vocabulary", "choice",
-    "integer", "number", "probability", "token_ids",
+    "Check", "MiniTFConfig", "activation", "always", "boolean", "check_field", "check_heads",
+    "check_token_ids_in_vocabulary", "choice", "integer", "number", "probability", "token_ids",
 ]
