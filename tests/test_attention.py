@@ -12,41 +12,30 @@ from transformers import (
     TorchAoConfig,
 )
 
-from hf_minitf import (
-    MiniTFEncoderConfig,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
-    MiniTFGPTForCausalLM,
-    MiniTFSeq2SeqConfig,
-    MiniTFSeq2SeqForConditionalGeneration,
-)
+from conftest import tiny_model
+from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.layers import DecodingLinear
 
 BACKENDS = ["eager", "sdpa", "flex_attention"]
 VOCAB = 40
 
 
+# Wider than the other tests' models, the sizes the backends were first compared at.
+WIDE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+
+
 def gpt(position_embedding_type: str = "rope", **overrides) -> MiniTFGPTForCausalLM:
-    torch.manual_seed(0)
-    config = MiniTFGPTConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                             max_position_embeddings=64, position_embedding_type=position_embedding_type,
-                             pad_token_id=0, initializer_range=0.2, **overrides)
-    return MiniTFGPTForCausalLM(config).eval()
+    return tiny_model("gpt", seed=0, **WIDE, vocab_size=VOCAB, max_position_embeddings=64, pad_token_id=0,
+                      position_embedding_type=position_embedding_type, initializer_range=0.2, **overrides)
 
 
 def encoder() -> MiniTFEncoderModel:
-    torch.manual_seed(0)
-    config = MiniTFEncoderConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=128, max_position_embeddings=32)
-    return MiniTFEncoderModel(config).eval()
+    return tiny_model("encoder", seed=0, **WIDE, vocab_size=VOCAB, max_position_embeddings=32)
 
 
 def seq2seq() -> MiniTFSeq2SeqForConditionalGeneration:
-    torch.manual_seed(0)
-    config = MiniTFSeq2SeqConfig(src_vocab_size=VOCAB, vocab_size=VOCAB + 5, hidden_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, intermediate_size=128, max_position_embeddings=64,
-                                 initializer_range=0.2)
-    return MiniTFSeq2SeqForConditionalGeneration(config).eval()
+    return tiny_model("seq2seq", seed=0, **WIDE, src_vocab_size=VOCAB, vocab_size=VOCAB + 5,
+                      max_position_embeddings=64, initializer_range=0.2)
 
 
 def left_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:

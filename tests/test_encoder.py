@@ -24,6 +24,7 @@ from hf_minitf import (
     save_sentence_transformer,
     train_wordlevel_tokenizer,
 )
+from conftest import tiny_config, tiny_model
 from isolation import run_without_hf_minitf
 
 TEXTS = [
@@ -58,16 +59,6 @@ def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor, toleranc
     difference = (actual - expected).abs().max().item()
     scale = max(1.0, expected.abs().max().item())
     assert difference <= tolerance * scale, f"max difference {difference:.3g} > {tolerance:g} * {scale:.3g}"
-
-
-def tiny_config(**overrides) -> MiniTFEncoderConfig:
-    values = dict(vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=32, max_position_embeddings=24)
-    return MiniTFEncoderConfig(**{**values, **overrides})
-
-
-def tiny_model(**overrides) -> MiniTFEncoderModel:
-    return MiniTFEncoderModel(tiny_config(**overrides)).eval()
 
 
 def padded_batch():
@@ -121,7 +112,7 @@ def test_embedding_layer_is_the_transformer_embedding_layer(data_dir):
     folder = data_dir / "transformer_embedding"
     layer = json.loads((folder / "config.json").read_text())
     original, io = load_file(folder / "original.safetensors"), load_file(folder / "io.safetensors")
-    config = tiny_config(vocab_size=layer["vocab_size"], hidden_size=layer["d_model"],
+    config = tiny_config("encoder", vocab_size=layer["vocab_size"], hidden_size=layer["d_model"],
                          max_position_embeddings=layer["max_len"], pad_token_id=layer["pad_idx"])
     model = MiniTFEncoderModel(config).eval()
     assert model.embed_tokens.padding_idx == layer["pad_idx"]
@@ -132,7 +123,7 @@ def test_embedding_layer_is_the_transformer_embedding_layer(data_dir):
 
 
 def test_parameter_names_and_position_types():
-    sinusoidal = tiny_model(num_hidden_layers=1)
+    sinusoidal = tiny_model("encoder", num_hidden_layers=1)
     expected = {"embed_tokens.weight", "norm.weight", "norm.bias"} | {
         f"layers.0.{name}.{kind}"
         for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
@@ -140,21 +131,21 @@ def test_parameter_names_and_position_types():
         for kind in ("weight", "bias")
     }
     assert set(sinusoidal.state_dict()) == expected
-    learned = tiny_model(num_hidden_layers=1, position_embedding_type="learned")
+    learned = tiny_model("encoder", num_hidden_layers=1, position_embedding_type="learned")
     assert set(learned.state_dict()) == expected | {"embed_positions.weight"}
     assert learned.embed_positions.weight.shape == (24, 16)
     input_ids, attention_mask = padded_batch()
     with torch.no_grad():
         assert torch.isfinite(learned(input_ids, attention_mask=attention_mask).last_hidden_state).all()
-    unscaled = tiny_model(scale_embeddings=False)
+    unscaled = tiny_model("encoder", scale_embeddings=False)
     unscaled.load_state_dict(sinusoidal.state_dict(), strict=False)
     assert unscaled.embed_scale == 1.0 and sinusoidal.embed_scale == 4.0
     with pytest.raises(ValueError, match="position_embedding_type"):
-        tiny_config(position_embedding_type="rope")
+        tiny_config("encoder", position_embedding_type="rope")
 
 
 def test_eager_and_sdpa_agree_and_padding_does_not_leak():
-    model = tiny_model()
+    model = tiny_model("encoder")
     input_ids, attention_mask = padded_batch()
     outputs = {}
     for implementation in ("eager", "sdpa"):
@@ -174,7 +165,7 @@ def test_eager_and_sdpa_agree_and_padding_does_not_leak():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 def test_all_padding_row_is_finite_and_pools_to_zero(attn_implementation, dtype):
-    model = tiny_model().to(dtype)
+    model = tiny_model("encoder").to(dtype)
     model.config._attn_implementation = attn_implementation
     input_ids, attention_mask = padded_batch()
     attention_mask[1] = 0
@@ -189,7 +180,7 @@ def test_all_padding_row_is_finite_and_pools_to_zero(attn_implementation, dtype)
 
 
 def test_bad_input_raises_value_errors():
-    model = tiny_model()
+    model = tiny_model("encoder")
     input_ids, attention_mask = padded_batch()
     with pytest.raises(ValueError, match="token id 100, outside the vocabulary"):
         model(torch.tensor([[2, 100, 3]]))
@@ -206,14 +197,14 @@ def test_bad_input_raises_value_errors():
     with pytest.raises(ValueError, match="batch dimension"):
         model(input_ids[0])
     with pytest.raises(ValueError, match="pad_token_id"):
-        tiny_config(pad_token_id=100)
+        tiny_config("encoder", pad_token_id=100)
     with torch.no_grad():
         empty = model(torch.zeros(0, 4, dtype=torch.long), attention_mask=torch.zeros(0, 4, dtype=torch.long))
     assert empty.pooler_output.shape == (0, 16)
 
 
 def test_save_load_with_auto_classes_keeps_weights_bit_identical(tmp_path):
-    model = tiny_model()
+    model = tiny_model("encoder")
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".safetensors", ".bin", ".pt")) == [
         "model.safetensors"
@@ -240,7 +231,7 @@ def test_save_load_with_auto_classes_keeps_weights_bit_identical(tmp_path):
 def test_sentence_transformer_folder(tmp_path, tokenizer):
     from sentence_transformers import SentenceTransformer
 
-    model = tiny_model()
+    model = tiny_model("encoder")
     tokenizer(["a", "b c"], padding="max_length", max_length=8, padding_side="left")  # leaves padding state behind
     folder = save_sentence_transformer(model, tokenizer, tmp_path / "st")
     modules = json.loads((tmp_path / "st" / "modules.json").read_text())
@@ -280,7 +271,7 @@ def test_sentence_transformer_training_lowers_loss(tmp_path, tokenizer):
     )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-    folder = save_sentence_transformer(tiny_model(hidden_dropout=0.0, attention_dropout=0.0), tokenizer,
+    folder = save_sentence_transformer(tiny_model("encoder", hidden_dropout=0.0, attention_dropout=0.0), tokenizer,
                                        tmp_path / "st")
     st_model = SentenceTransformer(folder, device="cpu")
     pairs = Dataset.from_dict({"anchor": TEXTS[0::2], "positive": TEXTS[1::2]})
@@ -300,7 +291,7 @@ def test_sentence_transformer_training_lowers_loss(tmp_path, tokenizer):
 def test_classification_trainer_and_pipeline(tmp_path, tokenizer):
     from datasets import Dataset
 
-    config = tiny_config(num_labels=2, id2label={0: "animal", 1: "place"}, label2id={"animal": 0, "place": 1},
+    config = tiny_config("encoder", num_labels=2, id2label={0: "animal", 1: "place"}, label2id={"animal": 0, "place": 1},
                          hidden_dropout=0.0, attention_dropout=0.0)
     model = MiniTFEncoderForSequenceClassification(config)
     labels = [0, 0, 0, 0, 0, 1, 1, 1]
@@ -323,8 +314,8 @@ def test_classification_trainer_and_pipeline(tmp_path, tokenizer):
 
 
 def test_remote_code_in_fresh_process(tmp_path, tokenizer):
-    model = tiny_model()
-    classifier = MiniTFEncoderForSequenceClassification(tiny_config(num_labels=3)).eval()
+    model = tiny_model("encoder")
+    classifier = MiniTFEncoderForSequenceClassification(tiny_config("encoder", num_labels=3)).eval()
     save_sentence_transformer(model, tokenizer, tmp_path / "st")
     classifier.save_pretrained(tmp_path / "clf")
     for name in ("modeling_minitf_encoder.py", "configuration_minitf_encoder.py", "layers.py"):

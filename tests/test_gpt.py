@@ -13,24 +13,10 @@ from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArgum
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, MiniTFGPTModel
 from hf_minitf.layers import RotaryEmbedding
 from hf_minitf.tokenization_minitf import char_tokenizer
+from conftest import tiny_config, tiny_model
 from isolation import run_without_hf_minitf
 
 POSITION_TYPES = ["learned", "rope"]
-
-
-def tiny_config(position_embedding_type="learned", **overrides) -> MiniTFGPTConfig:
-    settings = dict(
-        vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=96,
-        position_embedding_type=position_embedding_type, pad_token_id=0, initializer_range=0.3,
-    )
-    settings.update(overrides)
-    return MiniTFGPTConfig(**settings)
-
-
-def tiny_model(position_embedding_type="learned", **overrides) -> MiniTFGPTForCausalLM:
-    """A random model with large weights, so that greedy decoding wanders instead of repeating one token."""
-    torch.manual_seed(1)
-    return MiniTFGPTForCausalLM(tiny_config(position_embedding_type, **overrides)).eval()
 
 
 def prompts(batch=2, length=6, vocab=61):
@@ -40,7 +26,7 @@ def prompts(batch=2, length=6, vocab=61):
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_greedy_with_cache_equals_without(position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     ids = prompts()
     kwargs = dict(max_new_tokens=40, min_new_tokens=40, do_sample=False)
     cached = model.generate(ids, **kwargs)
@@ -52,7 +38,7 @@ def test_greedy_with_cache_equals_without(position_type):
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_beam_search_with_cache_equals_without(position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     ids = prompts()
     kwargs = dict(max_new_tokens=40, min_new_tokens=40, num_beams=3, do_sample=False)
     cached = model.generate(ids, **kwargs)
@@ -64,7 +50,7 @@ def test_beam_search_with_cache_equals_without(position_type):
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_left_padded_batch_generates_each_row_as_alone(position_type, use_cache):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     short, long = prompts(1, 3)[0], prompts(1, 8)[0]
     pad = model.config.pad_token_id
     batch = torch.stack([torch.cat([torch.full((5,), pad), short]), long])
@@ -79,7 +65,7 @@ def test_left_padded_batch_generates_each_row_as_alone(position_type, use_cache)
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_left_padded_forward_matches_unpadded(position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     ids = prompts(1, 5)
     padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
     mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
@@ -90,7 +76,7 @@ def test_left_padded_forward_matches_unpadded(position_type):
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_explicit_position_ids_are_honoured(position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     ids = prompts(1, 6)
     with torch.no_grad():
         default = model(ids).logits
@@ -106,7 +92,7 @@ def test_explicit_position_ids_are_honoured(position_type):
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_eager_and_sdpa_agree(position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     ids = prompts(2, 9)
     mask = torch.ones_like(ids)
     mask[1, :4] = 0
@@ -121,7 +107,7 @@ def test_eager_and_sdpa_agree(position_type):
 
 
 def test_sdpa_and_eager_load_by_name(tmp_path):
-    tiny_model().save_pretrained(tmp_path)
+    tiny_model("gpt").save_pretrained(tmp_path)
     for implementation in ("eager", "sdpa"):
         loaded = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation=implementation)
         assert loaded.config._attn_implementation == implementation
@@ -159,8 +145,8 @@ def test_rotate_half_rope_pairs_first_and_second_half():
 
 
 def test_rope_layouts_differ_and_both_generate_consistently():
-    interleaved = tiny_model("rope", rope_interleaved=True)
-    half = tiny_model("rope", rope_interleaved=False)
+    interleaved = tiny_model("gpt", position_embedding_type="rope", rope_interleaved=True)
+    half = tiny_model("gpt", position_embedding_type="rope", rope_interleaved=False)
     half.load_state_dict(interleaved.state_dict())
     ids = prompts(1, 6)
     with torch.no_grad():
@@ -171,11 +157,12 @@ def test_rope_layouts_differ_and_both_generate_consistently():
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "README.md", "config.json", "configuration_minitf_checks.py", "configuration_minitf_gpt.py",
-        "generation_config.json", "layers.py", "model.safetensors", "model_card.py", "modeling_minitf_gpt.py",
+        "README.md", "compat.py", "config.json", "configuration_minitf.py", "configuration_minitf_gpt.py",
+        "generation_config.json", "input_checks.py", "layers.py", "model.safetensors", "modeling_minitf.py",
+        "modeling_minitf_gpt.py",
     ]
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as weights:
         keys = set(weights.keys())
@@ -204,7 +191,7 @@ def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type)
 
 
 def test_config_json_has_auto_map_for_every_class(tmp_path):
-    tiny_model().save_pretrained(tmp_path)
+    tiny_model("gpt").save_pretrained(tmp_path)
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert auto_map == {
         "AutoConfig": "configuration_minitf_gpt.MiniTFGPTConfig",
@@ -215,7 +202,7 @@ def test_config_json_has_auto_map_for_every_class(tmp_path):
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
 def test_remote_code_load_without_hf_minitf(tmp_path, position_type):
-    model = tiny_model(position_type)
+    model = tiny_model("gpt", position_embedding_type=position_type)
     model.save_pretrained(tmp_path)
     ids = prompts(2, 5)
     expected = model.generate(ids, max_new_tokens=12, min_new_tokens=12, do_sample=False)
@@ -238,7 +225,7 @@ def test_remote_code_load_without_hf_minitf(tmp_path, position_type):
 
 
 def test_labels_give_shifted_cross_entropy():
-    model = tiny_model()
+    model = tiny_model("gpt")
     ids = prompts(2, 10)
     labels = ids.clone()
     labels[1, 7:] = -100
@@ -249,7 +236,7 @@ def test_labels_give_shifted_cross_entropy():
 
 
 def test_inputs_embeds_equal_input_ids():
-    model = tiny_model("rope")
+    model = tiny_model("gpt", position_embedding_type="rope")
     ids = prompts(2, 7)
     with torch.no_grad():
         from_ids = model(ids).logits
@@ -268,7 +255,7 @@ def test_gradient_checkpointing_gives_same_gradients(position_type):
     ids = prompts(2, 8)
     gradients = []
     for checkpointing in (False, True):
-        model = tiny_model(position_type, hidden_dropout=0.0)
+        model = tiny_model("gpt", position_embedding_type=position_type, hidden_dropout=0.0)
         model.train()
         if checkpointing:
             model.gradient_checkpointing_enable()
@@ -279,7 +266,7 @@ def test_gradient_checkpointing_gives_same_gradients(position_type):
 
 
 def test_output_hidden_states_and_attentions():
-    model = tiny_model()
+    model = tiny_model("gpt")
     model.set_attn_implementation("eager")
     output = model(prompts(1, 5), output_hidden_states=True, output_attentions=True)
     assert len(output.hidden_states) == 3 and len(output.attentions) == 2
@@ -289,7 +276,7 @@ def test_output_hidden_states_and_attentions():
 
 
 def test_return_dict_false_gives_tuple():
-    output = tiny_model()(prompts(1, 4), return_dict=False)
+    output = tiny_model("gpt")(prompts(1, 4), return_dict=False)
     assert isinstance(output, tuple) and output[0].shape == (1, 4, 61)
 
 
@@ -297,7 +284,7 @@ def test_return_dict_false_gives_tuple():
 
 
 def test_past_max_positions_is_a_clear_error_in_forward_and_generate():
-    model = tiny_model(max_position_embeddings=16)
+    model = tiny_model("gpt", max_position_embeddings=16)
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         model(prompts(1, 17))
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
@@ -306,12 +293,12 @@ def test_past_max_positions_is_a_clear_error_in_forward_and_generate():
 
 
 def test_rope_runs_past_max_positions():
-    model = tiny_model("rope", max_position_embeddings=16)
+    model = tiny_model("gpt", position_embedding_type="rope", max_position_embeddings=16)
     assert model(prompts(1, 40)).logits.shape == (1, 40, 61)
 
 
 def test_crop_mode_slides_a_window_like_the_original():
-    model = tiny_model(max_position_embeddings=8, context_overflow="crop")
+    model = tiny_model("gpt", max_position_embeddings=8, context_overflow="crop")
     ids = prompts(1, 12)
     with torch.no_grad():
         assert torch.equal(model(ids).logits, model(ids[:, -8:]).logits)
@@ -326,7 +313,7 @@ def test_crop_mode_slides_a_window_like_the_original():
 
 
 def test_token_id_outside_vocabulary_is_a_clear_error():
-    model = tiny_model()
+    model = tiny_model("gpt")
     with pytest.raises(ValueError, match=r"token id 61.*vocab_size=61"):
         model(torch.tensor([[1, 2, 61]]))
     with pytest.raises(ValueError, match=r"token id -1"):
@@ -335,9 +322,9 @@ def test_token_id_outside_vocabulary_is_a_clear_error():
 
 def test_attention_mask_of_wrong_shape_is_a_clear_error():
     with pytest.raises(ValueError, match=r"attention_mask must have the shape .* = \(2, 5\)"):
-        tiny_model()(prompts(2, 5), attention_mask=torch.ones(2, 4))
+        tiny_model("gpt")(prompts(2, 5), attention_mask=torch.ones(2, 4))
     with pytest.raises(ValueError, match=r"attention_mask must have the shape .* got \(2, 6\)"):
-        tiny_model()(prompts(2, 5), attention_mask=torch.ones(2, 6))  # longer than the ids, without a cache
+        tiny_model("gpt")(prompts(2, 5), attention_mask=torch.ones(2, 6))  # longer than the ids, without a cache
 
 
 @pytest.mark.parametrize(
@@ -367,7 +354,7 @@ def test_config_aliases_and_defaults():
 
 def test_text_generation_pipeline_on_saved_folder(tmp_path):
     tokenizer = char_tokenizer("abcdefgh \n")
-    config = tiny_config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+    config = tiny_config("gpt", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
     model = MiniTFGPTForCausalLM(config).eval()
     model.save_pretrained(tmp_path)

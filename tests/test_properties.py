@@ -13,14 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from hf_minitf import (
-    MiniTFEncoderConfig,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
-    MiniTFGPTForCausalLM,
-    MiniTFSeq2SeqConfig,
-    MiniTFSeq2SeqForConditionalGeneration,
-)
+from conftest import tiny_model
+from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
 
 PAD = 0  # every generated config pads with id 0 (the seq2seq family's special ids are 0..3: pad is 1 there)
 SEQ2SEQ_PAD, SEQ2SEQ_SOS, SEQ2SEQ_EOS = 1, 2, 3
@@ -41,35 +35,30 @@ def sizes(draw, even_head_dim: bool = False) -> dict:
 @st.composite
 def gpt_models(draw) -> MiniTFGPTForCausalLM:
     positions = draw(st.sampled_from(["learned", "rope"]))
-    config = MiniTFGPTConfig(
-        **draw(sizes(even_head_dim=positions == "rope")), vocab_size=draw(st.integers(8, 40)),
-        max_position_embeddings=32, position_embedding_type=positions, rope_interleaved=draw(st.booleans()),
-        attention_bias=draw(st.booleans()), pad_token_id=PAD,
+    return tiny_model(
+        "gpt", seed=draw(st.integers(0, 2**16)), **draw(sizes(even_head_dim=positions == "rope")),
+        vocab_size=draw(st.integers(8, 40)), max_position_embeddings=32, position_embedding_type=positions,
+        rope_interleaved=draw(st.booleans()), attention_bias=draw(st.booleans()), pad_token_id=PAD,
     )
-    torch.manual_seed(draw(st.integers(0, 2**16)))
-    return MiniTFGPTForCausalLM(config).eval()
 
 
 @st.composite
 def encoder_models(draw) -> MiniTFEncoderModel:
-    config = MiniTFEncoderConfig(
-        **draw(sizes()), vocab_size=draw(st.integers(8, 40)), max_position_embeddings=32,
-        position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
-        scale_embeddings=draw(st.booleans()), pad_token_id=PAD,
+    return tiny_model(
+        "encoder", seed=draw(st.integers(0, 2**16)), **draw(sizes()), vocab_size=draw(st.integers(8, 40)),
+        max_position_embeddings=32, position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
+        scale_embeddings=draw(st.booleans()), attention_bias=draw(st.booleans()), pad_token_id=PAD,
     )
-    torch.manual_seed(draw(st.integers(0, 2**16)))
-    return MiniTFEncoderModel(config).eval()
 
 
 @st.composite
 def seq2seq_models(draw) -> MiniTFSeq2SeqForConditionalGeneration:
-    config = MiniTFSeq2SeqConfig(
-        **draw(sizes(even_head_dim=True)), src_vocab_size=draw(st.integers(8, 40)), vocab_size=draw(st.integers(8, 40)),
-        max_position_embeddings=32, attention_bias=draw(st.booleans()), output_log_softmax=draw(st.booleans()),
+    return tiny_model(
+        "seq2seq", seed=draw(st.integers(0, 2**16)), **draw(sizes(even_head_dim=True)),
+        src_vocab_size=draw(st.integers(8, 40)), vocab_size=draw(st.integers(8, 40)), max_position_embeddings=32,
+        attention_bias=draw(st.booleans()), output_log_softmax=draw(st.booleans()),
         norm_type=draw(st.sampled_from(["layer_norm", "scalar_std_plus_eps", "per_feature_std_plus_eps"])),
     )
-    torch.manual_seed(draw(st.integers(0, 2**16)))
-    return MiniTFSeq2SeqForConditionalGeneration(config).eval()
 
 
 def token_rows(draw, vocab_size: int, rows: int, low: int = 1) -> list[list[int]]:

@@ -30,21 +30,11 @@ from hf_minitf import (
     train_translation_tokenizers,
 )
 from hf_minitf.configuration_minitf_seq2seq import NORM_TYPES
+from conftest import tiny_model
 from isolation import run_without_hf_minitf
 
 SPECIALS = ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]
 PAD, SOS, EOS = 1, 2, 3
-
-
-def tiny_model(seed=3, **overrides) -> MiniTFSeq2SeqForConditionalGeneration:
-    """A random model with large weights, so that decoding wanders instead of repeating one token."""
-    settings = dict(
-        src_vocab_size=37, vocab_size=41, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, max_position_embeddings=40, initializer_range=1.0,
-    )
-    settings.update(overrides)
-    torch.manual_seed(seed)
-    return MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqConfig(**settings)).eval()
 
 
 def padded_sources():
@@ -125,9 +115,9 @@ def hkproj_like(model):
 
 
 MODEL_VARIANTS = {
-    "layer_norm": lambda: tiny_model(),
-    "per_feature_std_plus_eps": lambda: tiny_model(0, norm_type="per_feature_std_plus_eps", attention_bias=False),
-    "hkproj_trained": lambda: hkproj_like(tiny_model(norm_type="scalar_std_times_eps", attention_mask_value=-1e9,
+    "layer_norm": lambda: tiny_model("seq2seq"),
+    "per_feature_std_plus_eps": lambda: tiny_model("seq2seq", seed=0, norm_type="per_feature_std_plus_eps", attention_bias=False),
+    "hkproj_trained": lambda: hkproj_like(tiny_model("seq2seq", norm_type="scalar_std_times_eps", attention_mask_value=-1e9,
                                                      output_log_softmax=True)),
 }
 
@@ -173,7 +163,7 @@ def test_incremental_decoding_logits_equal_full_pass(variant):
 
 
 def test_sampling_with_cache_equals_without():
-    model = tiny_model()
+    model = tiny_model("seq2seq")
     ids, mask = padded_sources()
     kwargs = dict(max_new_tokens=20, do_sample=True, top_k=10, temperature=0.8)
     torch.manual_seed(3)
@@ -185,7 +175,7 @@ def test_sampling_with_cache_equals_without():
 
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_padded_batch_translates_each_source_as_alone(use_cache):
-    model = tiny_model()
+    model = tiny_model("seq2seq")
     ids, mask = padded_sources()
     kwargs = dict(max_new_tokens=15, min_new_tokens=15, do_sample=False, use_cache=use_cache)
     together = model.generate(input_ids=ids, attention_mask=mask, **kwargs)
@@ -194,7 +184,7 @@ def test_padded_batch_translates_each_source_as_alone(use_cache):
 
 
 def test_cross_attention_keys_values_computed_once():
-    model = tiny_model()
+    model = tiny_model("seq2seq")
     ids, mask = padded_sources()
     calls = []
     model.model.decoder.layers[0].cross_attn.k_proj.register_forward_hook(lambda *_: calls.append(1))
@@ -206,8 +196,8 @@ def test_cross_attention_keys_values_computed_once():
 
 
 def test_output_log_softmax_changes_scores_not_decisions():
-    plain = tiny_model()
-    log_probs = tiny_model(output_log_softmax=True)
+    plain = tiny_model("seq2seq")
+    log_probs = tiny_model("seq2seq", output_log_softmax=True)
     ids, mask = padded_sources()
     target = torch.tensor([[SOS, 5, 6, 7], [SOS, 8, 9, PAD]])
     with torch.no_grad():
@@ -221,7 +211,7 @@ def test_output_log_softmax_changes_scores_not_decisions():
 # --- loss ---
 
 def test_loss_ignores_padding_and_smooths_labels():
-    model = tiny_model(label_smoothing=0.1)
+    model = tiny_model("seq2seq", label_smoothing=0.1)
     ids, mask = padded_sources()
     labels = torch.tensor([[5, 6, 7, EOS], [8, 9, EOS, PAD]])
     out = model(input_ids=ids, attention_mask=mask, labels=labels)
@@ -308,7 +298,7 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
 def test_save_load_keeps_weights_bit_identical(tmp_path, norm_type):
-    model = tiny_model(norm_type=norm_type, attention_bias=norm_type == "layer_norm", lm_head_bias=False)
+    model = tiny_model("seq2seq", norm_type=norm_type, attention_bias=norm_type == "layer_norm", lm_head_bias=False)
     with torch.no_grad():  # non-default norm parameters, so that loading them is tested
         for name, parameter in model.named_parameters():
             if "norm" in name:
@@ -339,7 +329,7 @@ def test_save_load_keeps_weights_bit_identical(tmp_path, norm_type):
 
 def test_remote_code_load_in_fresh_process(tmp_path):
     tokenizer = train_translation_tokenizers(number_pairs()[0], min_frequency=1)
-    model = tiny_model(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
+    model = tiny_model("seq2seq", src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     texts = ["one two three", "ten"]
@@ -454,7 +444,7 @@ BAD_INPUTS = {
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
 def test_bad_input_raises_value_error(case):
-    model = tiny_model()
+    model = tiny_model("seq2seq")
     inputs, message = BAD_INPUTS[case]
     with pytest.raises(ValueError, match=message):
         if "decoder_input_ids" in inputs or "labels" in inputs:
@@ -464,7 +454,7 @@ def test_bad_input_raises_value_error(case):
 
 
 def test_generating_past_max_positions_and_config_errors():
-    model = tiny_model(max_position_embeddings=10)
+    model = tiny_model("seq2seq", max_position_embeddings=10)
     with pytest.raises(ValueError, match="Generate fewer tokens"):
         model.generate(input_ids=torch.tensor([[SOS, 5, EOS]]), max_new_tokens=12, min_new_tokens=12)
     with pytest.raises(ValueError, match="decoder_input_ids"):

@@ -34,6 +34,7 @@ from hf_minitf import (
     train_bpe_tokenizer,
     train_translation_tokenizers,
 )
+from conftest import tiny_model
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.output import TensorPlan, write_safetensors
@@ -134,16 +135,15 @@ def huge_weight_checkpoint(tmp: Path) -> Path:
 
 
 def tiny_gpt() -> MiniTFGPTForCausalLM:
-    return MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**TINY, "intermediate_size": None}, pad_token_id=0)).eval()
+    return tiny_model("gpt", **{**TINY, "intermediate_size": None}, pad_token_id=0)
 
 
 def tiny_encoder() -> MiniTFEncoderModel:
-    return MiniTFEncoderModel(MiniTFEncoderConfig(**TINY)).eval()
+    return tiny_model("encoder", **TINY)
 
 
 def tiny_seq2seq(**config) -> MiniTFSeq2SeqForConditionalGeneration:
-    return MiniTFSeq2SeqForConditionalGeneration(
-        MiniTFSeq2SeqConfig(**{**TINY, "src_vocab_size": 40, "vocab_size": 50}, **config)).eval()
+    return tiny_model("seq2seq", **{**TINY, "src_vocab_size": 40, "vocab_size": 50}, **config)
 
 
 def bad(case_id: str, action, error: type[BaseException], message: str):
