@@ -90,7 +90,7 @@ def train_command(args: argparse.Namespace) -> int:
         from transformers.utils import logging
 
         logging.disable_progress_bar()
-    out = OutputFolder(args.out, args.overwrite, existing_paths(args.data, args.checkpoint_dir))
+    out = OutputFolder(args.out, args.overwrite, [*existing_paths(args.data), args.checkpoint_dir])
     data = Path(args.data)
     settings = training.TrainSettings(
         epochs=args.epochs, max_steps=args.max_steps or -1, batch_size=args.batch_size,

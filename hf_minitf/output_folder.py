@@ -52,17 +52,19 @@ def _resolved(path: str | Path) -> Path:
 
 def check_output_dir(out: str | Path, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> Path:
     """Refuse an output path that is a file or a non-empty folder (unless `overwrite`), or that is or holds one
-    of the existing `inputs` or the current folder. Returns `out` as a Path."""
+    of the `inputs` (files or folders, existing or to be made by the same run) or the current folder. Returns
+    `out` as a Path."""
     out = Path(out)
     target = _resolved(out)
     for path in inputs:
-        if path is None or not Path(path).exists():
+        if path is None:
             continue
         source = _resolved(path)
         if source == target or source.is_relative_to(target):
             relation = "is" if source == target else "holds"
+            named = str(path).replace("{", "{{").replace("}", "}}")  # the message is a template
             raise OutputFolderError(
-                f"{{out}} {relation} the input {path}: writing there would delete it. Choose an output folder "
+                f"{{out}} {relation} the input {named}: writing there would delete it. Choose an output folder "
                 "outside the input's folder.", out)
     if out.exists() and not out.is_dir():
         raise OutputFolderError("{out} exists and is not a folder; choose a folder path.", out)

@@ -155,7 +155,10 @@ def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
         status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", out, "--overwrite",
                                   "--max-steps", "1"], capsys)
         assert_one_line_error(status, err, f"--out {out}", "the input", "would delete it")
-    assert (trained / "rhyme.txt").read_text() == RHYME
+    status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", trained / "new",
+                              "--checkpoint-dir", trained / "new" / "checkpoints", "--max-steps", "1"], capsys)
+    assert_one_line_error(status, err, f"--out {trained / 'new'} holds the input", "checkpoints")
+    assert (trained / "rhyme.txt").read_text() == RHYME and not (trained / "new").exists()
 
 
 def test_overwrite_replaces_the_folder(tmp_path, capsys):

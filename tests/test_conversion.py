@@ -306,6 +306,13 @@ def converted_folders(tmp_path_factory, tokenizer_files, miniembed_tokenizer_fil
     return root
 
 
+@pytest.mark.parametrize("family", ["gpt", "seq2seq"])
+def test_converted_configs_keep_the_cache(converted_folders, family):
+    """config.json says what the architecture supports (a char GPT's generation config turns the cache off for
+    `generate`, its model config does not)."""
+    assert json.loads((converted_folders / family / "config.json").read_text())["use_cache"] is True
+
+
 def _outputs(model, family, data):
     with torch.no_grad():
         if family == "gpt":

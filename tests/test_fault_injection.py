@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
+import hf_minitf.output_folder as output_folder_module
 from hf_minitf import (
     MiniTFEncoderConfig,
     MiniTFEncoderModel,
@@ -33,6 +34,7 @@ from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
+from hf_minitf.output_folder import OutputFolder, OutputFolderError
 from hf_minitf.publishing import PushError
 from hf_minitf.training import TrainSettings, train_gpt
 
@@ -318,3 +320,47 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
     assert written == [(str(out / "gpt"), True)]  # the GPT folder was complete, then dropped with the rest
     assert_one_line_error(status, err, "minitf quickstart: error:", NO_SPACE)
     workspace.assert_untouched()
+
+
+# ------------------------------------------------------------------------------------------ the output folder
+def test_output_folder_errors_are_worded_by_their_caller(tmp_path):
+    """The library names `overwrite=True`; the command line words the same error for its options."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(OutputFolderError) as error:
+        OutputFolder(out)
+    assert str(error.value) == (f"the output folder {out} is not empty; choose another folder or pass overwrite=True "
+                                "to replace it.")
+    assert error.value.worded("--out", "--overwrite") == (
+        f"--out {out} is not empty; choose another folder or pass --overwrite to replace it.")
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_a_folder_filled_during_the_write_is_not_replaced(tmp_path):
+    target = OutputFolder(tmp_path / "out")
+    with pytest.raises(OutputFolderError, match="was filled while this output was written"):
+        with target.write() as work:
+            (work / "model.txt").write_text("new")
+            (tmp_path / "out").mkdir()
+            (tmp_path / "out" / "theirs.txt").write_text("theirs")
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["theirs.txt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+def test_each_write_checks_its_output_folder_once(tmp_path, monkeypatch, capsys):
+    """A command checks --out before the work (training, reading a checkpoint) and the write does not check again."""
+    checked = []
+    real_check = output_folder_module.check_output_dir
+
+    def counting_check(out, *args, **kwargs):
+        checked.append(Path(out).name)
+        return real_check(out, *args, **kwargs)
+
+    monkeypatch.setattr(output_folder_module, "check_output_dir", counting_check)
+    (tmp_path / "text.txt").write_text("the cat sat on the mat\n" * 20)
+    assert run_cli(["train", "gpt", "--data", tmp_path / "text.txt", "--out", tmp_path / "gpt", *TRAIN_STEPS],
+                   capsys)[0] == 0
+    assert run_cli(["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()), "--out",
+                    tmp_path / "converted"], capsys)[0] == 0
+    assert checked == ["gpt", "converted"]
