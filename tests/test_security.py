@@ -1,0 +1,193 @@
+"""Hostile folders and files: nothing outside a folder leaves the machine, no pickle goes up whatever its name,
+a re-packed or non-finite checkpoint never converts into garbage, a folder cannot exhaust the machine, and a
+refused pickle is named without advice to load it unsafely. See docs/security.md."""
+
+import argparse
+import bz2
+import gzip
+import io
+import json
+import os
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
+from hf_minitf.file_safety import pickle_reason
+from hf_minitf.publishing import PushError, add_push_arguments, check_push_folder, push_command, push_folder
+
+DATA = Path(__file__).parent / "data"
+CHAR_GPT = DATA / "char_gpt"
+TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+            max_position_embeddings=16)
+SECRET = "the contents of a private file outside the folder"
+
+
+class RunsCode:
+    """A pickle payload: unpickling it would call os.system."""
+
+    def __reduce__(self):
+        return os.system, ("echo payload",)
+
+
+def push_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="minitf push")
+    add_push_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.fixture(scope="module")
+def gpt_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("gpt") / "model"
+    MiniTFGPTForCausalLM(MiniTFGPTConfig(**TINY)).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def folder(gpt_folder, tmp_path) -> Path:
+    """A fresh copy of a saved tiny GPT folder, beside a private file it must never upload."""
+    copy = tmp_path / "model"
+    copy.mkdir()
+    for path in gpt_folder.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "private.txt").write_text(SECRET)
+    return copy
+
+
+def uploaded_bytes(hub) -> bytes:
+    return b"".join(content for commit in hub.uploads for content in commit.files.values())
+
+
+# 1. Links out of the folder.
+@pytest.mark.parametrize("make_link", [
+    pytest.param(lambda folder: (folder / "notes.txt").symlink_to(folder.parent / "private.txt"), id="file-link"),
+    pytest.param(lambda folder: (folder / "extra").symlink_to(folder.parent, target_is_directory=True),
+                 id="folder-link"),
+    pytest.param(lambda folder: ((folder / "sub").mkdir(), (folder / "sub" / "notes.md").symlink_to("../../private.txt")),
+                 id="nested-relative-link"),
+    pytest.param(lambda folder: ((folder / "model.safetensors").unlink(),
+                                 (folder.parent / "elsewhere.safetensors").write_bytes(b"x"),
+                                 (folder / "model.safetensors").symlink_to(folder.parent / "elsewhere.safetensors")),
+                 id="weights-link"),
+])
+def test_push_refuses_links_out_of_the_folder_and_sends_nothing(hub, folder, make_link, capsys):
+    make_link(folder)
+    uploads = len(hub.uploads)
+    assert push_command(push_args(str(folder), "org/leak")) == 2
+    error = capsys.readouterr().err
+    assert "symbolic links" in error and ("outside" in error or "not a file" in error), error
+    assert error.count("\n") == 1
+    assert len(hub.uploads) == uploads and "org/leak" not in hub.repos
+    assert SECRET.encode() not in uploaded_bytes(hub)
+
+
+def test_a_link_to_a_file_inside_the_folder_is_sent_as_a_copy(hub, folder):
+    (folder / "notes.txt").write_text("inside")
+    (folder / "notes-again.txt").symlink_to("notes.txt")
+    push_folder(folder, "org/inside-link")
+    files = hub.uploads[-1].files
+    assert files["notes-again.txt"] == b"inside" == files["notes.txt"]
+
+
+def test_the_files_sent_are_checked_again_just_before_the_upload(hub, folder, monkeypatch):
+    """Whatever adds files to the upload after the folder check (a card writer, an export) is checked too."""
+    import hf_minitf.model_card as model_card
+
+    def adds_a_link(staging, *args, **kwargs):
+        (Path(staging) / "extra.txt").symlink_to(folder.parent / "private.txt")
+
+    monkeypatch.setattr(model_card, "prepare_upload", adds_a_link)
+    uploads = len(hub.uploads)
+    with pytest.raises(PushError, match=r"extra.txt would upload .*private.txt, which is outside the folder"):
+        push_folder(folder, "org/late-link")
+    assert len(hub.uploads) == uploads
+
+
+# 2. Pickles by content, whatever the name.
+def _zip_with(name: str, content: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def _numpy_bytes(array, **options) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, **options)
+    return buffer.getvalue()
+
+
+def _torch_bytes(value, **options) -> bytes:
+    buffer = io.BytesIO()
+    torch.save(value, buffer, **options)
+    return buffer.getvalue()
+
+
+PICKLES = {
+    **{f"head-protocol{protocol}.joblib": pickle.dumps(RunsCode(), protocol) for protocol in range(6)},
+    "notes.txt": pickle.dumps({"plain": [1, 2]}, 0),
+    "big-protocol0.dat": pickle.dumps([RunsCode()], 0) + b"x" * (5 * 2**20),
+    "big-protocol1.dat": pickle.dumps([RunsCode(), *range(300_000)], 1),
+    "head.gz": gzip.compress(pickle.dumps(RunsCode(), 4)),
+    "head.bz2": bz2.compress(pickle.dumps(RunsCode(), 4)),
+    "head.z": __import__("zlib").compress(pickle.dumps(RunsCode(), 4)),
+    "torch-zip.json": _torch_bytes({"w": torch.zeros(2)}),
+    "torch-legacy.md": _torch_bytes({"w": torch.zeros(2)}, _use_new_zipfile_serialization=False),
+    "archive.zip": _zip_with("inner/readme.txt", pickle.dumps(RunsCode(), 0)),
+    "objects.npy": _numpy_bytes(np.array([1, None], dtype=object), allow_pickle=True),
+    "objects.npz": _zip_with("a.npy", _numpy_bytes(np.array([1, None], dtype=object), allow_pickle=True)),
+}
+NOT_PICKLES = {
+    "vocab.txt": b"cat\ndog\nin\nthe\nhello.\n" * 50,
+    "hello.txt": b"hello.",
+    "config.json": b'{"a": [1, 2]}',
+    "numbers.npy": _numpy_bytes(np.arange(6.0)),
+    "numbers.npz": _zip_with("a.npy", _numpy_bytes(np.arange(6.0))),
+    # A safetensors header of 640 bytes starts with 0x80 0x02, as a protocol 2 pickle does.
+    "header640.safetensors": struct.pack("<Q", 640) + json.dumps({"__metadata__": {"format": "pt"}}).encode().ljust(
+        640) + b"",
+}
+
+
+@pytest.mark.parametrize("name", PICKLES)
+def test_pickles_are_found_by_content(tmp_path, name):
+    (tmp_path / name).write_bytes(PICKLES[name])
+    assert pickle_reason(tmp_path / name)
+
+
+@pytest.mark.parametrize("name", NOT_PICKLES)
+def test_other_files_are_not_taken_for_pickles(tmp_path, name):
+    (tmp_path / name).write_bytes(NOT_PICKLES[name])
+    assert pickle_reason(tmp_path / name) is None
+
+
+@pytest.mark.parametrize("name", ["head.joblib", "notes.txt", "tokenizer_extra.json", "weights.npy", "sub/data.zip"])
+def test_push_refuses_a_pickle_whatever_its_name(hub, folder, name, capsys):
+    (folder / name).parent.mkdir(exist_ok=True)
+    content = {"weights.npy": PICKLES["objects.npy"], "sub/data.zip": PICKLES["torch-zip.json"]}.get(
+        name, pickle.dumps(RunsCode(), 4))
+    (folder / name).write_bytes(content)
+    uploads = len(hub.uploads)
+    assert push_command(push_args(str(folder), "org/pickled")) == 2
+    error = capsys.readouterr().err
+    assert f"pickle files ({name})" in error and f"{name}: it " in error and error.count("\n") == 1
+    assert len(hub.uploads) == uploads
+
+
+def test_a_pickle_added_after_the_folder_check_is_refused(hub, folder, monkeypatch):
+    import hf_minitf.model_card as model_card
+
+    monkeypatch.setattr(model_card, "prepare_upload",
+                        lambda staging, *a, **k: (Path(staging) / "extra.bin").write_bytes(pickle.dumps(RunsCode(), 2)))
+    with pytest.raises(PushError, match=r"extra.bin is a pickle: it starts with the pickle protocol 2 opcode"):
+        push_folder(folder, "org/late-pickle")
+
+
+def test_a_clean_folder_still_lists_its_files(folder):
+    assert set(check_push_folder(folder)) >= {"config.json", "model.safetensors"}
