@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
+from hf_minitf.file_safety import refused_content
+
 
 class ConversionError(ValueError):
     """A checkpoint, tokenizer or option that cannot be converted; the message says what and how to fix it."""
@@ -72,9 +74,8 @@ def _detect_format(path: Path) -> str:
 def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> ConversionError:
     text = str(error)
     found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"unrecognized function (\S+)", text)
-    what = f"a pickled reference to `{found.group(1)}`" if found else "pickled content"
+    what = refused_content(error)
     allowed_text = ", ".join(sorted(allowed)) or "no class"
-    details = "" if found else f" Details: {text.strip().splitlines()[-1][:300]}"
     known = KNOWN_GLOBALS.get(found.group(1)) if found else None
     if known:
         return ConversionError(
@@ -84,7 +85,7 @@ def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> Conversion
         f"Refusing to load {path}: it contains {what}, which a checkpoint of this kind does not need. Only tensors, "
         f"plain Python containers and numbers (and {allowed_text}) are accepted. Nothing from the file was executed. "
         "If the file is yours and genuine, re-save its state_dict with the original code as plain tensors "
-        f"(torch.save(model.state_dict(), ...) or safetensors) and convert that.{details}"
+        "(torch.save(model.state_dict(), ...) or safetensors) and convert that."
     )
 
 

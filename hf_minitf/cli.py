@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import pickle
 import sys
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from minitf_cli import build_parser, main
 
+from .file_safety import refused_pickle_message
 from .publishing import push_command  # noqa: F401 (`minitf push` runs publishing's command, found by name)
 
 
@@ -34,7 +36,10 @@ def _reports_errors(command: str) -> Callable:
         def run(args: argparse.Namespace) -> int:
             try:
                 return function(args)
-            except (ValueError, OSError) as error:
+            except (ValueError, OSError, pickle.UnpicklingError) as error:
+                if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
+                    error = refused_pickle_message(error, [value for value in vars(args).values()
+                                                           if isinstance(value, (str, Path))])
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 print(f"minitf {command}: error: {message}", file=sys.stderr)
                 return 2

@@ -209,13 +209,27 @@ def _pickle_files(places: Iterable[str | os.PathLike | None]) -> list[Path]:
     return found
 
 
+# Lines of torch's refusal that advise loading the file unrestricted, or point at its documentation.
+_TORCH_ADVICE = re.compile(r"weights_only|Weights only load failed|file an issue|Check the documentation", re.I)
+
+
+def refused_content(error: BaseException) -> str:
+    """What torch's weights-only unpickler refused, from its error, without torch's advice to load the file with
+    `weights_only=False` (which would run the code): "a pickled reference to `posix.system`", or torch's reason."""
+    text = str(error)
+    found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"unrecognized function (\S+)", text)
+    if found:
+        return f"a pickled reference to `{found.group(1)}`"
+    reasons = [line.strip() for line in text.splitlines() if line.strip() and not _TORCH_ADVICE.search(line)]
+    return f"pickled content other than tensors ({reasons[-1][:200]})" if reasons else \
+        "pickled content other than tensors"
+
+
 def refused_pickle_message(error: BaseException, places: Iterable[str | os.PathLike | None]) -> str:
     """What to say when torch's weights-only unpickler refused a file: which file (looked for among the pickle
     files in `places`), that it holds code (naming the pickled reference), and what to do instead. Never
     suggests loading it without `weights_only`."""
-    text = str(error)
-    found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"unrecognized function (\S+)", text)
-    what = f"a pickled reference to `{found.group(1)}`" if found else "pickled objects other than tensors"
+    what = refused_content(error)
     culprit = _refused_file(_pickle_files(places))
     named = f"{culprit}" if culprit else "a pickle file (" + ", ".join(map(str, _pickle_files(places))) + ")"
     return (f"refused to load {named}: it holds {what}, that is code which would run on this machine; nothing of "
@@ -240,5 +254,5 @@ def _refused_file(candidates: list[Path]) -> Path | None:
 
 __all__ = [
     "UnsafeFileError", "check_upload_sources", "folder_files", "link_problem", "pickle_reason",
-    "pickle_reason_in_bytes", "refused_pickle_message",
+    "pickle_reason_in_bytes", "refused_content", "refused_pickle_message",
 ]

@@ -191,3 +191,59 @@ def test_a_pickle_added_after_the_folder_check_is_refused(hub, folder, monkeypat
 
 def test_a_clean_folder_still_lists_its_files(folder):
     assert set(check_push_folder(folder)) >= {"config.json", "model.safetensors"}
+
+
+# 5. Refused pickles: named, said to hold code, never the advice to load them unsafely.
+def run_cli(argv, capsys) -> tuple[int, str]:
+    from minitf_cli import main
+
+    status = main([str(arg) for arg in argv])
+    return status, capsys.readouterr().err
+
+
+def assert_refused(status: int, err: str, file: str) -> None:
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"refused to load {file}" in err and "holds a pickled reference to `posix.system`" in err, err
+    assert "weights_only" not in err and "False" not in err
+
+
+def test_a_weights_file_with_code_is_refused_naming_it(tmp_path, gpt_folder, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for path in gpt_folder.iterdir():
+        if path.name != "model.safetensors":
+            (folder / path.name).write_bytes(path.read_bytes())
+    state = {**load_file(gpt_folder / "model.safetensors"), "payload": RunsCode()}
+    torch.save(state, folder / "pytorch_model.bin")
+    status, err = run_cli(["generate", folder, "hi", "--max-new-tokens", "1"], capsys)
+    assert_refused(status, err, str(folder / "pytorch_model.bin"))
+
+
+def test_resume_from_a_tampered_optimizer_state_is_refused_naming_it(tmp_path, capsys):
+    data = tmp_path / "text.txt"
+    data.write_text("a tiny text to train a tiny model on. " * 40)
+    checkpoints = tmp_path / "checkpoints"
+    argv = ["train", "gpt", "--data", data, "--preset", "tiny", "--block-size", "16", "--checkpoint-dir", checkpoints,
+            "--save-steps", "1", "--batch-size", "4", "--no-progress"]
+    assert run_cli([*argv, "--out", tmp_path / "first", "--max-steps", "1"], capsys)[0] == 0
+    optimizer = checkpoints / "checkpoint-1" / "optimizer.pt"
+    state = torch.load(optimizer, weights_only=True)
+    state["payload"] = RunsCode()
+    torch.save(state, optimizer)
+    status, err = run_cli([*argv, "--out", tmp_path / "resumed", "--max-steps", "2", "--resume"], capsys)
+    assert_refused(status, err, str(optimizer))
+    assert not (tmp_path / "resumed").exists()
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (lambda: _torch_bytes({"wte.weight": RunsCode()}), r"pickled reference to `posix.system`"),
+    (lambda: b"\x80\x02\x82\x01.", r"pickled content other than tensors \(Unsupported operand 130\)"),
+], ids=["global", "unsupported-opcode"])
+def test_conversion_refusals_never_advise_the_unsafe_load(tmp_path, payload, reason):
+    from hf_minitf.conversion import ConversionError
+    from hf_minitf.conversion.char_gpt import convert_char_gpt
+
+    (tmp_path / "model.pt").write_bytes(payload())
+    with pytest.raises(ConversionError, match=reason) as error:
+        convert_char_gpt(tmp_path / "model.pt", tmp_path / "out", vocab=list("abc"), num_heads=4)
+    assert "weights_only" not in str(error.value) and "Nothing from the file was executed" in str(error.value)
