@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import ConversionError
+from .checkpoint import ConversionError, check_weight
 
 logger = logging.getLogger(__name__)
 
@@ -155,7 +155,8 @@ def atomic_output_dir(out: str | Path, overwrite: bool = False,
 
 def cast_for_output(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> torch.Tensor:
     """`tensor` in `dtype`; an error naming the tensor when a finite value does not fit (float16 tops out at
-    65504), rather than a file of inf weights."""
+    65504), rather than a file of inf weights, or when the tensor is no finite float weight (`check_weight`)."""
+    check_weight(tensor, dtype, name)
     cast = tensor.detach().to(device="cpu", dtype=dtype)
     if cast.is_floating_point() and tensor.is_floating_point() and tensor.dtype != dtype:
         overflow = torch.isinf(cast) & torch.isfinite(tensor.detach().cpu())
@@ -178,6 +179,11 @@ class TensorPlan:
     dtype: torch.dtype
     produce: Callable[[], torch.Tensor]
     origin: str = ""
+
+    @property
+    def label(self) -> str:
+        """The tensor as messages name it: its name and, when known, the original tensor it comes from."""
+        return f"{self.name} (from {self.origin})" if self.origin else self.name
 
 
 def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: dict[str, str] | None = None) -> None:
@@ -204,7 +210,7 @@ def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: d
                 raise ConversionError(
                     f"{plan.name}{source} has shape {list(tensor.shape)}, the model expects {list(plan.shape)}."
                 )
-            data = cast_for_output(tensor, plan.dtype, plan.name).contiguous().reshape(-1)
+            data = cast_for_output(tensor, plan.dtype, plan.label).contiguous().reshape(-1)
             if data.numel():
                 file.write(data.view(torch.uint8).numpy().data)
             del tensor, data

@@ -4,8 +4,9 @@ may expand.
 
 Pickle is decided by content, never by name: protocol 2+ pickles start with the PROTO opcode (0x80); protocol
 0/1 pickles are recognised by parsing them with `pickletools` (which reads opcodes and runs nothing): a small file
-that parses whole, or a start that parses up to a code-calling opcode; torch.save's zip holds a `data.pkl`; a numpy `.npy`/`.npz`
-array of dtype object is a pickle; gzip/bz2/xz/zlib streams (joblib's compressed dumps) are opened and looked into.
+that parses whole, or a start that parses up to a code-calling opcode; torch.save's zip holds a `data.pkl`; a
+numpy `.npy`/`.npz` array of dtype object is a pickle; gzip/bz2/xz/zlib streams (joblib's compressed dumps) are
+opened and looked into.
 """
 
 from __future__ import annotations

@@ -69,7 +69,8 @@ def uploaded_bytes(hub) -> bytes:
     pytest.param(lambda folder: (folder / "notes.txt").symlink_to(folder.parent / "private.txt"), id="file-link"),
     pytest.param(lambda folder: (folder / "extra").symlink_to(folder.parent, target_is_directory=True),
                  id="folder-link"),
-    pytest.param(lambda folder: ((folder / "sub").mkdir(), (folder / "sub" / "notes.md").symlink_to("../../private.txt")),
+    pytest.param(lambda folder: ((folder / "sub").mkdir(),
+                                 (folder / "sub" / "notes.md").symlink_to("../../private.txt")),
                  id="nested-relative-link"),
     pytest.param(lambda folder: ((folder / "model.safetensors").unlink(),
                                  (folder.parent / "elsewhere.safetensors").write_bytes(b"x"),
@@ -247,3 +248,80 @@ def test_conversion_refusals_never_advise_the_unsafe_load(tmp_path, payload, rea
     with pytest.raises(ConversionError, match=reason) as error:
         convert_char_gpt(tmp_path / "model.pt", tmp_path / "out", vocab=list("abc"), num_heads=4)
     assert "weights_only" not in str(error.value) and "Nothing from the file was executed" in str(error.value)
+
+
+# 3. Checkpoints: a re-packed zip is read correctly; non-finite or integer weights never convert silently.
+def repack(source: Path, target: Path, compression: int = zipfile.ZIP_DEFLATED) -> Path:
+    with zipfile.ZipFile(source) as original, zipfile.ZipFile(target, "w", compression) as repacked:
+        for info in original.infolist():
+            repacked.writestr(info.filename, original.read(info.filename))
+    return target
+
+
+def converted_weights(tmp_path: Path, checkpoint: Path, out: str) -> dict:
+    from hf_minitf.conversion.char_gpt import convert_char_gpt
+
+    convert_char_gpt(checkpoint, tmp_path / out, vocab=CHAR_GPT / "vocab.json", num_heads=4)
+    return load_file(tmp_path / out / "model.safetensors")
+
+
+def test_a_checkpoint_repacked_with_compression_converts_to_the_same_weights(tmp_path):
+    deflated = repack(CHAR_GPT / "checkpoint.pt", tmp_path / "deflated.pt")
+    with zipfile.ZipFile(deflated) as archive:
+        assert any(info.compress_type == zipfile.ZIP_DEFLATED and info.compress_size < info.file_size
+                   for info in archive.infolist())
+    reference = converted_weights(tmp_path, CHAR_GPT / "checkpoint.pt", "reference")
+    repacked = converted_weights(tmp_path, deflated, "repacked")
+    assert reference.keys() == repacked.keys()
+    for name, tensor in reference.items():
+        assert torch.equal(tensor, repacked[name]), name
+
+
+def test_an_encrypted_checkpoint_entry_is_refused_by_name(tmp_path):
+    from hf_minitf.conversion import ConversionError, open_checkpoint
+
+    data = bytearray(repack(CHAR_GPT / "checkpoint.pt", tmp_path / "stored.pt", zipfile.ZIP_STORED).read_bytes())
+    header = data.index(b"PK\x01\x02")  # the first central directory entry: set its "encrypted" flag bit
+    data[header + 8] |= 0x1
+    (tmp_path / "encrypted.pt").write_bytes(bytes(data))
+    with pytest.raises(ConversionError, match=r"zip entry checkpoint/data.pkl is encrypted"):
+        open_checkpoint(tmp_path / "encrypted.pt")
+
+
+FROM_QKV = r"qkv_proj.weight \(from blocks.0.attn.qkv.weight\)"
+
+
+@pytest.mark.parametrize("spoil, message", [
+    (lambda tensor: tensor.index_fill_(0, torch.tensor([0]), float("nan")), FROM_QKV + r" holds 32 NaN or infinite"),
+    (lambda tensor: tensor.index_fill_(0, torch.tensor([1]), float("inf")), FROM_QKV + r" holds 32 NaN or infinite"),
+    (lambda tensor: (tensor * 100).to(torch.int8),
+     FROM_QKV + r" is stored as integer int8, but the model needs floating-point weights"),
+    (lambda tensor: torch.quantize_per_tensor(tensor, 0.01, 0, torch.qint8),
+     FROM_QKV + r" is stored as quantized qint8"),
+], ids=["nan", "inf", "int8", "qint8"])
+@pytest.mark.parametrize("dtype", ["auto", "float16"])
+def test_non_finite_or_integer_weights_are_refused_naming_the_tensor(tmp_path, spoil, message, dtype):
+    from hf_minitf.conversion import ConversionError
+    from hf_minitf.conversion.char_gpt import convert_char_gpt
+
+    state = load_file(CHAR_GPT / "original.safetensors")
+    state["blocks.0.attn.qkv.weight"] = spoil(state["blocks.0.attn.qkv.weight"].clone())
+    torch.save(state, tmp_path / "spoiled.pt")
+    with pytest.raises(ConversionError, match=message):
+        convert_char_gpt(tmp_path / "spoiled.pt", tmp_path / "out", vocab=CHAR_GPT / "vocab.json", num_heads=4,
+                         dtype=dtype)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_embedding_layer_with_nan_is_refused(tmp_path):
+    from hf_minitf.conversion.cli import main as convert_main
+
+    state = torch.load(DATA / "transformer_embedding" / "checkpoint.pt", weights_only=True)
+    weights = state.get("model_state_dict", state)
+    name = next(key for key in weights if key.endswith("token_embedding.weight"))
+    weights[name][3, 2] = float("nan")
+    torch.save(state, tmp_path / "nan.pt")
+    errors = io.StringIO()
+    with __import__("contextlib").redirect_stderr(errors):
+        assert convert_main(["transformer-embedding", str(tmp_path / "nan.pt"), "--out", str(tmp_path / "out")]) == 2
+    assert "holds 1 NaN or infinite values" in errors.getvalue() and not (tmp_path / "out").exists()
