@@ -217,7 +217,7 @@ def _safetensors_parameters(folder: Path) -> int:
 
 @_reports_errors("info")
 def info_command(args: argparse.Namespace) -> int:
-    from huggingface_hub import ModelCard
+    from .file_safety import load_model_card
 
     folder = _model_folder(args.model)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -234,7 +234,7 @@ def info_command(args: argparse.Namespace) -> int:
         print(f"  {path.relative_to(folder).as_posix()} ({path.stat().st_size:,} bytes)")
     card = folder / "README.md"
     if card.is_file():
-        metadata = ModelCard.load(card).data.to_dict()
+        metadata = load_model_card(card).data.to_dict()
         print("card metadata:")
         for key, value in metadata.items():
             print(f"  {key}: {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}")

@@ -199,6 +199,76 @@ def check_upload_sources(sources: Iterable[tuple[str, Path]], roots: Iterable[Pa
         )
 
 
+# A model card's metadata: at most this many YAML values once aliases are expanded, and this many characters.
+# Real cards hold hundreds of values; an alias "bomb" of a few lines expands to billions.
+CARD_METADATA_VALUES = 100_000
+CARD_METADATA_CHARS = 2**20
+
+
+def _expanded_size(node, sizes: dict, open_nodes: set) -> int:
+    """How many values the YAML node stands for once every alias is expanded (each shared node counted once per
+    use, computed once); a node that contains itself counts as unbounded."""
+    import yaml
+
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        return CARD_METADATA_VALUES + 1
+    open_nodes.add(key)
+    if isinstance(node, yaml.MappingNode):
+        children = [child for pair in node.value for child in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = node.value
+    else:
+        children = []
+    total = 1
+    for child in children:
+        total += _expanded_size(child, sizes, open_nodes)
+        if total > CARD_METADATA_VALUES:
+            break
+    open_nodes.discard(key)
+    sizes[key] = total
+    return total
+
+
+def check_card_metadata(text: str, source: str | os.PathLike = "the model card") -> None:
+    """Refuse a card whose YAML metadata would expand beyond `CARD_METADATA_VALUES` values through aliases
+    (`&anchor` / `*anchor`, the "billion laughs" of YAML) or is longer than `CARD_METADATA_CHARS`: reading it
+    would take the machine's memory. The YAML is composed into its node graph, where an alias is one shared node,
+    so checking costs no more than the text's length."""
+    import yaml
+    from huggingface_hub.repocard import REGEX_YAML_BLOCK
+
+    match = REGEX_YAML_BLOCK.search(text)
+    if match is None:
+        return
+    block = match.group(2)
+    if len(block) > CARD_METADATA_CHARS:
+        raise UnsafeFileError(f"{source}: its YAML metadata is {len(block):,} characters long, more than the "
+                              f"{CARD_METADATA_CHARS:,} a model card needs; shorten it.")
+    try:
+        root = yaml.compose(block, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return  # a syntax error is for the card reader to report
+    if root is not None and _expanded_size(root, {}, set()) > CARD_METADATA_VALUES:
+        raise UnsafeFileError(
+            f"{source}: its YAML metadata expands through aliases (&name / *name) to more than "
+            f"{CARD_METADATA_VALUES:,} values, which would take this machine's memory; write the metadata out "
+            "without aliases."
+        )
+
+
+def load_model_card(path: str | os.PathLike, **options):
+    """huggingface_hub's `ModelCard` of the local file `path`, once `check_card_metadata` found it safe to read."""
+    from huggingface_hub import ModelCard
+
+    with open(path, encoding="utf-8", newline="") as file:
+        text = file.read()
+    check_card_metadata(text, path)
+    return ModelCard(text, **options)
+
+
 def _pickle_files(places: Iterable[str | os.PathLike | None]) -> list[Path]:
     found = []
     for place in places:
@@ -254,6 +324,7 @@ def _refused_file(candidates: list[Path]) -> Path | None:
 
 
 __all__ = [
-    "UnsafeFileError", "check_upload_sources", "folder_files", "link_problem", "pickle_reason",
+    "CARD_METADATA_CHARS", "CARD_METADATA_VALUES", "UnsafeFileError", "check_card_metadata", "check_upload_sources",
+    "folder_files", "load_model_card", "link_problem", "pickle_reason",
     "pickle_reason_in_bytes", "refused_content", "refused_pickle_message",
 ]

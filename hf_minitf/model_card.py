@@ -25,6 +25,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .file_safety import load_model_card
+
 README = "README.md"
 MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
@@ -250,7 +252,7 @@ def _is_blank_card(card: ModelCard) -> bool:
 
 
 def _load_card(path: Path) -> ModelCard | None:
-    return ModelCard.load(path, ignore_metadata_errors=True) if path.is_file() else None
+    return load_model_card(path, ignore_metadata_errors=True) if path.is_file() else None
 
 
 def build_model_card(folder: str | os.PathLike, *, base: ModelCard | None = None, model_id: str | None = None,

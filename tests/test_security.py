@@ -325,3 +325,48 @@ def test_an_embedding_layer_with_nan_is_refused(tmp_path):
     with __import__("contextlib").redirect_stderr(errors):
         assert convert_main(["transformer-embedding", str(tmp_path / "nan.pt"), "--out", str(tmp_path / "out")]) == 2
     assert "holds 1 NaN or infinite values" in errors.getvalue() and not (tmp_path / "out").exists()
+
+
+# 4. A downloaded folder cannot exhaust the machine: card YAML.
+def alias_bomb(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 9) + "]" for level in range(1, levels)]
+    return "---\n" + "\n".join(lines) + "\ntags: [minitf]\n---\n\n# A card\n"
+
+
+def test_a_card_whose_yaml_expands_exponentially_is_refused_by_info(folder, capsys):
+    import resource
+
+    (folder / "README.md").write_text(alias_bomb())  # 9**9 (387 million) strings once expanded
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    status, err = run_cli(["info", folder], capsys)
+    assert status == 2 and "expands through aliases" in err and "README.md" in err and err.count("\n") == 1, err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB: no blow-up
+
+
+def test_a_card_that_contains_itself_is_refused(folder, capsys):
+    (folder / "README.md").write_text("---\nloop: &loop [*loop, *loop]\n---\n\ntext\n")
+    status, err = run_cli(["info", folder], capsys)
+    assert status == 2 and "expands through aliases" in err
+
+
+def test_saving_over_a_folder_with_a_bomb_card_is_refused_before_writing(folder):
+    from hf_minitf.file_safety import UnsafeFileError
+
+    (folder / "README.md").write_text(alias_bomb())
+    model = MiniTFGPTForCausalLM.from_pretrained(folder)
+    with pytest.raises(UnsafeFileError, match="expands through aliases"):
+        model.save_pretrained(folder.parent / "saved")
+
+
+def test_push_refuses_a_bomb_card(hub, folder, capsys):
+    (folder / "README.md").write_text(alias_bomb())
+    uploads = len(hub.uploads)
+    assert push_command(push_args(str(folder), "org/bomb")) == 2
+    assert "expands through aliases" in capsys.readouterr().err and len(hub.uploads) == uploads
+
+
+def test_ordinary_aliases_and_cards_still_load(folder, capsys):
+    (folder / "README.md").write_text("---\nlicense: &l mit\nother: *l\ntags: [minitf]\n---\n\n# Card\n")
+    status, err = run_cli(["info", folder], capsys)
+    assert status == 0, err
