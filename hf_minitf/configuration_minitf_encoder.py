@@ -11,6 +11,7 @@ from .configuration_minitf_checks import (
     activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
     token_ids,
 )
+from .configuration_minitf_limits import check_model_fits
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 
@@ -88,6 +89,7 @@ class MiniTFEncoderConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+        check_model_fits(self)  # before anything whose cost grows with the sizes
         check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
         check_token_ids_in_vocabulary(self, ("pad_token_id",), self.vocab_size, "vocabulary")
 

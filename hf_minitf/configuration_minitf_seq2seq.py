@@ -11,6 +11,7 @@ from .configuration_minitf_checks import (
     activation, boolean, check_field, check_heads, check_token_ids_in_vocabulary, choice, integer, number, probability,
     token_ids,
 )
+from .configuration_minitf_limits import check_model_fits
 
 # How each norm is computed (mean and std over the hidden features, std unbiased for the "scalar"/"per_feature" ones):
 #   layer_norm               nn.LayerNorm: per-feature weight/bias, (x - mean) / sqrt(var + eps)    (default)
@@ -123,6 +124,7 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
+        check_model_fits(self)  # before anything whose cost grows with the sizes
         check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
         if self.hidden_size % 2 != 0:
             raise ValueError(

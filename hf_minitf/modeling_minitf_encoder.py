@@ -23,6 +23,7 @@ from .layers import (
     run_layers,
 )
 from .model_card import ModelCardMixin
+from .modeling_minitf_loading import CheckedLoadingMixin
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -41,7 +42,7 @@ def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | No
     return F.normalize(pooled, p=2, dim=-1).to(last_hidden_state.dtype)
 
 
-class MiniTFEncoderPreTrainedModel(ModelCardMixin, PreTrainedModel):
+class MiniTFEncoderPreTrainedModel(CheckedLoadingMixin, ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the encoder classes."""
 
     config_class = MiniTFEncoderConfig

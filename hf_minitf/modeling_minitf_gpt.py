@@ -28,9 +28,10 @@ from .layers import (
     run_layers,
 )
 from .model_card import ModelCardMixin
+from .modeling_minitf_loading import CheckedLoadingMixin
 
 
-class MiniTFGPTPreTrainedModel(ModelCardMixin, PreTrainedModel):
+class MiniTFGPTPreTrainedModel(CheckedLoadingMixin, ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the GPT classes."""
 
     config_class = MiniTFGPTConfig

@@ -36,6 +36,7 @@ from .layers import (
     run_layers,
 )
 from .model_card import ModelCardMixin
+from .modeling_minitf_loading import CheckedLoadingMixin
 
 logger = logging.get_logger(__name__)
 
@@ -87,7 +88,7 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-class MiniTFSeq2SeqPreTrainedModel(ModelCardMixin, PreTrainedModel):
+class MiniTFSeq2SeqPreTrainedModel(CheckedLoadingMixin, ModelCardMixin, PreTrainedModel):
     """Weight init, attention backends and gradient checkpointing shared by the seq2seq classes."""
 
     config_class = MiniTFSeq2SeqConfig

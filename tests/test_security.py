@@ -370,3 +370,90 @@ def test_ordinary_aliases_and_cards_still_load(folder, capsys):
     (folder / "README.md").write_text("---\nlicense: &l mit\nother: *l\ntags: [minitf]\n---\n\n# Card\n")
     status, err = run_cli(["info", folder], capsys)
     assert status == 0, err
+
+
+# 4. A downloaded folder cannot exhaust the machine: config sizes.
+def folder_with_config(folder: Path, **changes) -> Path:
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"num_hidden_layers": 10**9}, r"num_hidden_layers=1000000000 is more than the 10,000 layers"),
+    ({"hidden_size": 2**40, "intermediate_size": None}, r"hidden_size=1099511627776 \(with .*\) makes a model of at "
+                                                        r"least .* more than this machine's"),
+    ({"vocab_size": 10**12}, r"vocab_size=1000000000000 \(with .*\) makes a model"),
+    ({"intermediate_size": 2**45}, r"intermediate_size=35184372088832 .* makes a model"),
+    ({"max_position_embeddings": 10**13}, r"max_position_embeddings=10000000000000 .* makes a model"),
+], ids=["layers", "hidden", "vocab", "intermediate", "positions"])
+def test_a_config_too_large_for_the_machine_fails_fast_naming_the_field(folder, changes, field, capsys):
+    import time
+
+    from transformers import AutoModelForCausalLM
+
+    folder_with_config(folder, **changes)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=field):
+        AutoModelForCausalLM.from_pretrained(folder)
+    status, err = run_cli(["generate", folder, "hi"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "minitf generate: error: MiniTFGPTConfig: " in err, err
+    assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("config_class, sizes", [
+    ("MiniTFEncoderConfig", {"hidden_size": 2**30, "num_attention_heads": 1}),
+    ("MiniTFSeq2SeqConfig", {"src_vocab_size": 10**12}),
+    ("MiniTFGPTConfig", {"hidden_size": 2**40 + 1, "num_attention_heads": 2, "intermediate_size": 4}),
+], ids=["encoder", "seq2seq", "gpt-no-divisor-scan"])
+def test_every_family_bounds_its_sizes(config_class, sizes):
+    import hf_minitf
+
+    with pytest.raises(ValueError, match="more than this machine's"):
+        getattr(hf_minitf, config_class)(**sizes)
+
+
+def test_the_bound_names_the_field_against_a_given_memory():
+    from hf_minitf.configuration_minitf_limits import check_model_fits
+
+    config = MiniTFGPTConfig(**TINY)
+    check_model_fits(config, memory=2**20)  # a tiny model fits in a MiB
+    config.num_hidden_layers = 5_000
+    with pytest.raises(ValueError, match=r"num_hidden_layers=5000 \(with .*\) makes a model of at least"):
+        check_model_fits(config, memory=2**20)
+
+
+def test_a_config_that_asks_for_weights_the_folder_lacks_is_an_error(folder):
+    from transformers import AutoModelForCausalLM
+
+    folder_with_config(folder, num_hidden_layers=3)  # the weights hold one layer
+    with pytest.raises(ValueError, match=r"the weights lack 24 tensors that its config asks for "
+                                         r"\(model.layers.1.*num_hidden_layers"):
+        AutoModelForCausalLM.from_pretrained(folder)
+
+
+def test_a_new_head_on_a_saved_base_model_still_loads(tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel
+
+    MiniTFEncoderModel(MiniTFEncoderConfig(**TINY)).save_pretrained(tmp_path / "encoder")
+    model, info = AutoModelForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=2,
+                                                                     output_loading_info=True)
+    assert info["missing_keys"] and all(not key.startswith("model.") for key in info["missing_keys"])
+
+
+def test_a_compressed_pytorch_model_bin_is_refused_by_from_pretrained(folder, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, tmp_path / "stored.bin")
+    repack(tmp_path / "stored.bin", folder / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"pytorch_model.bin: its zip entry .* is compressed or encrypted"):
+        AutoModelForCausalLM.from_pretrained(folder)
+    # Stored as torch.save writes it, the same file loads with the right weights.
+    (folder / "pytorch_model.bin").write_bytes((tmp_path / "stored.bin").read_bytes())
+    loaded = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    assert all(torch.equal(loaded[name], tensor) for name, tensor in state.items())
