@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from minitf_cli import (
-    CONVERT_DESCRIPTION, CONVERT_SOURCES, add_convert_arguments, add_convert_parser, add_convert_sources,
+    CONVERT_DESCRIPTION, CONVERT_SOURCES, add_convert_arguments, add_convert_parser, add_convert_sources, sigterm_exits,
 )
 
 from .checkpoint import ConversionError
@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hf_minitf.conversion", description=CONVERT_DESCRIPTION)
     add_convert_sources(parser)
     args = parser.parse_args(argv)
-    return run_conversion(args.source, args)
+    with sigterm_exits():
+        return run_conversion(args.source, args)
 
 
 __all__ = ["add_convert_parser", "main", "run_conversion", "run_module"]

@@ -457,3 +457,40 @@ def test_a_compressed_pytorch_model_bin_is_refused_by_from_pretrained(folder, tm
     (folder / "pytorch_model.bin").write_bytes((tmp_path / "stored.bin").read_bytes())
     loaded = AutoModelForCausalLM.from_pretrained(folder).state_dict()
     assert all(torch.equal(loaded[name], tensor) for name, tensor in state.items())
+
+
+# 6. SIGTERM mid-write behaves like Ctrl-C: the half-written folder is removed.
+SLOW_CONVERT = """
+import sys, time
+import hf_minitf.conversion.base as base
+from minitf_cli import main
+
+real = base.write_safetensors
+def slow(path, plans, metadata=None):
+    real(path, plans, metadata)
+    print("writing", flush=True)
+    time.sleep(60)
+base.write_safetensors = slow
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
+    """`minitf` and `python -m hf_minitf.conversion` install the same handler (minitf_cli.sigterm_exits)."""
+    import signal
+    import subprocess
+    import sys
+
+    argv = ["convert", "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", "4",
+            "--out", tmp_path / "out"]
+    process = subprocess.Popen([sys.executable, "-c", SLOW_CONVERT, *map(str, argv)], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).parent.parent)
+    try:
+        assert process.stdout.readline().strip() == "writing"
+        assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out.converting-")]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
+        process.wait()
+    assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
