@@ -210,6 +210,8 @@ def _safetensors_parameters(folder: Path) -> int:
     for path in sorted(folder.glob("*.safetensors")):
         with path.open("rb") as handle:
             size = int.from_bytes(handle.read(8), "little")
+            if size > path.stat().st_size - 8:  # a hostile length would have read() allocate it
+                raise CommandError(f"{path} is not a safetensors file: its header length {size:,} is past its end")
             header = json.loads(handle.read(size))
         total += sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
     return total

@@ -494,3 +494,10 @@ def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
         process.kill()
         process.wait()
     assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
+
+
+def test_info_refuses_a_safetensors_header_length_past_the_end(folder, capsys):
+    data = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + data[8:])
+    status, err = run_cli(["info", folder], capsys)
+    assert status == 2 and "header length 1,152,921,504,606,846,976 is past its end" in err and err.count("\n") == 1
