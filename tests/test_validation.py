@@ -241,6 +241,14 @@ BAD_INPUTS = [
         saved_gpt(tmp, truncate_weights(6))), SafetensorError, r"deserializing header"),
     bad("folder-config-disagrees-with-weights", lambda tmp: AutoModelForCausalLM.from_pretrained(
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
+    bad("folder-config-billion-layers", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(num_hidden_layers=10**9))), ValueError,
+        r"num_hidden_layers=1000000000 is more than"),
+    bad("folder-config-hidden-2-40", lambda tmp: AutoConfig.from_pretrained(
+        saved_gpt(tmp, edit_config(hidden_size=2**40, intermediate_size=None))), ValueError,
+        r"hidden_size=1099511627776 .* more than this machine's"),
+    bad("folder-config-layers-not-on-disk", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(num_hidden_layers=2))), ValueError, r"the weights lack 12 tensors .*model.layers.1"),
     bad("convert-api-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: (
         convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
                          overwrite=True))), ConversionError,
