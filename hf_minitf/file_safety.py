@@ -16,6 +16,7 @@ import gzip
 import io
 import lzma
 import os
+import pickle
 import pickletools
 import re
 import zipfile
@@ -38,6 +39,10 @@ _NUMPY_MAGIC = b"\x93NUMPY"
 
 class UnsafeFileError(ValueError):
     """A file that must not be uploaded or loaded as it is; the message names it and says why."""
+
+
+class RefusedPickleError(pickle.UnpicklingError, ValueError):
+    """torch's weights-only unpickler refused a file; the message names it, without torch's unsafe advice."""
 
 
 def _numpy_object_array(head: bytes) -> bool:
@@ -300,17 +305,18 @@ def refused_pickle_message(error: BaseException, places: Iterable[str | os.PathL
     """What to say when torch's weights-only unpickler refused a file: which file (looked for among the pickle
     files in `places`), that it holds code (naming the pickled reference), and what to do instead. Never
     suggests loading it without `weights_only`."""
+    if isinstance(error, RefusedPickleError):
+        return str(error)
     what = refused_content(error)
-    culprit = _refused_file(_pickle_files(places))
-    named = f"{culprit}" if culprit else "a pickle file (" + ", ".join(map(str, _pickle_files(places))) + ")"
+    candidates = _pickle_files(places)
+    culprit = _refused_file(candidates)
+    named = culprit or ("one of " + ", ".join(map(str, candidates)) if candidates else "a pickle file")
     return (f"refused to load {named}: it holds {what}, that is code which would run on this machine; nothing of "
             "it was run. Use weights saved as safetensors (or a checkpoint you wrote yourself), not this file.")
 
 
 def _refused_file(candidates: list[Path]) -> Path | None:
     """The first of `candidates` that torch's weights-only unpickler refuses."""
-    import pickle
-
     import torch
 
     for path in candidates:
@@ -324,7 +330,7 @@ def _refused_file(candidates: list[Path]) -> Path | None:
 
 
 __all__ = [
-    "CARD_METADATA_CHARS", "CARD_METADATA_VALUES", "UnsafeFileError", "check_card_metadata", "check_upload_sources",
-    "folder_files", "load_model_card", "link_problem", "pickle_reason",
-    "pickle_reason_in_bytes", "refused_content", "refused_pickle_message",
+    "CARD_METADATA_CHARS", "CARD_METADATA_VALUES", "RefusedPickleError", "UnsafeFileError", "check_card_metadata",
+    "check_upload_sources", "folder_files", "link_problem", "load_model_card", "pickle_reason", "pickle_reason_in_bytes",
+    "refused_content", "refused_pickle_message",
 ]

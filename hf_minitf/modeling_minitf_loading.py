@@ -1,20 +1,23 @@
 """Checks around `from_pretrained` of every MiniTF model, for folders that come from elsewhere: weights that
-transformers would read wrongly are refused before loading, and a model whose config asks for weights the
-folder does not hold (more layers, another head) is an error rather than a model with random weights.
+transformers would read wrongly are refused before loading, a pickled weights file that holds code is named
+(without torch's advice to load it unrestricted), and a config that asks for base-model weights the folder does
+not hold (more layers) is an error rather than a model with random weights.
 
-transformers memory-maps `pytorch_model.bin`: it takes each zip entry's bytes as they lie in the file, so a
-zip re-packed with compression would load as tensors of compressed bytes. Missing weights are only a warning
-in transformers (they are initialized at random, as for fine-tuning a new head): a new head still is, but a
-MiniTF folder holds every weight of its base model, so a missing one there means config.json does not describe
-the weights beside it.
-This file is copied beside saved models with the modeling code, so it imports nothing heavy beyond torch.
+transformers memory-maps `pytorch_model.bin`: it takes each zip entry's bytes as they lie in the file, so a zip
+re-packed with compression would load as tensors of compressed bytes. Missing weights are only a warning in
+transformers (they are initialized at random, as for fine-tuning a new head): a new head still is, but a MiniTF
+folder holds every weight of its base model, so a missing one there means config.json does not describe the
+weights beside it. This file is copied beside saved models with the modeling code: it imports nothing heavy.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import zipfile
 from pathlib import Path
+
+from .file_safety import RefusedPickleError, refused_pickle_message
 
 
 def compressed_zip_entry(path: str | os.PathLike) -> str | None:
@@ -49,8 +52,12 @@ class CheckedLoadingMixin:
         if pretrained_model_name_or_path is not None and folder.is_dir():
             check_weight_files(folder)
         wants_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
-                                              **kwargs)
+        try:
+            model, info = super().from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True,
+                                                  **kwargs)
+        except pickle.UnpicklingError as error:  # torch's message would advise loading it unrestricted
+            places = [folder] if folder.is_dir() else []
+            raise RefusedPickleError(refused_pickle_message(error, places)) from None
         missing = sorted(info.get("missing_keys") or [])
         prefix = getattr(model, "base_model_prefix", "")
         if prefix and hasattr(model, prefix):  # a model with a head: a new head (fine-tuning) is no error

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.file_safety import pickle_reason
@@ -501,3 +501,18 @@ def test_info_refuses_a_safetensors_header_length_past_the_end(folder, capsys):
     (folder / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + data[8:])
     status, err = run_cli(["info", folder], capsys)
     assert status == 2 and "header length 1,152,921,504,606,846,976 is past its end" in err and err.count("\n") == 1
+
+
+def test_from_pretrained_of_a_weights_file_with_code_names_it(tmp_path, gpt_folder):
+    from transformers import AutoModelForCausalLM
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for path in gpt_folder.iterdir():
+        if path.name != "model.safetensors":
+            (folder / path.name).write_bytes(path.read_bytes())
+    torch.save({**load_file(gpt_folder / "model.safetensors"), "payload": RunsCode()}, folder / "pytorch_model.bin")
+    with pytest.raises(pickle.UnpicklingError, match=r"refused to load .*pytorch_model.bin: it holds a pickled "
+                                                     r"reference to `posix.system`") as error:
+        AutoModelForCausalLM.from_pretrained(folder)
+    assert isinstance(error.value, ValueError) and "weights_only" not in str(error.value)
