@@ -19,6 +19,7 @@ import os
 import pickle
 import pickletools
 import re
+import warnings
 import zipfile
 import zlib
 from collections.abc import Iterable
@@ -50,10 +51,12 @@ def _numpy_object_array(head: bytes) -> bool:
     import numpy as np
 
     try:
-        stream = io.BytesIO(head)
-        version = np.lib.format.read_magic(stream)
-        header = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
-                  np.lib.format.read_array_header_2_0)(stream)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numpy's note on headers that Python 2 wrote
+            stream = io.BytesIO(head)
+            version = np.lib.format.read_magic(stream)
+            header = (np.lib.format.read_array_header_1_0 if version == (1, 0) else
+                      np.lib.format.read_array_header_2_0)(stream)
     except Exception:  # a header cut short or malformed: not an array numpy would load
         return False
     return header[2].hasobject
