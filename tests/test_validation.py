@@ -366,10 +366,12 @@ BAD_INPUTS = [
     bad("convert-float16-overflow", lambda tmp: convert_char_gpt(
         huge_weight_checkpoint(tmp), tmp / "out", vocab=json.loads((CHAR_GPT / "vocab.json").read_text()),
         num_heads=4, dtype="float16"), ConversionError,
-        r"model.norm.weight \(from ln_f.weight\) has values up to 1e\+06, beyond float16's range \(largest 6.55e\+04\).*bfloat16"),
+        r"model.norm.weight \(from ln_f.weight\) has values up to 1e\+06, beyond float16's range "
+        r"\(largest 6.55e\+04\).*bfloat16"),
     bad("convert-cli-float16-overflow", lambda tmp: convert(
         "char-gpt", huge_weight_checkpoint(tmp), "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
-        "--dtype", "float16", "--out", tmp / "out"), CommandFailed, r"exit 2: .*model.norm.weight has values up to"),
+        "--dtype", "float16", "--out", tmp / "out"), CommandFailed,
+        r"exit 2: .*model.norm.weight \(from ln_f.weight\) has values up to"),
     bad("output-holds-input", lambda tmp: check_output_dir(tmp, True, [write(tmp / "sub/a.pt", "x")]),
         ConversionError, r"holds the input .*a.pt"),
     bad("output-shape-mismatch", lambda tmp: write_safetensors(tmp / "w.safetensors", [
