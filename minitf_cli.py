@@ -12,9 +12,12 @@ description) are mirrored here; tests/test_cli.py checks that each mirror equals
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
+import signal
 import sys
+import threading
 from importlib import metadata
 from collections.abc import Callable
 from functools import partial
@@ -493,10 +496,29 @@ def build_parser() -> ArgumentParser:
     return parser
 
 
+def _exit_on_sigterm(signal_number: int, frame) -> None:
+    raise SystemExit(128 + signal_number)
+
+
+@contextlib.contextmanager
+def sigterm_exits():
+    """While a command runs, SIGTERM (`kill`, `timeout`, `docker stop`, job schedulers) exits as Ctrl-C does:
+    through the program's cleanup, so the atomic folder writers remove their half-written folders; status 143."""
+    if threading.current_thread() is not threading.main_thread():  # handlers can only be set there
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input)."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    return getattr(_commands(), f"{args.command}_command")(args)
+    with sigterm_exits():
+        return getattr(_commands(), f"{args.command}_command")(args)
 
 
 def _commands():

@@ -284,7 +284,7 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
         if tuple(tensor.shape) != tuple(plan.shape):
             raise ConversionError(f"{plan.name} (from {plan.origin}) has shape {list(tensor.shape)}, "
                                   f"the model expects {list(plan.shape)}.")
-        state[plan.name] = cast_for_output(tensor, plan.dtype, plan.name)
+        state[plan.name] = cast_for_output(tensor, plan.dtype, plan.label)
     result = model.load_state_dict(state, strict=False, assign=True)
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
     if set(result.missing_keys) - tied or result.unexpected_keys:
@@ -341,8 +341,12 @@ def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[st
     they fix (`embedding_config.json`) into the folder `out`, atomically; returns what to tell the user."""
     if dtype != "auto" and dtype not in DTYPES:
         raise ConversionError(f"dtype={dtype!r} is not supported; choose auto or one of {sorted(DTYPES)}.")
+
+    def target_dtype(tensor: torch.Tensor) -> torch.dtype:  # "auto" keeps a float's dtype; the cast refuses others
+        return DTYPES[dtype] if dtype != "auto" else tensor.dtype if tensor.is_floating_point() else torch.float32
+
     with atomic_output_dir(out, overwrite, existing_paths(source)) as work:
-        save_file({name: (tensor if dtype == "auto" else cast_for_output(tensor, DTYPES[dtype], name)).contiguous()
+        save_file({name: cast_for_output(tensor, target_dtype(tensor), name).contiguous()
                    for name, tensor in weights.items()}, str(work / "embeddings.safetensors"))
         (work / "embedding_config.json").write_text(json.dumps(dict(fields), indent=2) + "\n", encoding="utf-8")
     count = sum(tensor.numel() for tensor in weights.values())

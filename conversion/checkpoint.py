@@ -12,12 +12,15 @@ from __future__ import annotations
 import pickle
 import re
 import struct
+import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import safe_open
+
+from hf_minitf.file_safety import refused_content
 
 
 class ConversionError(ValueError):
@@ -52,6 +55,25 @@ def stand_in_class(full_name: str) -> type[PickledRecord]:
     return type(name, (PickledRecord,), {"__module__": module, "__qualname__": name})
 
 
+def check_weight(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> None:
+    """Refuse, naming the tensor, a weight that would convert into a model that is silently wrong: an integer or
+    quantized tensor bound for a floating-point weight (its scales and zero points are not part of the cast), or
+    one holding NaN or infinite values."""
+    if dtype.is_floating_point and not tensor.is_floating_point():
+        kind = "quantized" if tensor.is_quantized else "integer"
+        raise ConversionError(
+            f"{name} is stored as {kind} {str(tensor.dtype).removeprefix('torch.')}, but the model needs "
+            "floating-point weights: casting it would give a model that is silently wrong. Convert the floating-point (unquantized) "
+            "checkpoint."
+        )
+    if tensor.is_floating_point() and tensor.numel() and not torch.isfinite(tensor).all():
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise ConversionError(
+            f"{name} holds {bad} NaN or infinite values of {tensor.numel()}: a model with it gives NaN or inf outputs. "
+            "Convert a checkpoint saved before training diverged."
+        )
+
+
 def _detect_format(path: Path) -> str:
     with open(path, "rb") as file:
         head = file.read(16)
@@ -72,9 +94,8 @@ def _detect_format(path: Path) -> str:
 def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> ConversionError:
     text = str(error)
     found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"unrecognized function (\S+)", text)
-    what = f"a pickled reference to `{found.group(1)}`" if found else "pickled content"
+    what = refused_content(error)
     allowed_text = ", ".join(sorted(allowed)) or "no class"
-    details = "" if found else f" Details: {text.strip().splitlines()[-1][:300]}"
     known = KNOWN_GLOBALS.get(found.group(1)) if found else None
     if known:
         return ConversionError(
@@ -84,19 +105,38 @@ def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> Conversion
         f"Refusing to load {path}: it contains {what}, which a checkpoint of this kind does not need. Only tensors, "
         f"plain Python containers and numbers (and {allowed_text}) are accepted. Nothing from the file was executed. "
         "If the file is yours and genuine, re-save its state_dict with the original code as plain tensors "
-        f"(torch.save(model.state_dict(), ...) or safetensors) and convert that.{details}"
+        "(torch.save(model.state_dict(), ...) or safetensors) and convert that."
     )
+
+
+def can_memory_map(path: Path) -> bool:
+    """Whether torch can memory-map the zip `path`: only when every entry is stored as it is. Memory-mapped
+    reading takes an entry's bytes from the file as they lie, so a zip re-packed with compression (ZIP_DEFLATED)
+    would give tensors of compressed bytes; such a file is read through the zip reader instead. An encrypted
+    entry, which neither way can read, is refused by name."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError) as error:
+        raise ConversionError(f"Cannot read {path} as a torch.save checkpoint (truncated or corrupt zip?): {error}") \
+            from None
+    encrypted = [entry.filename for entry in entries if entry.flag_bits & 0x1]
+    if encrypted:
+        raise ConversionError(f"{path}: the zip entry {encrypted[0]} is encrypted; re-save the checkpoint with "
+                              "torch.save, unencrypted.")
+    return all(entry.compress_type == zipfile.ZIP_STORED for entry in entries)
 
 
 def _torch_load(path: Path, allowed_classes: Iterable[type]) -> Any:
     allowed_classes = list(allowed_classes)
     names = [f"{cls.__module__}.{cls.__qualname__}" for cls in allowed_classes]
+    memory_map = zipfile.is_zipfile(path) and can_memory_map(path)
     try:
         with torch.serialization.safe_globals(allowed_classes):
             try:
-                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=memory_map)
             except RuntimeError as error:
-                if "mmap" not in str(error):
+                if "mmap" not in str(error) or not memory_map:
                     raise
                 return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
@@ -221,4 +261,7 @@ def open_checkpoint(
     return Checkpoint(path, state_dict, extras, key_prefix=key_prefix)
 
 
-__all__ = ["Checkpoint", "ConversionError", "PickledRecord", "open_checkpoint", "stand_in_class"]
+__all__ = [
+    "Checkpoint", "ConversionError", "PickledRecord", "can_memory_map", "check_weight", "open_checkpoint",
+    "stand_in_class",
+]

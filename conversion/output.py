@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import ConversionError
+from .checkpoint import ConversionError, check_weight
 
 TORCH_TO_SAFETENSORS = {
     torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
@@ -23,7 +23,8 @@ TORCH_TO_SAFETENSORS = {
 
 def cast_for_output(tensor: torch.Tensor, dtype: torch.dtype, name: str) -> torch.Tensor:
     """`tensor` in `dtype`; an error naming the tensor when a finite value does not fit (float16 tops out at
-    65504), rather than a file of inf weights."""
+    65504), rather than a file of inf weights, or when the tensor is no finite float weight (`check_weight`)."""
+    check_weight(tensor, dtype, name)
     cast = tensor.detach().to(device="cpu", dtype=dtype)
     if cast.is_floating_point() and tensor.is_floating_point() and tensor.dtype != dtype:
         overflow = torch.isinf(cast) & torch.isfinite(tensor.detach().cpu())
@@ -46,6 +47,11 @@ class TensorPlan:
     dtype: torch.dtype
     produce: Callable[[], torch.Tensor]
     origin: str = ""
+
+    @property
+    def label(self) -> str:
+        """The tensor as messages name it: its name and, when known, the original tensor it comes from."""
+        return f"{self.name} (from {self.origin})" if self.origin else self.name
 
 
 def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: dict[str, str] | None = None) -> None:
@@ -72,7 +78,7 @@ def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: d
                 raise ConversionError(
                     f"{plan.name}{source} has shape {list(tensor.shape)}, the model expects {list(plan.shape)}."
                 )
-            data = cast_for_output(tensor, plan.dtype, plan.name).contiguous().reshape(-1)
+            data = cast_for_output(tensor, plan.dtype, plan.label).contiguous().reshape(-1)
             if data.numel():
                 file.write(data.view(torch.uint8).numpy().data)
             del tensor, data

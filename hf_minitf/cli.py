@@ -13,16 +13,20 @@ import argparse
 import importlib
 import json
 import math
+import pickle
 import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 
+from .file_safety import refused_pickle_message
 from .output_folder import OutputFolder, OutputFolderError, existing_paths
 from .publishing import PushError
 
-# The errors a command reports in one line: input it cannot use, a file system that refused, a refused push.
-REPORTED_ERRORS = (ValueError, OSError, PushError)
+
+# The errors a command reports in one line: input it cannot use, a file system that refused, a refused push, a
+# pickle torch refused to load (it holds code).
+REPORTED_ERRORS = (ValueError, OSError, PushError, pickle.UnpicklingError)
 
 
 class CommandError(ValueError):
@@ -47,6 +51,9 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callab
             try:
                 return function(args)
             except REPORTED_ERRORS as error:
+                if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
+                    error = ValueError(refused_pickle_message(error, [value for value in vars(args).values()
+                                                                      if isinstance(value, (str, Path))]))
                 name = command(args) if callable(command) else command
                 print(f"minitf {name}: error: {error_line(error)}", file=sys.stderr)
                 return 2
@@ -203,6 +210,8 @@ def _safetensors_parameters(folder: Path) -> int:
     for path in sorted(folder.glob("*.safetensors")):
         with path.open("rb") as handle:
             size = int.from_bytes(handle.read(8), "little")
+            if size > path.stat().st_size - 8:  # a hostile length would have read() allocate it
+                raise CommandError(f"{path} is not a safetensors file: its header length {size:,} is past its end")
             header = json.loads(handle.read(size))
         total += sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
     return total
@@ -210,7 +219,7 @@ def _safetensors_parameters(folder: Path) -> int:
 
 @reports_errors("info")
 def info_command(args: argparse.Namespace) -> int:
-    from huggingface_hub import ModelCard
+    from .file_safety import load_model_card
 
     folder = _model_folder(args.model)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -227,7 +236,7 @@ def info_command(args: argparse.Namespace) -> int:
         print(f"  {path.relative_to(folder).as_posix()} ({path.stat().st_size:,} bytes)")
     card = folder / "README.md"
     if card.is_file():
-        metadata = ModelCard.load(card).data.to_dict()
+        metadata = load_model_card(card).data.to_dict()
         print("card metadata:")
         for key, value in metadata.items():
             print(f"  {key}: {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}")

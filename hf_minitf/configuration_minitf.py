@@ -16,6 +16,8 @@ from typing import Any
 
 from transformers import PreTrainedConfig
 
+from .configuration_minitf_limits import check_model_fits
+
 # A check returns None for a good value, else what is expected ("a positive integer").
 Check = Callable[[Any], "str | None"]
 
@@ -180,6 +182,7 @@ class MiniTFConfig(PreTrainedConfig):
     def complete_fields(self) -> None:
         """Once every field is set: fill fields derived from others, then check across fields (a ValueError
         naming the fields and what to change)."""
+        check_model_fits(self)  # before anything whose cost grows with the sizes
         check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
 
 

@@ -6,6 +6,7 @@ from .configuration_minitf import (
     MiniTFConfig, activation, boolean, check_heads, check_token_ids_in_vocabulary, choice, integer, number,
     probability, token_ids,
 )
+from .configuration_minitf_limits import check_model_fits
 
 POSITION_EMBEDDING_TYPES = ("learned", "rope")
 CONTEXT_OVERFLOW_MODES = ("error", "crop")
@@ -94,6 +95,7 @@ class MiniTFGPTConfig(MiniTFConfig):
     def complete_fields(self) -> None:
         if self.intermediate_size is None:
             self.intermediate_size = 4 * self.hidden_size
+        check_model_fits(self)  # before anything whose cost grows with the sizes
         head_dim = check_heads(type(self).__name__, self.hidden_size, self.num_attention_heads)
         if self.position_embedding_type == "rope" and head_dim % 2 != 0:
             raise ValueError(

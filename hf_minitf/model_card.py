@@ -26,6 +26,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from .file_safety import load_model_card
 from .modeling_minitf import README, is_blank_card
 
 MINITF_TAG = "minitf"
@@ -190,7 +191,7 @@ def is_minitf_card(card: ModelCard) -> bool:
 
 
 def _load_card(path: Path) -> ModelCard | None:
-    return ModelCard.load(path, ignore_metadata_errors=True) if path.is_file() else None
+    return load_model_card(path, ignore_metadata_errors=True) if path.is_file() else None
 
 
 def build_model_card(folder: str | os.PathLike | None = None, *, facts: FolderFacts | None = None,

@@ -20,6 +20,8 @@ from types import ModuleType
 from transformers import PreTrainedModel
 from transformers.utils import logging
 
+from .modeling_minitf_loading import CheckedLoadingMixin
+
 logger = logging.get_logger(__name__)
 
 README = "README.md"
@@ -79,7 +81,7 @@ def prepare_card_for_upload(folder: str | os.PathLike, repo_id: str, source: str
         keep_source_card(folder, source)
 
 
-class MiniTFPreTrainedModel(PreTrainedModel):
+class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
     """Base of the MiniTF model classes: weight init, attention backends, gradient checkpointing and model cards.
 
     A family's `*PreTrainedModel` only names its `config_class`.

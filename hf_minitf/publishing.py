@@ -1,8 +1,9 @@
 """Upload a saved or converted MiniTF folder, with its model card, to the Hub (`push_folder`, run by `minitf push`).
 
-The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, and no
-pickle (`*.bin`, `*.pt`, `*.pth`, `*.pkl`, `*.ckpt`) or training state (optimizer, scheduler), since whatever is
-uploaded can be downloaded, and unpickled, by anyone. Light to import: the Hub client loads when a push runs.
+The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, no pickle
+(by content, whatever the name: see `file_safety`), no training state (optimizer, scheduler), since whatever is
+uploaded can be downloaded, and unpickled, by anyone, and no link to a file outside it. The files actually sent
+are checked again just before the upload. Light to import: the Hub client loads when a push runs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+from .file_safety import UnsafeFileError, check_upload_sources, folder_files, pickle_reason
+
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
 
 
@@ -25,15 +27,16 @@ def check_push_folder(folder: str | Path) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         raise PushError(f"{folder} is not a folder; pass the folder written by save_pretrained or minitf convert.")
-    files = sorted(
-        path.relative_to(folder).as_posix() for path in folder.rglob("*")
-        if path.is_file() and not any(part.startswith(".") or part == "__pycache__"
-                                      for part in path.relative_to(folder).parts) and path.suffix != ".pyc"
-    )
-    pickles = [name for name in files if name.lower().endswith(PICKLE_SUFFIXES)]
+    try:
+        files = folder_files(folder, skip=lambda relative: any(
+            part.startswith(".") or part == "__pycache__" for part in relative.split("/")) or relative.endswith(".pyc"))
+    except UnsafeFileError as error:
+        raise PushError(str(error)) from None
+    pickles = {name: reason for name in files if (reason := pickle_reason(folder / name))}
     if pickles:
         raise PushError(
-            f"{folder} holds pickle files ({', '.join(pickles)}), which run code when loaded; "
+            f"{folder} holds pickle files ({', '.join(pickles)}), which run code when loaded "
+            f"({'; '.join(f'{name}: {reason}' for name, reason in pickles.items())}); "
             "remove them (the weights belong in model.safetensors) and push again."
         )
     state = [name for name in files if any(marker in Path(name).name.lower() for marker in TRAINING_STATE_NAMES)]
@@ -68,11 +71,12 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
             for name in files:  # small files are copied and completed there, weights are only read
                 target = staging / name
                 target.parent.mkdir(parents=True, exist_ok=True)
+                source = (folder / name).resolve()  # a link inside the folder is sent as a copy of its file
                 if name.endswith(".safetensors"):  # only read: linked where the system allows it
                     with contextlib.suppress(OSError):
-                        target.symlink_to((folder / name).resolve())
+                        target.symlink_to(source)
                 if not target.exists():
-                    shutil.copyfile(folder / name, target)
+                    shutil.copyfile(source, target)
         except OSError as error:  # the temporary copy only: the folder itself is never written
             raise PushError(f"cannot copy {folder} into a temporary folder for the upload: {error}") from None
         try:
@@ -80,6 +84,10 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
         except (ValueError, KeyError, OSError) as error:
             raise PushError(f"cannot write the model card of {folder}: {error}") from None
         uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+        try:
+            check_upload_sources([(name, staging / name) for name in uploads], roots=[staging, folder])
+        except UnsafeFileError as error:
+            raise PushError(str(error)) from None
         operations = [
             CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
         ]

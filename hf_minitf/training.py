@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import random
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +41,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+from .file_safety import refused_pickle_message
 from .model_card import update_model_card
 from .modeling_minitf_encoder import MiniTFEncoderModel
 from .modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -180,7 +182,10 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool,
         resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
         if resume is None:
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
-    trainer.train(resume_from_checkpoint=resume)
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
+        raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
     results = trainer.evaluate() if has_eval else {}
     if hasattr(type(model.config), "use_cache"):
         model.config.use_cache = type(model.config).use_cache

@@ -14,7 +14,8 @@ from conftest import tiny_model
 from hf_minitf import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
 from isolation import run_without_hf_minitf
 
-SHARED_CODE = {"compat.py", "configuration_minitf.py", "input_checks.py", "layers.py", "modeling_minitf.py"}
+SHARED_CODE = {"compat.py", "configuration_minitf.py", "configuration_minitf_limits.py", "input_checks.py", "layers.py",
+               "modeling_minitf.py", "modeling_minitf_loading.py"}
 FAMILY_CODE = {
     "gpt": SHARED_CODE | {"configuration_minitf_gpt.py", "modeling_minitf_gpt.py"},
     "encoder": SHARED_CODE | {"configuration_minitf_encoder.py", "modeling_minitf_encoder.py"},

@@ -242,6 +242,14 @@ BAD_INPUTS = [
         saved_gpt(tmp, truncate_weights(6))), SafetensorError, r"deserializing header"),
     bad("folder-config-disagrees-with-weights", lambda tmp: AutoModelForCausalLM.from_pretrained(
         saved_gpt(tmp, edit_config(hidden_size=32))), RuntimeError, r"ignore_mismatched_sizes"),
+    bad("folder-config-billion-layers", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(num_hidden_layers=10**9))), ValueError,
+        r"num_hidden_layers=1000000000 is more than"),
+    bad("folder-config-hidden-2-40", lambda tmp: AutoConfig.from_pretrained(
+        saved_gpt(tmp, edit_config(hidden_size=2**40, intermediate_size=None))), ValueError,
+        r"hidden_size=1099511627776 .* more than this machine's"),
+    bad("folder-config-layers-not-on-disk", lambda tmp: AutoModelForCausalLM.from_pretrained(
+        saved_gpt(tmp, edit_config(num_hidden_layers=2))), ValueError, r"the weights lack 12 tensors .*model.layers.1"),
     bad("convert-api-out-holds-input", lambda tmp: keeping(checkpoint_folder(tmp) / "checkpoint.pt", lambda: (
         convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
                          overwrite=True))), OutputFolderError,
@@ -359,10 +367,12 @@ BAD_INPUTS = [
     bad("convert-float16-overflow", lambda tmp: convert_char_gpt(
         huge_weight_checkpoint(tmp), tmp / "out", vocab=json.loads((CHAR_GPT / "vocab.json").read_text()),
         num_heads=4, dtype="float16"), ConversionError,
-        r"model.norm.weight has values up to 1e\+06, beyond float16's range \(largest 6.55e\+04\).*bfloat16"),
+        r"model.norm.weight \(from ln_f.weight\) has values up to 1e\+06, beyond float16's range "
+        r"\(largest 6.55e\+04\).*bfloat16"),
     bad("convert-cli-float16-overflow", lambda tmp: convert(
         "char-gpt", huge_weight_checkpoint(tmp), "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
-        "--dtype", "float16", "--out", tmp / "out"), CommandFailed, r"exit 2: .*model.norm.weight has values up to"),
+        "--dtype", "float16", "--out", tmp / "out"), CommandFailed,
+        r"exit 2: .*model.norm.weight \(from ln_f.weight\) has values up to"),
     bad("output-holds-input", lambda tmp: check_output_dir(tmp, True, [write(tmp / "sub/a.pt", "x")]),
         OutputFolderError, r"holds the input .*a.pt"),
     bad("output-shape-mismatch", lambda tmp: write_safetensors(tmp / "w.safetensors", [
