@@ -236,6 +236,21 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@_reports_errors("serve")
+def serve_command(args: argparse.Namespace) -> int:
+    """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving)."""
+    import os
+
+    from .serving import API_KEY_VARIABLE, serve
+
+    _quiet_transformers()
+    serve(args.models, host=args.host, port=args.port, log_level=args.log_level, dtype=args.dtype,
+          device=args.device, continuous_batching=args.continuous_batching, cb_num_blocks=args.cb_num_blocks,
+          cb_max_batch_tokens=args.cb_max_batch_tokens, trust_remote_code=args.trust_remote_code,
+          api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None)
+    return 0
+
+
 def convert_command(args: argparse.Namespace) -> int:
     """`minitf convert SOURCE ...`: the converter of that source (hf_minitf.conversion)."""
     from .conversion.cli import run_conversion
