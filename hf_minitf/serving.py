@@ -18,10 +18,12 @@ these folders, by subclassing its parts (nothing in transformers is patched):
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import os
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -402,7 +404,6 @@ def load_served_models(sources: Sequence[str], dtype: str = "auto", device: str 
                        trust_remote_code: bool = False) -> list[ServedModel]:
     """Each source's family and, for the families transformers' manager does not load, the model itself."""
     import torch
-    from sentence_transformers import SentenceTransformer
 
     served, keys = [], set()
     for source in sources:
@@ -419,6 +420,8 @@ def load_served_models(sources: Sequence[str], dtype: str = "auto", device: str 
         model = ServedModel(name=source, key=key, family=model_family(config), config=config)
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         if model.family == "encoder":
+            from sentence_transformers import SentenceTransformer  # heavy: imported when an encoder is served
+
             model.model = SentenceTransformer(source, device=_device(device), trust_remote_code=trust_remote_code,
                                               model_kwargs={"dtype": torch_dtype} if torch_dtype else None)
             model.tokenizer = model.model.tokenizer
@@ -471,5 +474,66 @@ def serve(sources: Sequence[str], host: str = "127.0.0.1", port: int = 8000, log
     uvicorn.run(app, host=host, port=port, log_level=log_level)
 
 
+@dataclass
+class ServerProcess:
+    """A `minitf serve` subprocess started by `server_process`: its base URL and process."""
+
+    url: str
+    process: Any
+
+
+@contextlib.contextmanager
+def server_process(models: Sequence[str], *options: str, api_key: str | None = None, cwd: str | None = None,
+                   log: str | os.PathLike | None = None, timeout: float = 300) -> Iterator[ServerProcess]:
+    """Run `minitf serve MODELS OPTIONS` on a free loopback port until the block ends (tests, benchmarks, notebooks).
+
+    Waits until /health answers; raises RuntimeError with the end of the server's output (kept in the file `log`,
+    else in a temporary file) if it exits or does not answer within `timeout` seconds.
+    """
+    import subprocess
+    import sys
+    import tempfile
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "minitf_cli", "serve", *map(str, models), "--port", str(port), *options]
+    env = {**os.environ, API_KEY_VARIABLE: api_key or ""}
+    with contextlib.ExitStack() as stack:
+        if log is None:
+            log = Path(stack.enter_context(tempfile.TemporaryDirectory())) / "server.log"
+        output = stack.enter_context(open(log, "w"))
+        process = subprocess.Popen(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT, env=env)
+        stack.callback(_stop, process)
+        url = f"http://127.0.0.1:{port}"
+        health = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {api_key or ''}"})
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(health, timeout=5):
+                    break
+            except OSError:  # not listening yet
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                output.flush()
+                state = "exited" if process.poll() is not None else f"did not answer in {timeout:.0f} s"
+                raise RuntimeError(f"minitf serve {state}:\n{Path(log).read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield ServerProcess(url, process)
+
+
+def _stop(process) -> None:
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 __all__ = ["API_KEY_VARIABLE", "RequestError", "ServedModel", "ServedModelManager", "ServingUnavailable",
-           "build_app", "check_new_tokens", "load_served_models", "model_family", "serve"]
+           "build_app", "check_new_tokens", "load_served_models", "model_family", "serve",
+           "server_process"]

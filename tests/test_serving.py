@@ -9,9 +9,6 @@ import base64
 import json
 import os
 import shutil
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -39,6 +36,7 @@ from hf_minitf import (
     train_wordlevel_tokenizer,
 )
 from hf_minitf.conversion.frawdllm import convert_frawdllm
+from hf_minitf.serving import server_process
 from minitf_cli import build_parser
 from test_frawdllm import write_frawdllm_tokenizer
 
@@ -117,12 +115,6 @@ def http(method: str, url: str, body: str | dict | None = None, headers: dict | 
         return error.code, json.loads(error.read())
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _snapshot(folders: dict) -> dict:
     """Every file of the served folders with its size and modification time."""
     return {path: (path.stat().st_size, path.stat().st_mtime_ns) for name, folder in folders.items() if name != "hub"
@@ -131,35 +123,11 @@ def _snapshot(folders: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
-    """`minitf serve` on every test folder, API key required, in an empty working folder; its base URL."""
+    """`minitf serve` on every test folder, API key required, in an empty working folder."""
     work = tmp_path_factory.mktemp("server_cwd")
-    port = _free_port()
-    log = (work.parent / "server.log").open("w")
-    command = [sys.executable, "-m", "minitf_cli", "serve", *folders.values(), "--port", str(port),
-               "--api-key", API_KEY, "--log-level", "warning"]
-    root = Path(__file__).parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")])}
-    process = subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            assert process.poll() is None, Path(log.name).read_text()[-3000:]
-            try:
-                if http("GET", f"{url}/health", headers={"Authorization": f"Bearer {API_KEY}"})[0] == 200:
-                    break
-            except OSError:  # not listening yet
-                pass
-            assert time.monotonic() < deadline, "server did not start: " + Path(log.name).read_text()[-3000:]
-            time.sleep(0.2)
-        yield {"url": url, "work": work, "before": _snapshot(folders), "process": process, "log": Path(log.name)}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with server_process(folders.values(), "--log-level", "warning", api_key=API_KEY, cwd=work,
+                        log=work.parent / "server.log") as running:
+        yield {"url": running.url, "process": running.process, "work": work, "before": _snapshot(folders)}
 
 
 @pytest.fixture(scope="module")
@@ -323,6 +291,27 @@ def test_eight_concurrent_requests_are_all_answered_correctly(client, folders, l
             assert answer == generate_locally(model, tokenizer, tokenizer(payload, return_tensors="pt"), max_tokens)
         else:
             assert np.abs(answer - local["encoder"].encode(payload)).max() <= 1e-5
+
+
+def test_continuous_batching_gives_generate_tokens(folders, local):
+    """transformers' continuous batching (paged attention) runs the MiniTF GPT: 8 concurrent requests, one streamed."""
+    model, tokenizer = local["gpt"]
+    jobs = [(PROMPTS[n % 4] + "xyz"[: n % 3], 2 + n) for n in range(8)]
+    with server_process([folders["gpt"]], "--continuous-batching", "--log-level", "warning") as running, \
+            openai.OpenAI(base_url=f"{running.url}/v1", api_key="none", max_retries=0, timeout=120) as client:
+        def ask(job):
+            prompt, max_tokens = job
+            return client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=max_tokens,
+                                             temperature=0).choices[0].text
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, jobs))
+        streamed = client.completions.create(model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0,
+                                             stream=True)
+        streamed = "".join(chunk.choices[0].text for chunk in streamed)
+    for (prompt, max_tokens), answer in zip(jobs, answers):
+        assert answer == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), max_tokens)
+    assert streamed == generate_locally(model, tokenizer, tokenizer(PROMPTS[3], return_tensors="pt"), 6)
 
 
 # ------------------------------------------------------------------------------------------------ bad requests
