@@ -241,7 +241,10 @@ def serve_command(args: argparse.Namespace) -> int:
     """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving)."""
     import os
 
-    from .serving import API_KEY_VARIABLE, serve
+    try:
+        from .serving import API_KEY_VARIABLE, serve
+    except ImportError as error:  # transformers' serving code or its packages are missing: the message says which
+        raise CommandError(str(error)) from error
 
     _quiet_transformers()
     serve(args.models, host=args.host, port=args.port, log_level=args.log_level, dtype=args.dtype,

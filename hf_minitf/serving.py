@@ -207,30 +207,37 @@ class ServedModelManager(_model_manager.ModelManager):
             for served in self.served.values():
                 if _is_local(served.key) and Path(served.key).resolve() == Path(name).resolve():
                     return served
-        raise RequestError(404, f"The model {name!r} is not served here; this server serves {self._names()}.",
-                           param="model", code="model_not_found")
+        raise self._not_served(name)
 
     def find_for(self, body: dict, families: Sequence[str], route: str) -> ServedModel:
         """The served model a request names, checked to be of one of `families`; the request's `model` is set to
         its name."""
         served = self.find(body.get("model"))
         if served.family not in families:
-            raise RequestError(400, f"{served.name!r} is a {served.family} model, which {route} does not serve; send "
-                                    f"its requests to {ROUTES[served.family]}.", param="model")
+            raise self._wrong_route(served, route)
         body["model"] = served.name
         return served
 
     def _names(self) -> str:
         return ", ".join(repr(model.name) for model in self.served.values())
 
+    def _not_served(self, name: str) -> RequestError:
+        return RequestError(404, f"The model {name!r} is not served here; this server serves {self._names()}.",
+                            param="model", code="model_not_found")
+
+    @staticmethod
+    def _wrong_route(served: ServedModel, route: str) -> RequestError:
+        return RequestError(400, f"{served.name!r} is a {served.family} model, which {route} does not serve; send "
+                                 f"its requests to {ROUTES[served.family]}.", param="model")
+
     def load_model_and_processor(self, model_id_and_revision: str, *args, **kwargs):
-        if model_id_and_revision not in self.served:
-            raise RequestError(404, f"The model {model_id_and_revision!r} is not served here; this server serves "
-                                    f"{self._names()}.", param="model", code="model_not_found")
-        served = self.served[model_id_and_revision]
+        """transformers' loading (cached after the start), for the served GPTs only: every generation route of
+        transformers' app loads its model through here."""
+        served = self.served.get(model_id_and_revision)
+        if served is None:
+            raise self._not_served(model_id_and_revision)
         if served.family != "gpt":
-            raise RequestError(400, f"{served.name!r} is a {served.family} model; send its requests to "
-                                    f"{ROUTES[served.family]}.", param="model")
+            raise self._wrong_route(served, "this route")
         return super().load_model_and_processor(model_id_and_revision, *args, **kwargs)
 
     def _load_model(self, model_id_and_revision: str, tqdm_class: type | None = None, progress_callback=None,

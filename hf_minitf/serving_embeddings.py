@@ -97,6 +97,12 @@ def _encoding(body: dict, dimension: int) -> str:
     return encoding_format
 
 
+def _dimension(model) -> int:
+    """The embedding size (sentence-transformers 6 renamed the method; 5 has the old name only)."""
+    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return method()
+
+
 def _encoder(model) -> Callable[[list[str]], np.ndarray]:
     def encode(texts: list[str]) -> np.ndarray:
         return model.encode(texts, batch_size=min(len(texts), 64), convert_to_numpy=True).astype(np.float32)
@@ -113,7 +119,7 @@ def add_embeddings_route(app: FastAPI, manager: ServedModelManager) -> None:
     @app.post("/v1/embeddings")
     async def embeddings(body: dict) -> dict:
         served = manager.find_for(body, ("encoder",), "/v1/embeddings")
-        dimension = served.model.get_sentence_embedding_dimension()
+        dimension = _dimension(served.model)
         encoding_format = _encoding(body, dimension)
         texts = _texts(body)
         lengths = [len(ids) for ids in served.tokenizer(texts)["input_ids"]]

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import shutil
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -228,7 +229,7 @@ def test_embeddings_equal_local_encode(client, folders, local):
     tokens = sum(len(ids) for ids in local["encoder"].tokenizer(SENTENCES)["input_ids"])
     assert response.usage.prompt_tokens == response.usage.total_tokens == tokens
     one = client.embeddings.create(model=folders["encoder"], input=SENTENCES[1],
-                                   dimensions=local["encoder"].get_sentence_embedding_dimension())
+                                   dimensions=expected.shape[1])
     assert len(one.data) == 1 and np.abs(np.array(one.data[0].embedding) - expected[1]).max() <= 1e-5
     # The client's default (no encoding_format) asks for base64 and decodes it to floats.
     default = client.embeddings.create(model=folders["encoder"], input=SENTENCES[2:])
@@ -400,3 +401,11 @@ def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
     assert main(["serve", str(tmp_path / "absent")]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and error.startswith("minitf serve: error: cannot serve")
+
+
+def test_missing_serving_code_is_a_clear_error(monkeypatch):
+    from hf_minitf import serving
+
+    monkeypatch.setitem(sys.modules, "transformers.cli.serving", None)
+    with pytest.raises(serving.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
+        serving._serving_api()
