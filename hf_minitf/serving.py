@@ -33,7 +33,6 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 API_KEY_VARIABLE = "MINITF_API_KEY"
-FAMILIES = ("gpt", "encoder", "seq2seq")
 # The routes each family answers, for the error of a request sent to another one.
 ROUTES = {"gpt": "POST /v1/completions or /v1/chat/completions", "encoder": "POST /v1/embeddings",
           "seq2seq": "POST /v1/completions (the prompt is the text to translate)"}
