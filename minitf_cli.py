@@ -465,6 +465,49 @@ def add_push_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Hub token with write access (default: the logged-in token or HF_TOKEN)")
 
 
+SERVE_DESCRIPTION = """\
+Serve model folders over an OpenAI-compatible HTTP API, on transformers' own server (`transformers serve`):
+the same routes, request and response schemas and streaming.
+
+- a GPT folder (saved, trained, converted, a native GPT-2/GPT-NeoX folder, or a Hub repo id) answers
+  POST /v1/completions, and POST /v1/chat/completions and /v1/responses when its tokenizer has a chat template
+  (without one: HTTP 400 pointing to /v1/completions);
+- an encoder folder answers POST /v1/embeddings (concurrent requests are encoded in shared batches);
+- a seq2seq (translation) folder answers POST /v1/completions, the prompt being the text to translate.
+GET /v1/models lists the served models (named as given here), GET /health answers {"status": "ok"}.
+Errors answer HTTP 4xx in OpenAI's error shape. See docs/serving.md for curl and openai-client examples."""
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `minitf serve`."""
+    parser.add_argument("models", nargs="+", metavar="SRC",
+                        help="model folder(s) or Hub repo id(s) to serve; requests name each by the text given here")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 opens the server "
+                             "to the network: set --api-key)")
+    parser.add_argument("--port", type=positive_int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES),
+                        help="dtype to load the weights in (default: the saved weights')")
+    parser.add_argument("--device", default="auto", help="device to run on, e.g. cpu, cuda, cuda:1 (default: a GPU if "
+                                                         "there is one)")
+    parser.add_argument("--continuous-batching", action="store_true",
+                        help="generate for concurrent requests together (transformers' continuous batching with "
+                             "paged attention) instead of one request after another")
+    parser.add_argument("--cb-num-blocks", type=positive_int, default=None,
+                        help="KV cache size for continuous batching, in blocks of 256 tokens (default: 32 on a CPU, "
+                             "from the free memory on a GPU)")
+    parser.add_argument("--cb-max-batch-tokens", type=positive_int, default=None,
+                        help="most tokens in one continuous batching step (default: transformers')")
+    parser.add_argument("--api-key", default=None,
+                        help="require `Authorization: Bearer KEY` on every route (default: the MINITF_API_KEY "
+                             "environment variable; none when unset)")
+    parser.add_argument("--trust-remote-code", action="store_true",
+                        help="run the model code a folder or repo ships (not needed for MiniTF folders with hf_minitf "
+                             "installed)")
+    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                        help="server log level (default: info)")
+
+
 def build_parser() -> ArgumentParser:
     """The full `minitf` parser (argparse only: building it imports nothing heavy)."""
     parser = ArgumentParser(
@@ -493,6 +536,9 @@ def build_parser() -> ArgumentParser:
     add_convert_parser(commands)
     add_push_arguments(commands.add_parser("push", help="upload a model folder with its card to the Hugging Face Hub",
                                            description=PUSH_DESCRIPTION))
+    add_serve_arguments(commands.add_parser(
+        "serve", help="serve model folders over an OpenAI-compatible HTTP API (transformers' server)",
+        description=SERVE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
 
 

@@ -243,6 +243,24 @@ def info_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@reports_errors("serve")
+def serve_command(args: argparse.Namespace) -> int:
+    """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving)."""
+    import os
+
+    try:
+        from .serving import API_KEY_VARIABLE, serve
+    except ImportError as error:  # transformers' serving code or its packages are missing: the message says which
+        raise CommandError(str(error)) from error
+
+    _quiet_transformers()
+    serve(args.models, host=args.host, port=args.port, log_level=args.log_level, dtype=args.dtype,
+          device=args.device, continuous_batching=args.continuous_batching, cb_num_blocks=args.cb_num_blocks,
+          cb_max_batch_tokens=args.cb_max_batch_tokens, trust_remote_code=args.trust_remote_code,
+          api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None)
+    return 0
+
+
 @reports_errors(lambda args: f"convert {args.source}")
 def convert_command(args: argparse.Namespace) -> int:
     """`minitf convert SOURCE ...`: the runner of that source's module in hf_minitf.conversion."""

@@ -1,0 +1,411 @@
+"""`minitf serve` over real HTTP on loopback, called with the official `openai` client: completions and streaming
+equal to local `generate()`, chat through a FrawdLLM chat template, embeddings equal to local
+`SentenceTransformer.encode`, translation equal to the local pipeline, concurrent requests, every bad request
+answered 4xx in OpenAI's error shape, and the API key. One server (a subprocess on a free port) serves every test
+model; it is stopped at the end."""
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import openai
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
+
+from hf_minitf import (
+    TRANSLATION_TASK,
+    MiniTFEncoderConfig,
+    MiniTFEncoderModel,
+    MiniTFGPTConfig,
+    MiniTFGPTForCausalLM,
+    MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqForConditionalGeneration,
+    char_tokenizer,
+    save_sentence_transformer,
+    train_translation_tokenizers,
+    train_wordlevel_tokenizer,
+)
+from hf_minitf.conversion.frawdllm import convert_frawdllm
+from hf_minitf.serving import server_process
+from minitf_cli import build_parser
+from test_frawdllm import write_frawdllm_tokenizer
+
+DATA = Path(__file__).parent / "data"
+API_KEY = "test-key-123"
+HUB_REPO = "minitf-tests/tiny-gpt"
+PROMPTS = ["hello there", "The cat", "a", "Once upon a time, "]
+SENTENCES = ["the cat sat on the mat", "a dog ran in the park", "birds fly over the sea", "the sun is a star"]
+PAIRS = [("one two three", "uno due tre"), ("four five", "quattro cinque"), ("six two", "sei due")]
+
+
+def _save(model, tokenizer, folder: Path) -> str:
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def _to_hub_cache(folder: Path, repo_id: str) -> None:
+    """Put a folder into the offline Hub cache (HF_HOME, a temporary folder) as the main revision of `repo_id`."""
+    repo = Path(os.environ["HF_HOME"]) / "hub" / f"models--{repo_id.replace('/', '--')}"
+    commit = "0" * 40
+    shutil.copytree(folder, repo / "snapshots" / commit)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """One tiny folder per kind of model the server takes: MiniTF GPT (learned positions, no chat template), a
+    converted FrawdLLM chat model, native GPT-2, an embedding model, a translation model; and the Hub repo id."""
+    root = tmp_path_factory.mktemp("served")
+    torch.manual_seed(0)
+    chars = char_tokenizer("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?'\n")
+    gpt_config = MiniTFGPTConfig(
+        vocab_size=len(chars), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
+        pad_token_id=chars.pad_token_id, bos_token_id=chars.bos_token_id, eos_token_id=chars.eos_token_id,
+        initializer_range=0.5)
+    folders = {"gpt": _save(MiniTFGPTForCausalLM(gpt_config), chars, root / "gpt")}
+    _to_hub_cache(root / "gpt", HUB_REPO)
+    folders["hub"] = HUB_REPO
+    native = GPT2Config(vocab_size=len(chars), n_embd=16, n_layer=1, n_head=2, n_positions=32,
+                        bos_token_id=chars.bos_token_id, eos_token_id=chars.eos_token_id, initializer_range=0.5)
+    folders["gpt2"] = _save(GPT2LMHeadModel(native), chars, root / "gpt2")
+    convert_frawdllm(DATA / "frawdllm_learned/checkpoint.pt", root / "chat",
+                     tokenizer=write_frawdllm_tokenizer(root / "chat_tokenizer.json", chat=True))
+    # The fixture's weights answer every prompt with <|assistant|> (an empty reply): larger random weights, same
+    # converted config, tokenizer and chat template, give replies with text.
+    chat_config = AutoConfig.from_pretrained(root / "chat")
+    chat_config.initializer_range = 0.5
+    MiniTFGPTForCausalLM(chat_config).save_pretrained(root / "chat")
+    folders["chat"] = str(root / "chat")
+    words = train_wordlevel_tokenizer(SENTENCES * 2, vocab_size=64, min_frequency=1, max_length=12)
+    encoder = MiniTFEncoderModel(MiniTFEncoderConfig(
+        vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+        max_position_embeddings=12))
+    folders["encoder"] = save_sentence_transformer(encoder, words, root / "encoder")
+    pair_tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
+    torch.manual_seed(4)  # a random model whose translations are not empty
+    seq2seq = MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqConfig(
+        src_vocab_size=pair_tokenizer.source_vocab_size, vocab_size=pair_tokenizer.target_vocab_size,
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=12,
+        initializer_range=1.0))
+    folders["seq2seq"] = _save(seq2seq, pair_tokenizer, root / "seq2seq")
+    return folders
+
+
+def http(method: str, url: str, body: str | dict | None = None, headers: dict | None = None) -> tuple[int, dict]:
+    """One HTTP request (stdlib): the status and the JSON answer."""
+    data = json.dumps(body) if isinstance(body, dict) else body
+    request = urllib.request.Request(url, data=None if data is None else data.encode(), method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def _snapshot(folders: dict) -> dict:
+    """Every file of the served folders with its size and modification time."""
+    return {path: (path.stat().st_size, path.stat().st_mtime_ns) for name, folder in folders.items() if name != "hub"
+            for path in Path(folder).rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def server(folders, tmp_path_factory):
+    """`minitf serve` on every test folder, API key required, in an empty working folder."""
+    work = tmp_path_factory.mktemp("server_cwd")
+    with server_process(folders.values(), "--log-level", "warning", api_key=API_KEY, cwd=work,
+                        log=work.parent / "server.log") as running:
+        yield {"url": running.url, "process": running.process, "work": work, "before": _snapshot(folders)}
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with openai.OpenAI(base_url=f"{server['url']}/v1", api_key=API_KEY, max_retries=0, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def local(folders):
+    """The served models loaded here, for the reference outputs."""
+    def causal(name):
+        return AutoModelForCausalLM.from_pretrained(folders[name]).eval(), AutoTokenizer.from_pretrained(folders[name])
+
+    return {"gpt": causal("gpt"), "gpt2": causal("gpt2"), "chat": causal("chat"),
+            "encoder": SentenceTransformer(folders["encoder"])}
+
+
+def generate_locally(model, tokenizer, inputs: dict, max_new_tokens: int, count: bool = False) -> str | tuple:
+    """Greedy `generate()`: the new text (and, with `count`, the number of new tokens)."""
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+    text = tokenizer.decode(output, skip_special_tokens=True)
+    return (text, len(output)) if count else text
+
+
+# ------------------------------------------------------------------------------------------------ completions
+@pytest.mark.parametrize("name", ["gpt", "gpt2", "hub"])
+def test_completion_is_local_greedy_generate(client, folders, local, name):
+    model, tokenizer = local["gpt" if name == "hub" else name]
+    for prompt, max_tokens in zip(PROMPTS, (12, 5, 1, 9)):
+        completion = client.completions.create(model=folders[name], prompt=prompt, max_tokens=max_tokens,
+                                               temperature=0)
+        inputs = tokenizer(prompt, return_tensors="pt")
+        text, new_tokens = generate_locally(model, tokenizer, inputs, max_tokens, count=True)
+        assert completion.choices[0].text == text
+        assert completion.model in (folders[name], f"{folders[name]}@main")  # transformers names a Hub revision
+        assert completion.usage.prompt_tokens == inputs["input_ids"].shape[1]
+        assert completion.usage.completion_tokens == new_tokens
+        assert completion.choices[0].finish_reason == ("length" if new_tokens == max_tokens else "stop")
+
+
+def test_streamed_chunks_join_to_the_completion(client, folders, local):
+    model, tokenizer = local["gpt"]
+    prompt = PROMPTS[0]
+    chunks = list(client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=10, temperature=0,
+                                            stream=True))
+    assert len(chunks) > 2
+    text = "".join(chunk.choices[0].text for chunk in chunks)
+    assert text == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), 10)
+    assert chunks[-1].choices[0].finish_reason == "length" and chunks[-1].usage.completion_tokens == 10
+
+
+def test_completion_without_max_tokens_fills_the_context(client, folders):
+    """transformers' server defaults to 1024 new tokens: the model's 64 positions bound them instead."""
+    completion = client.completions.create(model=folders["gpt"], prompt="hello", temperature=0)
+    assert completion.usage.prompt_tokens + completion.usage.completion_tokens <= 64
+
+
+# ------------------------------------------------------------------------------------------------ chat
+def test_chat_uses_the_frawdllm_chat_template(client, folders, local):
+    model, tokenizer = local["chat"]
+    for content in ("hi", "sun?"):  # FrawdLLM's fixture reads 16 tokens
+        messages = [{"role": "user", "content": content}]
+        inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
+                                               return_dict=True)
+        expected = generate_locally(model, tokenizer, inputs, 4)
+        assert expected
+        reply = client.chat.completions.create(model=folders["chat"], messages=messages, max_tokens=4, temperature=0)
+        assert reply.choices[0].message.role == "assistant"
+        assert reply.choices[0].message.content == expected
+        assert reply.usage.prompt_tokens == inputs["input_ids"].shape[1]
+        stream = client.chat.completions.create(model=folders["chat"], messages=messages, max_tokens=4,
+                                                temperature=0, stream=True)
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == expected
+
+
+def test_chat_without_a_template_is_400_pointing_to_completions(client, folders):
+    for name in ("gpt", "gpt2"):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(model=folders[name], messages=[{"role": "user", "content": "hi"}])
+        assert error.value.status_code == 400
+        assert "no chat template" in error.value.message and "/v1/completions" in error.value.message
+
+
+# ------------------------------------------------------------------------------------------------ embeddings
+def test_embeddings_equal_local_encode(client, folders, local):
+    expected = local["encoder"].encode(SENTENCES)
+    for encoding_format in ("float", "base64"):
+        response = client.embeddings.create(model=folders["encoder"], input=SENTENCES,
+                                            encoding_format=encoding_format)
+        vectors = np.array([item.embedding for item in response.data], dtype=np.float32) \
+            if encoding_format == "float" else None
+        if encoding_format == "base64":  # the client hands the base64 text back as it came
+            vectors = np.stack([np.frombuffer(base64.b64decode(item.embedding), dtype="<f4") for item in response.data])
+        assert [item.index for item in response.data] == list(range(len(SENTENCES)))
+        assert np.abs(vectors - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+    tokens = sum(len(ids) for ids in local["encoder"].tokenizer(SENTENCES)["input_ids"])
+    assert response.usage.prompt_tokens == response.usage.total_tokens == tokens
+    one = client.embeddings.create(model=folders["encoder"], input=SENTENCES[1],
+                                   dimensions=expected.shape[1])
+    assert len(one.data) == 1 and np.abs(np.array(one.data[0].embedding) - expected[1]).max() <= 1e-5
+    # The client's default (no encoding_format) asks for base64 and decodes it to floats.
+    default = client.embeddings.create(model=folders["encoder"], input=SENTENCES[2:])
+    assert np.abs(np.array([item.embedding for item in default.data]) - expected[2:]).max() <= 1e-5
+
+
+def test_embedding_batcher_encodes_waiting_requests_together():
+    from hf_minitf.serving_embeddings import EmbeddingBatcher
+
+    calls = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        time.sleep(0.05)
+        return np.array([[len(text), index] for index, text in enumerate(texts)], dtype=np.float32)
+
+    batcher = EmbeddingBatcher(encode)
+
+    async def run():
+        return await asyncio.gather(*(batcher.embed(["x" * (n + 1)] * (n % 3 + 1)) for n in range(8)))
+
+    results = asyncio.run(run())
+    for n, rows in enumerate(results):
+        assert rows.shape == (n % 3 + 1, 2) and (rows[:, 0] == n + 1).all()
+    assert len(calls) < 8 and sum(map(len, calls)) == sum(n % 3 + 1 for n in range(8))
+
+
+# ------------------------------------------------------------------------------------------------ translation
+def test_translation_is_a_completion_of_the_source(client, folders):
+    translate = pipeline(TRANSLATION_TASK, model=folders["seq2seq"])
+    for source, max_tokens in (("one two three", 6), ("four five", None)):
+        completion = client.completions.create(model=folders["seq2seq"], prompt=source, temperature=0,
+                                               **({"max_tokens": max_tokens} if max_tokens else {}))
+        options = {"max_new_tokens": max_tokens} if max_tokens else {}
+        assert completion.choices[0].text == translate(source, **options)[0]["translation_text"]
+        assert completion.choices[0].text
+    streamed = client.completions.create(model=folders["seq2seq"], prompt="six two", max_tokens=4, stream=True)
+    assert "".join(chunk.choices[0].text for chunk in streamed) == translate("six two", max_new_tokens=4)[0][
+        "translation_text"]
+
+
+# ------------------------------------------------------------------------------------------------ concurrency
+def test_eight_concurrent_requests_are_all_answered_correctly(client, folders, local):
+    model, tokenizer = local["gpt"]
+    jobs = [("completion", PROMPTS[n % 4] + "xyz"[: n % 3], 3 + n) for n in range(5)]
+    jobs += [("embedding", SENTENCES[n:n + 2], None) for n in range(3)]
+
+    def ask(job):
+        kind, payload, max_tokens = job
+        if kind == "completion":
+            return client.completions.create(model=folders["gpt"], prompt=payload, max_tokens=max_tokens,
+                                             temperature=0).choices[0].text
+        return np.array([item.embedding for item in
+                         client.embeddings.create(model=folders["encoder"], input=payload).data])
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, jobs))
+    for (kind, payload, max_tokens), answer in zip(jobs, answers):
+        if kind == "completion":
+            assert answer == generate_locally(model, tokenizer, tokenizer(payload, return_tensors="pt"), max_tokens)
+        else:
+            assert np.abs(answer - local["encoder"].encode(payload)).max() <= 1e-5
+
+
+def test_continuous_batching_gives_generate_tokens(folders, local):
+    """transformers' continuous batching (paged attention) runs the MiniTF GPT: 8 concurrent requests, one streamed."""
+    model, tokenizer = local["gpt"]
+    jobs = [(PROMPTS[n % 4] + "xyz"[: n % 3], 2 + n) for n in range(8)]
+    with server_process([folders["gpt"]], "--continuous-batching", "--log-level", "warning") as running, \
+            openai.OpenAI(base_url=f"{running.url}/v1", api_key="none", max_retries=0, timeout=120) as client:
+        def ask(job):
+            prompt, max_tokens = job
+            return client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=max_tokens,
+                                             temperature=0).choices[0].text
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, jobs))
+        streamed = client.completions.create(model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0,
+                                             stream=True)
+        streamed = "".join(chunk.choices[0].text for chunk in streamed)
+    for (prompt, max_tokens), answer in zip(jobs, answers):
+        assert answer == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), max_tokens)
+    assert streamed == generate_locally(model, tokenizer, tokenizer(PROMPTS[3], return_tensors="pt"), 6)
+
+
+# ------------------------------------------------------------------------------------------------ bad requests
+BAD_REQUESTS = {
+    "unknown model": ("/v1/completions", {"model": "no/such-model", "prompt": "hi"}, 404, "not served"),
+    "zero max_tokens": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "max_tokens": 0}, 400,
+                        "positive integer"),
+    "negative max_tokens (chat)": ("/v1/chat/completions", {"model": "{chat}", "max_tokens": -3,
+                                   "messages": [{"role": "user", "content": "hi"}]}, 400, "positive integer"),
+    "max_tokens past the context": ("/v1/completions", {"model": "{gpt}", "prompt": "hello", "max_tokens": 60}, 400,
+                                    "at most 59"),
+    "prompt past the context": ("/v1/completions", {"model": "{gpt}", "prompt": "x" * 70}, 400, "no room"),
+    "chat past the context": ("/v1/chat/completions", {"model": "{chat}", "max_tokens": 50,
+                              "messages": [{"role": "user", "content": "hi"}]}, 400, "context"),
+    "empty prompt": ("/v1/completions", {"model": "{gpt}", "prompt": ""}, 400, "empty"),
+    "empty messages": ("/v1/chat/completions", {"model": "{chat}", "messages": []}, 400, "messages"),
+    "message the template refuses": ("/v1/chat/completions", {"model": "{chat}", "messages": [
+        {"role": "system", "content": "Be nice."}, {"role": "user", "content": "hi"}]}, 400, "chat template"),
+    "empty embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": ""}, 400, "empty"),
+    "empty embedding list": ("/v1/embeddings", {"model": "{encoder}", "input": []}, 400, "non-empty"),
+    "token ids as embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": [[1, 2]]}, 400, "token ids"),
+    "other dimensions": ("/v1/embeddings", {"model": "{encoder}", "input": "hi", "dimensions": 8}, 400, "16 dim"),
+    "bad encoding_format": ("/v1/embeddings", {"model": "{encoder}", "input": "hi", "encoding_format": "int8"}, 400,
+                            "encoding_format"),
+    "embedding past the context": ("/v1/embeddings", {"model": "{encoder}", "input": "the " * 20}, 400, "at most 12"),
+    "embeddings of a GPT": ("/v1/embeddings", {"model": "{gpt}", "input": "hi"}, 400, "/v1/completions"),
+    "completion of an encoder": ("/v1/completions", {"model": "{encoder}", "prompt": "hi"}, 400, "/v1/embeddings"),
+    "translation past the positions": ("/v1/completions", {"model": "{seq2seq}", "prompt": "one", "max_tokens": 30},
+                                       400, "at most 11"),
+    "no model named, several served": ("/v1/completions", {"prompt": "hi"}, 400, "Name the model"),
+    "body not JSON": ("/v1/completions", '{"model": "x", "prompt": ', 400, "not valid JSON"),
+    "body a JSON list": ("/v1/embeddings", "[1, 2]", 400, "JSON object"),
+}
+
+
+def test_bad_requests_answer_4xx_in_openai_shape_and_write_nothing(server, folders):
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    for case, (route, body, expected_status, message) in BAD_REQUESTS.items():
+        if isinstance(body, dict):
+            body = {key: value.format(**folders) if key == "model" else value for key, value in body.items()}
+        status, answer = http("POST", server["url"] + route, body, headers)
+        assert status == expected_status, (case, answer)
+        error = answer["error"]
+        assert message in error["message"], (case, error)
+        assert error["type"] == "invalid_request_error" and set(error) == {"message", "type", "param", "code"}
+    assert server["process"].poll() is None
+    assert http("GET", server["url"] + "/health", headers=headers) == (200, {"status": "ok"})
+    assert list(server["work"].iterdir()) == [] and _snapshot(folders) == server["before"]
+
+
+def test_openai_client_raises_its_errors(client, folders):
+    with pytest.raises(openai.NotFoundError):
+        client.completions.create(model="no/such-model", prompt="hi", max_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="positive integer"):
+        client.completions.create(model=folders["gpt"], prompt="hi", max_tokens=0)
+
+
+# ------------------------------------------------------------------------------------------------ API key, models
+def test_every_route_requires_the_api_key(server, folders):
+    routes = [("GET", "/health", None), ("GET", "/v1/models", None),
+              ("POST", "/v1/completions", {"model": folders["gpt"], "prompt": "hi", "max_tokens": 1}),
+              ("POST", "/v1/embeddings", {"model": folders["encoder"], "input": "hi"})]
+    for method, route, body in routes:
+        for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": API_KEY}):
+            status, answer = http(method, server["url"] + route, body, headers)
+            assert status == 401 and answer["error"]["code"] == "invalid_api_key", (route, headers)
+        status, answer = http(method, server["url"] + route, body, {"Authorization": f"Bearer {API_KEY}"})
+        assert status == 200, (route, answer)
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=f"{server['url']}/v1", api_key="wrong", max_retries=0).models.list()
+
+
+def test_models_lists_the_served_names(client, folders):
+    assert sorted(model.id for model in client.models.list()) == sorted(folders.values())
+
+
+def test_serve_parser_binds_loopback_by_default():
+    args = build_parser().parse_args(["serve", "some/folder"])
+    assert (args.host, args.port, args.api_key, args.continuous_batching) == ("127.0.0.1", 8000, None, False)
+    assert build_parser().parse_args(["serve", "f", "--host", "0.0.0.0"]).host == "0.0.0.0"
+
+
+def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
+    from hf_minitf.cli import main
+
+    assert main(["serve", str(tmp_path / "absent")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and error.startswith("minitf serve: error: cannot serve")
+
+
+def test_missing_serving_code_is_a_clear_error(monkeypatch):
+    from hf_minitf import serving
+
+    monkeypatch.setitem(sys.modules, "transformers.cli.serving", None)
+    with pytest.raises(serving.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
+        serving._serving_api()
