@@ -396,7 +396,7 @@ def test_serve_parser_binds_loopback_by_default():
 
 
 def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
-    from hf_minitf.cli import main
+    from minitf_cli import main
 
     assert main(["serve", str(tmp_path / "absent")]) == 2
     error = capsys.readouterr().err.strip()
