@@ -4,10 +4,14 @@ Weights are random with a wide init so that greedy choices are not near-ties (fl
 must not flip them); each engine runs in a subprocess of its own, as its idle threads slow torch in the same one.
 """
 
+import atexit
+import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -58,7 +62,7 @@ def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
     tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
     config = MiniTFSeq2SeqConfig(
         src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=24,
+        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=16,
         initializer_range=0.3, **config_fields,
     )
     MiniTFSeq2SeqForConditionalGeneration(config).save_pretrained(folder)
@@ -88,3 +92,44 @@ def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`minitf ARGS` in a fresh process."""
     return subprocess.run([sys.executable, "-m", "hf_minitf.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+GPT_KINDS = {"learned": {}, "rope_interleaved": {"position_embedding_type": "rope"},
+             "rope_halves": {"position_embedding_type": "rope", "rope_interleaved": False}}
+SEQ2SEQ_KINDS = {"layer_norm": {},
+                 "hkproj_first_norm": {"norm_type": "scalar_std_times_eps", "attention_mask_value": -1e9,
+                                       "output_log_softmax": True}}
+
+
+@functools.cache
+def workspace() -> Path:
+    """One folder per test process for the models and exports the engine test modules share (made once)."""
+    root = Path(tempfile.mkdtemp(prefix="hf_minitf_engines_"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@functools.cache
+def model_folder(family: str, kind: str) -> Path:
+    """A tiny MiniTF folder: family gpt (GPT_KINDS), seq2seq (SEQ2SEQ_KINDS) or encoder (kind "tiny")."""
+    folder = workspace() / f"{family}_{kind}"
+    if family == "gpt":
+        return make_gpt(folder, **GPT_KINDS[kind])
+    if family == "seq2seq":
+        return make_seq2seq(folder, **SEQ2SEQ_KINDS[kind])
+    return make_encoder(folder)
+
+
+@functools.cache
+def ctranslate2_export(family: str, kind: str, quantization: str = "float32") -> Path:
+    from hf_minitf.export_ctranslate2 import export_ctranslate2
+
+    return export_ctranslate2(model_folder(family, kind), workspace() / f"{family}_{kind}_ct2_{quantization}",
+                              quantization=quantization)
+
+
+@functools.cache
+def onnx_export(quantize: str | None = "int8") -> Path:
+    from hf_minitf.export_onnx import export_onnx
+
+    return export_onnx(model_folder("encoder", "tiny"), workspace() / f"encoder_onnx_{quantize}", quantize=quantize)
