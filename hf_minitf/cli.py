@@ -19,6 +19,7 @@ from pathlib import Path
 
 from minitf_cli import build_parser, main
 
+from .export import export_command  # noqa: F401 (`minitf export` runs export's command, found by name)
 from .publishing import push_command  # noqa: F401 (`minitf push` runs publishing's command, found by name)
 
 
