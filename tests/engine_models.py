@@ -85,7 +85,11 @@ def run_python(code: str, timeout: int = 300) -> dict:
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                             timeout=timeout)
     assert result.returncode == 0, f"subprocess failed:\n{result.stdout}\n{result.stderr}"
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    last_line = (result.stdout.strip().splitlines() or [""])[-1]
+    try:
+        return json.loads(last_line)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON printed last:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}") from None
 
 
 def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -109,15 +113,31 @@ def workspace() -> Path:
     return root
 
 
+DATA = Path(__file__).parent / "data"
+
+
+def convert_miniembed_fixture(folder: Path) -> Path:
+    """The MiniEmbed conversion fixture (tests/data/minitf_embedding) as a SentenceTransformer folder, with
+    MiniEmbed's released vocabulary cut to the fixture model's 97 ids."""
+    from hf_minitf.conversion.miniembed import convert_miniembed
+
+    words = json.loads((DATA / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
+    vocabulary = {"vocab_size": 97, "word_to_id": {word: index for word, index in words.items() if index < 97}}
+    convert_miniembed(DATA / "minitf_embedding" / "checkpoint.pt", folder, tokenizer=vocabulary,
+                      config=DATA / "minitf_embedding" / "config.json")
+    return folder
+
+
 @functools.cache
 def model_folder(family: str, kind: str) -> Path:
-    """A tiny MiniTF folder: family gpt (GPT_KINDS), seq2seq (SEQ2SEQ_KINDS) or encoder (kind "tiny")."""
+    """A tiny MiniTF folder: family gpt (GPT_KINDS), seq2seq (SEQ2SEQ_KINDS) or encoder (kind "tiny", or
+    "miniembed": the converted MiniEmbed fixture)."""
     folder = workspace() / f"{family}_{kind}"
     if family == "gpt":
         return make_gpt(folder, **GPT_KINDS[kind])
     if family == "seq2seq":
         return make_seq2seq(folder, **SEQ2SEQ_KINDS[kind])
-    return make_encoder(folder)
+    return convert_miniembed_fixture(folder) if kind == "miniembed" else make_encoder(folder)
 
 
 @functools.cache
@@ -132,4 +152,5 @@ def ctranslate2_export(family: str, kind: str, quantization: str = "float32") ->
 def onnx_export(quantize: str | None = "int8") -> Path:
     from hf_minitf.export_onnx import export_onnx
 
-    return export_onnx(model_folder("encoder", "tiny"), workspace() / f"encoder_onnx_{quantize}", quantize=quantize)
+    return export_onnx(model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{quantize}",
+                       quantize=quantize)
