@@ -513,6 +513,8 @@ EXPORT_FORMATS = {
     "native": ExportFormat("GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel "
                            "SentenceTransformer: loads without trust_remote_code",
                            NATIVE_EXPORT_DESCRIPTION, _add_native_export_arguments, "run_native"),
+    "gguf": ExportFormat("GPT -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
+                         GGUF_EXPORT_DESCRIPTION, _add_gguf_export_arguments, "run_gguf"),
 }
 
 
@@ -528,6 +530,54 @@ def add_export_parser(commands) -> argparse.ArgumentParser:
                                                        description=export_format.description,
                                                        formatter_class=argparse.RawDescriptionHelpFormatter))
     return export
+
+
+# The engine exports (hf_minitf.export_ctranslate2, hf_minitf.export_onnx), added to EXPORT_FORMATS.
+CTRANSLATE2_EXPORT_DESCRIPTION = """\
+Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder (the C++
+inference engine: `pip install ctranslate2`), with the tokenizer files and a README. `minitf generate` /
+`minitf translate` run such a folder in CTranslate2 and print what the MiniTF folder prints.
+
+- GPT: learned positions as the position table, rotary positions as CTranslate2's rotary attention
+  (interleaved pairs or halves, as the model has them)
+- seq2seq: pre-norm Transformer, ReLU, separate source and target vocabularies, the interleaved sinusoid
+  as an explicit position table, the norms' eps from the config (hkproj's first norm as the exact LayerNorm)
+
+--quantization: float32 (MiniTF's greedy tokens), int8, int8_float32 (8-bit weights; measure before using:
+they can change tokens), bfloat16. Refused (nothing written): encoder models (use `export onnx`),
+context_overflow="crop", a generation config with use_cache=False, hkproj's "std + eps" norms,
+activations CTranslate2 lacks."""
+
+ONNX_EXPORT_DESCRIPTION = """\
+Write an encoder as ONNX for ONNX Runtime in a copy of its SentenceTransformer folder: onnx/model.onnx
+(float32; the same embeddings within 1e-5), inputs input_ids and attention_mask with dynamic batch and
+sequence axes, output last_hidden_state. --quantize int8 adds onnx/model_quint8_avx2.onnx (ONNX Runtime's
+dynamic 8-bit quantization of the matrix products; cosine to float32 about 0.9999), which `minitf embed`
+then runs. The README in the folder has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
+that needs no optimum. Refused: GPT and seq2seq models (use `export ctranslate2`), pooling other than mean."""
+
+CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
+
+
+def _add_ctranslate2_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument("--quantization", default="float32", choices=CTRANSLATE2_QUANTIZATIONS,
+                        help="weight type CTranslate2 stores (default: float32, MiniTF's greedy tokens)")
+
+
+def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument("--quantize", default=None, choices=("int8",),
+                        help="also write the dynamic 8-bit model (onnx/model_quint8_avx2.onnx)")
+
+
+EXPORT_FORMATS.update({
+    "ctranslate2": ExportFormat("GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator folder",
+                                CTRANSLATE2_EXPORT_DESCRIPTION, _add_ctranslate2_export_arguments,
+                                "run_ctranslate2"),
+    "onnx": ExportFormat("encoder -> ONNX (+ int8) in a SentenceTransformer folder, for ONNX Runtime",
+                         ONNX_EXPORT_DESCRIPTION, _add_onnx_export_arguments, "run_onnx"),
+})
 
 
 PUSH_DESCRIPTION = (

@@ -10,12 +10,31 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .export_ctranslate2 import export_ctranslate2
+from .export_gguf import export_gguf
 from .export_native import ExportRefused, export_native
+from .export_onnx import export_onnx
 
 
 def run_native(args: argparse.Namespace) -> str:
     out = export_native(args.source, args.out, overwrite=args.overwrite, revision=args.revision)
     return f"Exported {args.source} to {out} (native transformers architecture, no remote code)"
+
+
+def run_gguf(args: argparse.Namespace) -> str:
+    out = export_gguf(args.source, args.out, dtype=args.dtype, overwrite=args.overwrite, revision=args.revision)
+    return f"Exported {args.source} to {out} (GGUF, {args.dtype})"
+
+
+def run_ctranslate2(args: argparse.Namespace) -> str:
+    out = export_ctranslate2(args.source, args.out, quantization=args.quantization, overwrite=args.overwrite,
+                             revision=args.revision)
+    return f"Exported {args.source} to {out} (CTranslate2, {args.quantization})"
+
+
+def run_onnx(args: argparse.Namespace) -> str:
+    out = export_onnx(args.source, args.out, quantize=args.quantize, overwrite=args.overwrite, revision=args.revision)
+    return f"Exported {args.source} to {out} (ONNX{', + int8' if args.quantize else ''})"
 
 
 def export_command(args: argparse.Namespace) -> int:
@@ -32,4 +51,4 @@ def export_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["ExportRefused", "export_command", "export_native"]
+__all__ = ["ExportRefused", "export_command", "export_ctranslate2", "export_gguf", "export_native", "export_onnx"]
