@@ -137,7 +137,8 @@ def load_engine(folder: str | os.PathLike, kind: str) -> CTranslate2Generator | 
     if key not in ENGINES:
         raise ValueError(f"{folder} names an unknown export {key} in {EXPORT_FILE}; re-export it with minitf export.")
     if info["kind"] != kind:
-        raise ValueError(f"{folder} is a {info['engine']} {info['kind']} export, not a {kind}.")
+        raise ValueError(f"{folder} is an export for the {info['engine']} {info['kind']}; this command needs a "
+                         f"MiniTF model folder or an export for the {kind}.")
     return ENGINES[key](Path(folder), info)
 
 

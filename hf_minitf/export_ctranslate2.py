@@ -37,25 +37,25 @@ ACTIVATIONS = {
     "relu": "RELU", "gelu": "GELU", "gelu_new": "GELUTanh", "gelu_pytorch_tanh": "GELUTanh", "silu": "SWISH",
     "swish": "SWISH", "tanh": "Tanh", "sigmoid": "Sigmoid",
 }
-EXPORT_KINDS = {"minitf_gpt": "generator", "minitf_seq2seq": "translator"}
+EXPORT_KINDS = {"gpt": "generator", "seq2seq": "translator"}
 
 
-def load_minitf_model(src: str | os.PathLike, families: dict[str, str], what: str):
-    """The MiniTF model (eval mode, float32) and tokenizer of a folder or Hub repo id, if its family is one of
-    `families` (model_type -> Auto class name in transformers)."""
-    import transformers
-    from transformers import AutoConfig, AutoTokenizer
+def load_minitf_model(src: str | os.PathLike, families: tuple[str, ...], what: str, hint: str,
+                      revision: str | None = None):
+    """The source (see export_source), its MiniTF model (eval mode, float32) and tokenizer, if its family is one of
+    `families` (gpt, encoder, seq2seq); a Hub repo is downloaded without its code."""
+    from transformers import AutoTokenizer
 
-    from . import __name__ as _registers_the_auto_classes  # noqa: F401
+    from . import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
+    from .export_source import open_source
 
-    config = AutoConfig.from_pretrained(src)
-    if config.model_type not in families:
-        raise ValueError(
-            f"{src} is a {config.model_type!r} model; {what} takes {' or '.join(map(repr, families))} models."
-        )
-    auto_class = getattr(transformers, families[config.model_type])
-    model = auto_class.from_pretrained(src, dtype=torch.float32).eval()
-    return model, AutoTokenizer.from_pretrained(src)
+    source = open_source(src, revision)
+    if source.family not in families:
+        raise ValueError(f"{src} is a {source.family} model; {what} takes {' or '.join(families)} models ({hint}).")
+    model_class = {"gpt": MiniTFGPTForCausalLM, "encoder": MiniTFEncoderModel,
+                   "seq2seq": MiniTFSeq2SeqForConditionalGeneration}[source.family]
+    model = model_class.from_pretrained(source.folder, dtype=torch.float32, trust_remote_code=False).eval()
+    return source, model, AutoTokenizer.from_pretrained(source.folder, trust_remote_code=False)
 
 
 def _activation(name: str):
@@ -238,24 +238,23 @@ def translator_spec(model, source_tokenizer_file: Path, target_tokenizer_file: P
 
 
 def export_ctranslate2(src: str | os.PathLike, out: str | os.PathLike, quantization: str = "float32",
-                       overwrite: bool = False) -> Path:
+                       overwrite: bool = False, revision: str | None = None) -> Path:
     """Write the MiniTF GPT or seq2seq model at `src` (a folder or Hub repo id) as a CTranslate2 folder at `out`:
     `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, `generation_config.json`,
     `minitf_export.json` (what the folder is, for `minitf generate/translate`) and a README.
 
     `quantization` is the weight type CTranslate2 stores (`float32`, `int8`, `int8_float32`, `bfloat16`); float32
-    gives MiniTF's greedy tokens. Returns the folder.
+    gives MiniTF's greedy tokens. `revision` picks the branch, tag or commit of a Hub repo id. Returns the folder.
     """
     import ctranslate2  # noqa: F401 (a clear ImportError before any work when the engine is missing)
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}.")
-    model, tokenizer = load_minitf_model(
-        src, {"minitf_gpt": "AutoModelForCausalLM", "minitf_seq2seq": "AutoModelForSeq2SeqLM"},
-        "export_ctranslate2 (the encoder family goes to ONNX: export_onnx)",
+    source, model, tokenizer = load_minitf_model(
+        src, ("gpt", "seq2seq"), "the CTranslate2 export", "encoders go to ONNX: minitf export onnx", revision,
     )
-    kind = EXPORT_KINDS[model.config.model_type]
-    inputs = [src] if Path(src).exists() else []
+    kind = EXPORT_KINDS[source.family]
+    inputs = [] if source.repo_id else [source.folder]
     with torch.no_grad(), atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         tokenizer.save_pretrained(work)
         if kind == "generator":

@@ -42,14 +42,6 @@ class LastHiddenState(torch.nn.Module):
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def _local_folder(src: str | os.PathLike) -> Path:
-    if Path(src).is_dir():
-        return Path(src)
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(str(src)))
-
-
 def check_sentence_transformer_folder(folder: Path) -> None:
     """Refuse a SentenceTransformer folder whose modules are not Transformer -> Pooling(mean) -> Normalize: the
     ONNX graph holds the Transformer only, and the documented pooling is the mean."""
@@ -70,8 +62,9 @@ def check_sentence_transformer_folder(folder: Path) -> None:
 
 
 def export_onnx(src: str | os.PathLike, out: str | os.PathLike, quantize: str | None = None,
-                overwrite: bool = False) -> Path:
-    """Copy the MiniTF encoder at `src` (a SentenceTransformer folder, a MiniTF encoder folder or a Hub repo id)
+                overwrite: bool = False, revision: str | None = None) -> Path:
+    """Copy the MiniTF encoder at `src` (a SentenceTransformer folder, a MiniTF encoder folder or a Hub repo id,
+    at `revision`)
     to `out` as a SentenceTransformer folder with `onnx/model.onnx` (float32) and, with `quantize="int8"`,
     `onnx/model_quint8_avx2.onnx`, plus `minitf_export.json` and a README section on running it.
     Returns the folder."""
@@ -81,13 +74,14 @@ def export_onnx(src: str | os.PathLike, out: str | os.PathLike, quantize: str | 
 
     if quantize not in QUANTIZE_CHOICES:
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}.")
-    model, tokenizer = load_minitf_model(src, {"minitf_encoder": "AutoModel"},
-                                         "export_onnx (GPT and seq2seq models go to CTranslate2: export_ctranslate2)")
-    source = _local_folder(src)
-    inputs = [src] if Path(src).exists() else []
+    source, model, tokenizer = load_minitf_model(
+        src, ("encoder",), "the ONNX export", "GPT and seq2seq models go to CTranslate2: minitf export ctranslate2",
+        revision,
+    )
+    inputs = [] if source.repo_id else [source.folder]
     with tempfile.TemporaryDirectory() as staging, atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        if (source / "modules.json").is_file():
-            shutil.copytree(source, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
+        if (source.folder / "modules.json").is_file():
+            shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
         else:
             from .sentence_transformers_export import save_sentence_transformer
 

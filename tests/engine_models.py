@@ -94,7 +94,7 @@ def run_python(code: str, timeout: int = 300) -> dict:
 
 def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`minitf ARGS` in a fresh process."""
-    return subprocess.run([sys.executable, "-m", "hf_minitf.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "minitf_cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 

@@ -79,7 +79,7 @@ def test_states_match_the_original_miniembed_at_any_batch_and_length():
 
 
 def test_refusals_write_nothing(tmp_path):
-    with pytest.raises(ValueError, match="export_ctranslate2"):
+    with pytest.raises(ValueError, match="minitf export ctranslate2"):
         export_onnx(model_folder("gpt", "learned"), tmp_path / "out")
     source = tmp_path / "cls_pooling"
     import shutil
