@@ -599,6 +599,12 @@ def add_push_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
     parser.add_argument("--token", default=None,
                         help="Hub token with write access (default: the logged-in token or HF_TOKEN)")
+    parser.add_argument("--native", action="store_true",
+                        help="upload the model exported to its native transformers architecture (`minitf export "
+                             "native`: loads without trust_remote_code) instead of the MiniTF folder")
+    parser.add_argument("--gguf", default=None, metavar="TYPES",
+                        help="with --native, GPT only: also upload GGUF files for llama.cpp and Ollama, of these "
+                             f"comma-separated types ({', '.join(GGUF_DTYPE_NAMES)}), e.g. f16,q8_0")
 
 
 def build_parser() -> ArgumentParser:

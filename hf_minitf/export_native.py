@@ -19,6 +19,7 @@ import math
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -323,9 +324,10 @@ def _card_license(source: MiniTFSource) -> str | None:
     return ModelCard.load(card).data.to_dict().get("license") if card.is_file() else None
 
 
-def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str, model_id: str) -> None:
+def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str, model_id: str,
+                      gguf_files: Sequence[str] = ()) -> None:
     """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
-    (`model_id`: the folder or Hub repo id the snippets load)."""
+    (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     encoder = kind == "encoder"
@@ -343,18 +345,23 @@ def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str
         kind=kind, architecture=NATIVE_ARCHITECTURES[kind], model_type=NATIVE_MODEL_TYPES[kind],
         source=source.name, source_repo=source.repo_id, revision=source.revision, family=source.family,
         config=config, head_dim=config.hidden_size // config.num_attention_heads, model_id=model_id, prompt="Hello",
+        gguf_files=[(name, name.rsplit("-", 1)[-1].removesuffix(".gguf")) for name in gguf_files],
+        on_hub=Path(model_id).exists() is False and "/" in model_id,
     )
     card.save(folder / "README.md")
 
 
 def export_native(source: str | os.PathLike, out: str | os.PathLike, *, overwrite: bool = False,
-                  revision: str | None = None) -> Path:
+                  revision: str | None = None, gguf_dtypes: Sequence[str] = (), model_id: str | None = None) -> Path:
     """Write the MiniTF model `source` (a folder or a Hub repo id) to `out` as its native transformers architecture,
     with tokenizer, generation config and model card; no code, no `auto_map`. Returns `out`.
 
     GPT with learned positions -> GPT2LMHeadModel; GPT with rotary positions -> GPTNeoXForCausalLM; encoder -> a
     SentenceTransformer folder around XLMRobertaXLModel. Raises ExportRefused (a ValueError) naming the field when
     the model has no exact native form; `out` is written whole or not at all.
+
+    `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
+    on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
     """
     from . import MiniTFEncoderConfig, MiniTFGPTConfig, MiniTFSeq2SeqConfig
 
@@ -374,13 +381,17 @@ def export_native(source: str | os.PathLike, out: str | os.PathLike, *, overwrit
         kind = config.position_embedding_type
         tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
         fields = gpt2_config(config) if kind == "learned" else gpt_neox_config(config)
+        model_id = model_id or str(out)
         with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
             _save_weights(tensors, work)
             _save_config(fields, dtype, work)
             _save_tokenizer(tokenizer, work, config.max_position_embeddings)
             _save_generation_config(source, config, work)
-            write_native_card(work, source, config, kind, str(out))
+            gguf_files = _save_gguf_files(source, work, gguf_dtypes, model_id)
+            write_native_card(work, source, config, kind, model_id, gguf_files)
         return out
+    if gguf_dtypes:
+        raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
     with tempfile.TemporaryDirectory() as staging_dir, \
             atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         staging = Path(staging_dir)
@@ -388,8 +399,18 @@ def export_native(source: str | os.PathLike, out: str | os.PathLike, *, overwrit
         _save_config(xlm_roberta_xl_config(config), dtype, staging)
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
-        write_native_card(work, source, config, "encoder", str(out))
+        write_native_card(work, source, config, "encoder", model_id or str(out))
     return out
+
+
+def _save_gguf_files(source: MiniTFSource, folder: Path, dtypes: Sequence[str], model_id: str) -> list[str]:
+    """`<name>-<DTYPE>.gguf` for each GGUF type, beside the native files; returns their names."""
+    from .export_gguf import export_gguf
+
+    names = [f"{Path(model_id).name}-{dtype.upper()}.gguf" for dtype in dtypes]
+    for dtype, name in zip(dtypes, names):
+        export_gguf(source.folder, folder / name, dtype=dtype)
+    return names
 
 
 def _save_sentence_transformer(model_folder: Path, work: Path, config: Any) -> None:

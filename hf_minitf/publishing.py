@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from minitf_cli import add_push_arguments  # re-exported: the arguments live beside the package, for --help
+from minitf_cli import GGUF_DTYPE_NAMES, add_push_arguments  # re-exported: the arguments live beside the package, for --help
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
@@ -63,9 +63,6 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
     """
     folder = Path(folder)
     files = check_push_folder(folder)
-    from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
     from .model_card import prepare_upload
 
     with tempfile.TemporaryDirectory() as staging_dir:
@@ -85,39 +82,80 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
             prepare_upload(staging, repo_id, source_folder=folder, license=license)
         except (ValueError, KeyError, OSError) as error:
             raise PushError(f"cannot write the model card of {folder}: {error}") from None
-        uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
-        operations = [
-            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
-        ]
-        api = HfApi(token=token)
-        try:
-            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-            if revision is not None:
-                api.create_branch(repo_id, branch=revision, exist_ok=True)
-            info = api.create_commit(
-                repo_id, operations, revision=revision,
-                commit_message=commit_message or f"Upload {folder.name} with minitf push",
-            )
-        except HfHubHTTPError as error:
-            status = error.response.status_code if error.response is not None else None
-            if status in (401, 403):
-                refusal = "unauthorized" if status == 401 else "forbidden"
-                raise PushError(
-                    f"the Hub refused the push to {repo_id} ({status} {refusal}): log in with `hf auth login` or "
-                    "set HF_TOKEN to a token with write access to that namespace."
-                ) from None
-            raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
-        except Exception as error:  # no connection, offline mode, ...: one line, never a reported success
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
+        return _commit_folder(staging, repo_id, private=private, revision=revision, token=token,
+                              commit_message=commit_message or f"Upload {folder.name} with minitf push")
+
+
+def _commit_folder(staging: Path, repo_id: str, *, private: bool, revision: str | None, token: str | None,
+                   commit_message: str) -> str:
+    """Upload every file of `staging` to `repo_id` (created if needed) in one commit; return the commit URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+    operations = [
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
+    ]
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        info = api.create_commit(repo_id, operations, revision=revision, commit_message=commit_message)
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else None
+        if status in (401, 403):
+            refusal = "unauthorized" if status == 401 else "forbidden"
+            raise PushError(
+                f"the Hub refused the push to {repo_id} ({status} {refusal}): log in with `hf auth login` or "
+                "set HF_TOKEN to a token with write access to that namespace."
+            ) from None
+        raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
+    except Exception as error:  # no connection, offline mode, ...: one line, never a reported success
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
     return info.commit_url
+
+
+def push_native(source: str | Path, repo_id: str, *, gguf_dtypes: tuple[str, ...] = (), private: bool = False,
+                revision: str | None = None, commit_message: str | None = None, token: str | None = None) -> str:
+    """Export `source` (a MiniTF folder) to its native transformers architecture (`export_native`), with GGUF files
+    of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL.
+
+    The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files). A model with
+    no exact native or GGUF form is a PushError, and nothing is uploaded.
+    """
+    from .export_native import export_native
+
+    with tempfile.TemporaryDirectory() as staging_dir:
+        staging = Path(staging_dir) / "native"
+        try:
+            export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id)
+        except (ValueError, OSError) as error:
+            raise PushError(str(error).strip().splitlines()[0]) from None
+        return _commit_folder(staging, repo_id, private=private, revision=revision, token=token,
+                              commit_message=commit_message or f"Upload {Path(source).name} exported with "
+                                                               "minitf push --native")
 
 
 def push_command(args: argparse.Namespace) -> int:
     """Run `minitf push`: 0 when the Hub accepted the commit, 2 (with a one-line error) otherwise."""
+    gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
     try:
-        url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision,
-                          license=args.license, commit_message=args.commit_message, token=getattr(args, "token", None))
+        if gguf and not args.native:
+            raise PushError("--gguf adds GGUF files to a native export: pass --native with it.")
+        unknown = [dtype for dtype in gguf if dtype not in GGUF_DTYPE_NAMES]
+        if unknown:
+            raise PushError(f"--gguf {args.gguf}: unknown type(s) {', '.join(unknown)}; choose from "
+                            f"{', '.join(GGUF_DTYPE_NAMES)}.")
+        if args.native:
+            url = push_native(args.folder, args.repo_id, gguf_dtypes=gguf, private=args.private,
+                              revision=args.revision, commit_message=args.commit_message,
+                              token=getattr(args, "token", None))
+        else:
+            url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision,
+                              license=args.license, commit_message=args.commit_message,
+                              token=getattr(args, "token", None))
     except PushError as error:
         print(f"minitf push: error: {error}", file=sys.stderr)
         return 2
@@ -125,4 +163,4 @@ def push_command(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["PushError", "add_push_arguments", "check_push_folder", "push_command", "push_folder"]
+__all__ = ["PushError", "add_push_arguments", "check_push_folder", "push_command", "push_folder", "push_native"]
