@@ -236,3 +236,35 @@ def test_command_line_exports_and_refuses_in_one_line(refused_sources, exported,
     assert minitf_main(["export", "native", str(tmp_path / "absent"), str(tmp_path / "no")]) == 2
     assert "neither a model folder nor a Hub repo id" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()
+
+
+def test_export_help_and_wrong_arguments_need_no_torch():
+    """`minitf export [FORMAT] --help` and wrong arguments are answered without importing torch or hf_minitf."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, json, sys, minitf_cli\n"
+            "results = []\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    out, err = io.StringIO(), io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "        try:\n"
+            "            status = minitf_cli.main(argv)\n"
+            "        except SystemExit as exit:\n"
+            "            status = exit.code\n"
+            "    results.append([status, out.getvalue(), err.getvalue()])\n"
+            "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'hf_minitf'})\n"
+            "print(json.dumps({'results': results, 'heavy': heavy}))\n")
+    argvs = [["export", "--help"], ["export", "native", "--help"], ["export", "gguf", "--help"],
+             ["export", "gguf", "src", "out.gguf", "--dtype", "q4_0"], ["export", "native", "src"]]
+    completed = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, COLUMNS="120"))
+    report = json.loads(completed.stdout)
+    assert report["heavy"] == []
+    (top, _, _), (native, native_help, _), (gguf_status, gguf_help, _), wrong_dtype, missing_out = report["results"]
+    assert top == native == gguf_status == 0
+    assert "XLMRobertaXLModel" in native_help and "--overwrite" in native_help and "--revision" in native_help
+    assert "q8_0" in gguf_help and "gptneox" in gguf_help
+    assert wrong_dtype[0] == 2 and "--dtype" in wrong_dtype[2] and wrong_dtype[2].count("\n") == 1
+    assert missing_out[0] == 2 and "OUT" in missing_out[2]
