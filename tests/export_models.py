@@ -11,7 +11,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
 from hf_minitf import (
-    MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer, train_bpe_tokenizer,
+    MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer,
+    save_sentence_transformer, train_bpe_tokenizer, train_wordlevel_tokenizer,
 )
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
@@ -75,16 +76,12 @@ def make_gpt_sources(root: Path) -> dict[str, Path]:
 
 def make_encoder_sources(root: Path) -> dict[str, Path]:
     """name -> MiniTF encoder folder (SentenceTransformer folders, as conversion and training write them)."""
-    from hf_minitf import save_sentence_transformer
-
     root.mkdir(parents=True, exist_ok=True)
     words = json.loads((DATA / "miniembed_tokenizer/tokenizer.json").read_text())["word_to_id"]
     vocabulary = root / "miniembed_tokenizer.json"
     vocabulary.write_text(json.dumps({"vocab_size": 97, "word_to_id": {w: i for w, i in words.items() if i < 97}}))
     convert_miniembed(DATA / "minitf_embedding/checkpoint.pt", root / "miniembed", tokenizer=vocabulary,
                       config=DATA / "minitf_embedding/config.json")
-    from hf_minitf import train_wordlevel_tokenizer
-
     tokenizer = train_wordlevel_tokenizer([TEXT], vocab_size=60, min_frequency=1, max_length=24)
     torch.manual_seed(6)
     config = MiniTFEncoderConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
