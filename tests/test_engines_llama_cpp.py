@@ -18,8 +18,9 @@ pytestmark = [
                        reason="llama-cpp-python is not installed (pip install llama-cpp-python)"),
 ]
 NEW_TOKENS = 100
-# Rotary models run past their context as MiniTF does; learned-position models fill theirs (80 positions).
-CASES = {"bpe_learned": 70, "bpe_rope_untied": NEW_TOKENS, "char_rope_no_bias": NEW_TOKENS,
+# Rotary models run past their context as MiniTF does; learned-position models fill theirs (80 positions; the char
+# GPT fixture 16).
+CASES = {"char_gpt": 12, "bpe_learned": 70, "bpe_rope_untied": NEW_TOKENS, "char_rope_no_bias": NEW_TOKENS,
          "frawdllm_rope": NEW_TOKENS, "char_rope_rotate_half": NEW_TOKENS}
 
 LLAMA_RUN = """
