@@ -39,8 +39,12 @@ def run_onnx(args: argparse.Namespace) -> str:
 
 def export_command(args: argparse.Namespace) -> int:
     """Run `minitf export FORMAT SRC OUT ...`: 0 when written, 2 with a one-line error for unusable input."""
+    from transformers.utils import logging
+
     from minitf_cli import EXPORT_FORMATS
 
+    logging.set_verbosity_error()  # loading bars and notes of the source model: nothing the user acts on
+    logging.disable_progress_bar()
     runner = globals()[EXPORT_FORMATS[args.format].runner]
     try:
         print(runner(args))
