@@ -444,6 +444,140 @@ def add_convert_parser(commands) -> argparse.ArgumentParser:
     return convert
 
 
+# `minitf export`: one sub-command per output format (hf_minitf.export runs each with the runner named here).
+EXPORT_DESCRIPTION = (
+    "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without "
+    "hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express "
+    "exactly is refused with one line naming the config field. `FORMAT --help` says what each format is."
+)
+NATIVE_EXPORT_DESCRIPTION = """\
+Write the model as the transformers architecture that computes the same function, with its tokenizer,
+generation config and a model card (no .py files, no auto_map):
+
+- GPT, learned positions -> GPT2LMHeadModel (Conv1D weights are the transposed Linear weights)
+- GPT, rotary positions  -> GPTNeoXForCausalLM (sequential residual, full rotary; qkv regrouped per head,
+  interleaved rotary pairs permuted to rotate-half order)
+- encoder               -> a SentenceTransformer folder (Transformer + mean Pooling + Normalize) around
+  XLMRobertaXLModel (word embeddings pre-scaled, positions at XLM-R's padding_idx + 1 offset)
+
+The folder loads with AutoModelForCausalLM / SentenceTransformer without trust_remote_code, in transformers
+4.x too, and serves with `transformers serve` or vLLM. Refused (nothing written): the seq2seq family (no
+native encoder-decoder is exact), a learned-position GPT with context_overflow="crop" (set "error" to export
+it), an encoder without pad_token_id."""
+
+GGUF_EXPORT_DESCRIPTION = """\
+Write a GPT model as one GGUF file for llama.cpp, Ollama and LM Studio: llama.cpp's `gpt2` architecture for
+learned positions, `gptneox` for rotary positions, with the tokenizer inside (byte-level BPE as llama.cpp's
+`gpt2` tokenizer model; a character tokenizer is rewritten as a byte-level vocabulary with the merges that
+build its multi-byte characters), the context length, the special tokens and the chat template if the
+tokenizer has one.
+
+--dtype: f32 (exact weights), f16 (half-precision weights), q8_0 (8-bit blocks of 32 with a scale, llama.cpp's
+Q8_0; norms and biases stay f32). Refused: encoder and seq2seq models, activations other than gelu (llama.cpp's
+GPT-2 and GPT-NeoX graphs compute GELU only), and what `export native` refuses."""
+
+
+def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
+    parser.add_argument("source", metavar="SRC",
+                        help="a MiniTF model folder (saved, trained or converted) or a Hub repo id (owner/name; its "
+                             "code is never downloaded)")
+    parser.add_argument("out", type=Path, metavar="OUT", help=out_help)
+    parser.add_argument("--revision", default=None, metavar="REV", help="branch, tag or commit of a Hub repo id")
+
+
+def _add_native_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_export_source(parser, "folder to write (must be empty unless --overwrite)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT folder")
+
+
+GGUF_DTYPE_NAMES = ("f32", "f16", "q8_0")
+
+
+def _add_gguf_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_export_source(parser, "the .gguf file to write (must not exist unless --overwrite)")
+    parser.add_argument("--dtype", default="f16", choices=GGUF_DTYPE_NAMES,
+                        help="weight type of the matrices (default: f16); norms and biases stay f32")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT file")
+
+
+class ExportFormat(NamedTuple):
+    """One `minitf export` sub-command: its help and its arguments (its runner is `hf_minitf.export.EXPORTERS`)."""
+
+    summary: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+
+
+EXPORT_FORMATS = {
+    "native": ExportFormat("GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel "
+                           "SentenceTransformer: loads without trust_remote_code",
+                           NATIVE_EXPORT_DESCRIPTION, _add_native_export_arguments),
+    "gguf": ExportFormat("GPT -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
+                         GGUF_EXPORT_DESCRIPTION, _add_gguf_export_arguments),
+}
+
+
+def add_export_parser(commands) -> argparse.ArgumentParser:
+    """Add `export`, with one sub-command per format of EXPORT_FORMATS, to an argparse sub-parser set."""
+    export = commands.add_parser(
+        "export", help="export a model to run without hf_minitf: native transformers, GGUF (`minitf export --help`)",
+        description=EXPORT_DESCRIPTION,
+    )
+    formats = export.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    for name, export_format in EXPORT_FORMATS.items():
+        export_format.add_arguments(formats.add_parser(name, help=export_format.summary,
+                                                       description=export_format.description,
+                                                       formatter_class=argparse.RawDescriptionHelpFormatter))
+    return export
+
+
+# The engine exports (hf_minitf.export_ctranslate2, hf_minitf.export_onnx), added to EXPORT_FORMATS.
+CTRANSLATE2_EXPORT_DESCRIPTION = """\
+Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder (the C++
+inference engine: `pip install ctranslate2`), with the tokenizer files and a README. `minitf generate` /
+`minitf translate` run such a folder in CTranslate2 and print what the MiniTF folder prints.
+
+- GPT: learned positions as the position table, rotary positions as CTranslate2's rotary attention
+  (interleaved pairs or halves, as the model has them)
+- seq2seq: pre-norm Transformer, ReLU, separate source and target vocabularies, the interleaved sinusoid
+  as an explicit position table, the norms' eps from the config (hkproj's first norm as the exact LayerNorm)
+
+--quantization: float32 (MiniTF's greedy tokens), int8, int8_float32 (8-bit weights; measure before using:
+they can change tokens), bfloat16. Refused (nothing written): encoder models (use `export onnx`),
+context_overflow="crop", a generation config with use_cache=False, hkproj's "std + eps" norms,
+activations CTranslate2 lacks."""
+
+ONNX_EXPORT_DESCRIPTION = """\
+Write an encoder as ONNX for ONNX Runtime in a copy of its SentenceTransformer folder: onnx/model.onnx
+(float32; the same embeddings within 1e-5), inputs input_ids and attention_mask with dynamic batch and
+sequence axes, output last_hidden_state. --quantize int8 adds onnx/model_quint8_avx2.onnx (ONNX Runtime's
+dynamic 8-bit quantization of the matrix products; cosine to float32 about 0.9999), which `minitf embed`
+then runs. The README in the folder has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
+that needs no optimum. Refused: GPT and seq2seq models (use `export ctranslate2`), pooling other than mean."""
+
+CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
+
+
+def _add_ctranslate2_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument("--quantization", default="float32", choices=CTRANSLATE2_QUANTIZATIONS,
+                        help="weight type CTranslate2 stores (default: float32, MiniTF's greedy tokens)")
+
+
+def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument("--quantize", default=None, choices=("int8",),
+                        help="also write the dynamic 8-bit model (onnx/model_quint8_avx2.onnx)")
+
+
+EXPORT_FORMATS.update({
+    "ctranslate2": ExportFormat("GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator folder",
+                                CTRANSLATE2_EXPORT_DESCRIPTION, _add_ctranslate2_export_arguments),
+    "onnx": ExportFormat("encoder -> ONNX (+ int8) in a SentenceTransformer folder, for ONNX Runtime",
+                         ONNX_EXPORT_DESCRIPTION, _add_onnx_export_arguments),
+})
+
+
 PUSH_DESCRIPTION = (
     "Upload a model folder, with its model card, to the Hugging Face Hub. The folder is checked first: config.json "
     "and safetensors weights, no pickles or training state."
@@ -463,6 +597,12 @@ def add_push_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
     parser.add_argument("--token", default=None,
                         help="Hub token with write access (default: the logged-in token or HF_TOKEN)")
+    parser.add_argument("--native", action="store_true",
+                        help="upload the model exported to its native transformers architecture (`minitf export "
+                             "native`: loads without trust_remote_code) instead of the MiniTF folder")
+    parser.add_argument("--gguf", default=None, metavar="TYPES",
+                        help="with --native, GPT only: also upload GGUF files for llama.cpp and Ollama, of these "
+                             f"comma-separated types ({', '.join(GGUF_DTYPE_NAMES)}), e.g. f16,q8_0")
 
 
 SERVE_DESCRIPTION = """\
@@ -534,6 +674,7 @@ def build_parser() -> ArgumentParser:
     _add_train(commands)
     _add_use_commands(commands)
     add_convert_parser(commands)
+    add_export_parser(commands)
     add_push_arguments(commands.add_parser("push", help="upload a model folder with its card to the Hugging Face Hub",
                                            description=PUSH_DESCRIPTION))
     add_serve_arguments(commands.add_parser(

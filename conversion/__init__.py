@@ -3,7 +3,7 @@
 One module per source: `char_gpt` (the nanoGPT-style char GPT), `frawdllm` (FrawdLLM: checkpoints, its
 published Hugging Face folders and Hub repo ids, its Embeddings layer), `miniembed` (MiniEmbed, and the
 Transformer-embedding layer), `hkproj` (hkproj's pytorch-transformer). Checkpoints are read without running
-pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hub_source`), weights are streamed
+pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hf_minitf.hub_source`), weights are streamed
 into the output file (`output`) and the output folder is written whole (`hf_minitf.output_folder`). `base.SOURCES`
 names each source's function and module; `minitf convert SOURCE` runs them.
 """

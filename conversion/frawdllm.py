@@ -23,6 +23,7 @@ from tokenizers import AddedToken, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
+from hf_minitf.hub_source import download_repo_files, looks_like_repo_id
 from hf_minitf.model_card import render_model_card
 from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
 from hf_minitf.presets import FRAWDLLM_PRESETS
@@ -34,7 +35,6 @@ from .base import (
 )
 from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from .gpt_common import gpt_rules, head_is_tied, plan_gpt
-from .hub_source import download_repo_files, looks_like_repo_id
 
 # What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
 # keeps the two equal).

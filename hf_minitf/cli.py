@@ -23,7 +23,6 @@ from .file_safety import refused_pickle_message
 from .output_folder import OutputFolder, OutputFolderError, existing_paths
 from .publishing import PushError
 
-
 # The errors a command reports in one line: input it cannot use, a file system that refused, a refused push, a
 # pickle torch refused to load (it holds code).
 REPORTED_ERRORS = (ValueError, OSError, PushError, pickle.UnpicklingError)
@@ -131,13 +130,19 @@ def generate_command(args: argparse.Namespace) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TextStreamer
 
+    from .engines import load_engine
+
     _quiet_transformers()
     folder = _model_folder(args.model)
-    model = AutoModelForCausalLM.from_pretrained(folder).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    config = model.config
-    limit = config.max_position_embeddings if getattr(config, "position_embedding_type", None) == "learned" and \
-        getattr(config, "context_overflow", "error") == "error" else None
+    engine = load_engine(folder, "generator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    if engine is None:
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        config = model.config
+        limit = config.max_position_embeddings if getattr(config, "position_embedding_type", None) == "learned" \
+            and getattr(config, "context_overflow", "error") == "error" else None
+    else:
+        tokenizer, limit = engine.tokenizer, engine.position_limit
     torch.manual_seed(args.seed)
     for prompt in args.prompts:
         ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
@@ -158,6 +163,11 @@ def generate_command(args: argparse.Namespace) -> int:
                 print(f"minitf generate: note: {new_tokens} new tokens would pass the model's {limit} positions; "
                       f"generating {room}", file=sys.stderr)
                 new_tokens = room
+        if engine is not None:
+            new_ids = engine.generate([ids[0].tolist()], new_tokens, sample=args.sample, temperature=args.temperature,
+                                      top_k=args.top_k, seed=args.seed)[0]
+            print(tokenizer.decode(ids[0].tolist() + new_ids, skip_special_tokens=True), flush=True)
+            continue
         options = {"do_sample": True, "temperature": args.temperature, "top_k": args.top_k} if args.sample else \
             {"do_sample": False}
         with torch.no_grad():
@@ -169,16 +179,25 @@ def generate_command(args: argparse.Namespace) -> int:
 
 @reports_errors("embed")
 def embed_command(args: argparse.Namespace) -> int:
+    import torch
     from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import cos_sim
+
+    from .engines import load_engine
 
     _quiet_transformers()
-    embedder = SentenceTransformer(str(_model_folder(args.model)))
-    vectors = embedder.encode(args.texts, convert_to_tensor=True)
+    folder = _model_folder(args.model)
+    engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
+    if engine is None:
+        embedder = SentenceTransformer(str(folder))
+        vectors, similarity = embedder.encode(args.texts, convert_to_tensor=True), embedder.similarity
+    else:
+        vectors, similarity = torch.from_numpy(engine.encode(args.texts)), cos_sim
     if not args.similarity:
         for vector in vectors.tolist():
             print(json.dumps([round(value, 6) for value in vector]))
         return 0
-    scores = embedder.similarity(vectors, vectors).tolist()
+    scores = similarity(vectors, vectors).tolist()
     width = max(len(f"[{index}]") for index in range(len(args.texts)))
     print(" " * width + "".join(f"{f'[{index}]':>8}" for index in range(len(args.texts))))
     for index, row in enumerate(scores):
@@ -194,8 +213,16 @@ def translate_command(args: argparse.Namespace) -> int:
 
     from .pipeline_minitf_translation import TASK
 
+    from .engines import load_engine
+
     _quiet_transformers()
-    translate = pipeline(TASK, model=str(_model_folder(args.model)))
+    folder = _model_folder(args.model)
+    engine = load_engine(folder, "translator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    if engine is not None:
+        for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
+            print(text)
+        return 0
+    translate = pipeline(TASK, model=str(folder))
     options = {"num_beams": args.num_beams}
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens
@@ -273,13 +300,39 @@ def convert_command(args: argparse.Namespace) -> int:
     return getattr(importlib.import_module(f"{__package__}.conversion.{source.module}"), source.runner)(args)
 
 
+@reports_errors(lambda args: f"export {args.format}")
+def export_command(args: argparse.Namespace) -> int:
+    """`minitf export FORMAT SRC OUT ...`: the format's runner in hf_minitf.export."""
+    from transformers.utils import logging
+
+    from .export import EXPORTERS
+
+    logging.set_verbosity_error()  # loading bars and notes of the source model: nothing the user acts on
+    logging.disable_progress_bar()
+    print(EXPORTERS[args.format](args))
+    return 0
+
+
 @reports_errors("push")
 def push_command(args: argparse.Namespace) -> int:
-    """`minitf push DIR REPO_ID`: upload the folder with its card (hf_minitf.publishing)."""
-    from .publishing import push_folder
+    """`minitf push DIR REPO_ID [--native [--gguf TYPES]]`: upload the folder with its card, or its native export
+    with GGUF files beside it (hf_minitf.publishing)."""
+    from .export_gguf import GGUF_DTYPES
+    from .publishing import push_folder, push_native
 
-    url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision, license=args.license,
-                      commit_message=args.commit_message, token=args.token)
+    gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
+    if gguf and not args.native:
+        raise CommandError("--gguf adds GGUF files to a native export: pass --native with it.")
+    unknown = [dtype for dtype in gguf if dtype not in GGUF_DTYPES]
+    if unknown:
+        raise CommandError(f"--gguf {args.gguf}: unknown type(s) {', '.join(unknown)}; choose from "
+                           f"{', '.join(GGUF_DTYPES)}.")
+    if args.native:
+        url = push_native(args.folder, args.repo_id, gguf_dtypes=gguf, private=args.private, revision=args.revision,
+                          commit_message=args.commit_message, token=args.token)
+    else:
+        url = push_folder(args.folder, args.repo_id, private=args.private, revision=args.revision,
+                          license=args.license, commit_message=args.commit_message, token=args.token)
     print(f"Pushed {args.folder} to {args.repo_id}: {url}")
     return 0
 

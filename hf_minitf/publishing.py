@@ -60,9 +60,6 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
     """
     folder = Path(folder)
     files = check_push_folder(folder)
-    from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
     from .model_card import prepare_upload
 
     with tempfile.TemporaryDirectory() as staging_dir:
@@ -83,36 +80,67 @@ def push_folder(folder: str | Path, repo_id: str, *, private: bool = False, revi
             prepare_upload(staging, repo_id, source_folder=folder, license=license)
         except (ValueError, KeyError, OSError) as error:
             raise PushError(f"cannot write the model card of {folder}: {error}") from None
-        uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
-        try:
-            check_upload_sources([(name, staging / name) for name in uploads], roots=[staging, folder])
-        except UnsafeFileError as error:
-            raise PushError(str(error)) from None
-        operations = [
-            CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
-        ]
-        api = HfApi(token=token)
-        try:
-            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
-            if revision is not None:
-                api.create_branch(repo_id, branch=revision, exist_ok=True)
-            info = api.create_commit(
-                repo_id, operations, revision=revision,
-                commit_message=commit_message or f"Upload {folder.name} with minitf push",
-            )
-        except HfHubHTTPError as error:
-            status = error.response.status_code if error.response is not None else None
-            if status in (401, 403):
-                refusal = "unauthorized" if status == 401 else "forbidden"
-                raise PushError(
-                    f"the Hub refused the push to {repo_id} ({status} {refusal}): log in with `hf auth login` or "
-                    "set HF_TOKEN to a token with write access to that namespace."
-                ) from None
-            raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
-        except Exception as error:  # no connection, offline mode, ...: one line, never a reported success
-            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-            raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
+        return _commit_folder(staging, repo_id, private=private, revision=revision, token=token,
+                              commit_message=commit_message or f"Upload {folder.name} with minitf push",
+                              roots=[staging, folder])
+
+
+def _commit_folder(staging: Path, repo_id: str, *, private: bool, revision: str | None, token: str | None,
+                   commit_message: str, roots: list[Path]) -> str:
+    """Upload every file of `staging` to `repo_id` (created if needed) in one commit; return the commit URL.
+    The files sent are checked again first: no pickle, nothing that resolves outside `roots`."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    uploads = sorted(path.relative_to(staging).as_posix() for path in staging.rglob("*") if path.is_file())
+    try:
+        check_upload_sources([(name, staging / name) for name in uploads], roots=roots)
+    except UnsafeFileError as error:
+        raise PushError(str(error)) from None
+    operations = [
+        CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
+    ]
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision is not None:
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        info = api.create_commit(repo_id, operations, revision=revision, commit_message=commit_message)
+    except HfHubHTTPError as error:
+        status = error.response.status_code if error.response is not None else None
+        if status in (401, 403):
+            refusal = "unauthorized" if status == 401 else "forbidden"
+            raise PushError(
+                f"the Hub refused the push to {repo_id} ({status} {refusal}): log in with `hf auth login` or "
+                "set HF_TOKEN to a token with write access to that namespace."
+            ) from None
+        raise PushError(f"the push to {repo_id} failed: {str(error).splitlines()[0]}") from None
+    except Exception as error:  # no connection, offline mode, ...: one line, never a reported success
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise PushError(f"the push to {repo_id} failed ({type(error).__name__}): {reason}") from None
     return info.commit_url
 
 
-__all__ = ["PushError", "check_push_folder", "push_folder"]
+def push_native(source: str | Path, repo_id: str, *, gguf_dtypes: tuple[str, ...] = (), private: bool = False,
+                revision: str | None = None, commit_message: str | None = None, token: str | None = None) -> str:
+    """Export `source` (a MiniTF folder) to its native transformers architecture (`export_native`), with GGUF files
+    of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL.
+
+    The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files). A model with
+    no exact native or GGUF form is a PushError, and nothing is uploaded.
+    """
+    from .export_native import export_native
+
+    with tempfile.TemporaryDirectory() as staging_dir:
+        staging = Path(staging_dir) / "native"
+        try:
+            export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id)
+        except (ValueError, OSError) as error:
+            raise PushError(str(error).strip().splitlines()[0]) from None
+        return _commit_folder(staging, repo_id, private=private, revision=revision, token=token,
+                              commit_message=commit_message or f"Upload {Path(source).name} exported with "
+                                                               "minitf push --native",
+                              roots=[staging])
+
+
+__all__ = ["PushError", "check_push_folder", "push_folder", "push_native"]

@@ -24,7 +24,8 @@ LAYERS = [
         "hf_minitf",  # the package: registers the models and re-exports the tools
         "hf_minitf.training", "hf_minitf.training_data", "hf_minitf.presets", "hf_minitf.builtin_tasks",
         "hf_minitf.conversion", "hf_minitf.conversion.*",
-        "hf_minitf.sentence_transformers_export", "hf_minitf.export_*", "hf_minitf.serving",
+        "hf_minitf.sentence_transformers_export", "hf_minitf.export", "hf_minitf.export_*", "hf_minitf.engines",
+        "hf_minitf.serving", "hf_minitf.serving_*", "hf_minitf.file_safety", "hf_minitf.hub_source",
         "hf_minitf.publishing", "hf_minitf.model_card",
         "hf_minitf.output_folder",
     ]),
@@ -147,3 +148,10 @@ def test_relative_imports_resolve_as_python_resolves_them(source, expected, tmp_
     monkeypatch.setitem(MODULES, module, path)
     monkeypatch.setitem(MODULES, "hf_minitf.x", path)
     assert imports_of(module) == expected - {module}
+
+
+def test_every_export_format_of_the_parser_has_a_runner():
+    from hf_minitf.export import EXPORTERS
+    from minitf_cli import EXPORT_FORMATS
+
+    assert set(EXPORT_FORMATS) == set(EXPORTERS)

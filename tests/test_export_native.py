@@ -1,0 +1,270 @@
+"""`export_native`: every GPT and encoder conversion fixture (and small models covering the other config fields)
+exported, loaded in a fresh process where hf_minitf cannot be imported and trust_remote_code is not passed, and
+compared with the MiniTF model: logits / states within 1e-5 of max(1, |reference|), 50 greedy tokens identical,
+left-padded batch rows equal to their alone-runs; refusals; the folder's files; the command line."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from sentence_transformers import SentenceTransformer
+from transformers import AutoTokenizer, GPTNeoXConfig
+
+from export_models import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM
+from hf_minitf.cli import main as minitf_main
+from hf_minitf.export import ExportRefused, export_native
+from isolation import run_without_hf_minitf
+
+TOLERANCE = 1e-5
+TEXTS = ["the quick brown fox", "hello world, a tiny model", "dog"]
+
+
+def scaled_diff(actual, expected) -> float:
+    actual, expected = torch.as_tensor(actual).float(), torch.as_tensor(expected).float()
+    return (actual - expected).abs().max().item() / max(1.0, expected.abs().max().item())
+
+
+def _inputs(folder, config) -> dict:
+    """Logit inputs (the fixture's when there is one), a prompt, the greedy length, and a left-padded batch."""
+    name = folder.name
+    fixture = DATA / name / "io.safetensors"
+    generator = torch.Generator().manual_seed(0)
+    if fixture.is_file():
+        ids = load_file(fixture)["input_ids"]
+    else:
+        ids = torch.randint(config.vocab_size, (2, 12), generator=generator)
+    learned = config.position_embedding_type == "learned"
+    new_tokens = min(50, config.max_position_embeddings - 4) if learned else 50
+    long_ids = None if learned else torch.randint(config.vocab_size, (1, config.max_position_embeddings + 20),
+                                                 generator=generator)
+    rows = [ids[0, :3].tolist(), ids[1, :6].tolist()]
+    return {"ids": ids.tolist(), "long_ids": long_ids.tolist() if long_ids is not None else None,
+            "prompt": ids[0, :4].tolist(), "new_tokens": new_tokens, "rows": rows,
+            "pad": config.pad_token_id if config.pad_token_id is not None else 0}
+
+
+def _minitf_padded(model, rows, pad, new_tokens=8) -> list[list[int]]:
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows])
+    mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows])
+    with torch.no_grad():
+        output = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False, pad_token_id=pad)
+    return output[:, width:].tolist()
+
+
+NATIVE_RUN = """
+import json, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from sentence_transformers import SentenceTransformer
+cases = json.loads({cases!r})
+report = {{}}
+def padded(model, rows, pad, new_tokens=8):
+    width = max(map(len, rows))
+    ids = torch.tensor([[pad] * (width - len(row)) + row for row in rows])
+    mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in rows])
+    with torch.no_grad():
+        output = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False,
+                                pad_token_id=pad)
+    return output[:, width:].tolist()
+for name, case in cases.items():
+    folder = case["folder"]
+    if case["kind"] == "gpt":
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        model.generation_config.eos_token_id = None
+        result = {{"class": type(model).__name__}}
+        with torch.no_grad():
+            result["logits"] = model(torch.tensor(case["ids"])).logits.tolist()
+            if case["long_ids"]:
+                result["long_logits"] = model(torch.tensor(case["long_ids"])).logits.tolist()
+            prompt = torch.tensor([case["prompt"]])
+            greedy = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=case["new_tokens"],
+                                    do_sample=False, pad_token_id=case["pad"])
+        result["greedy"] = greedy[0, prompt.shape[1]:].tolist()
+        result["padded"] = padded(model, case["rows"], case["pad"])
+        result["alone"] = [padded(model, [row], case["pad"])[0] for row in case["rows"]]
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        result["text_ids"] = [tokenizer(text).input_ids for text in case["texts"]]
+    else:
+        encoder = SentenceTransformer(folder, device="cpu")
+        result = {{"class": type(encoder[0].auto_model).__name__,
+                   "embeddings": encoder.encode(case["texts"], convert_to_tensor=True).tolist()}}
+        features = encoder.tokenize(case["texts"])
+        with torch.no_grad():
+            states = encoder[0].auto_model(input_ids=features["input_ids"],
+                                           attention_mask=features["attention_mask"]).last_hidden_state
+        result["states"] = (states * features["attention_mask"][..., None]).tolist()
+        result["input_ids"] = features["input_ids"].tolist()
+    report[name] = result
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Each source, its native export, MiniTF's reference outputs, and the native outputs from one fresh process."""
+    root = tmp_path_factory.mktemp("native")
+    sources = {**make_gpt_sources(root / "gpt"), **make_encoder_sources(root / "encoder")}
+    cases, references = {}, {}
+    for name, folder in sources.items():
+        out = export_native(folder, root / "out" / name)
+        if (folder / "modules.json").is_file():
+            model = MiniTFEncoderModel.from_pretrained(folder).eval()
+            encoder = SentenceTransformer(str(folder), device="cpu")
+            features = encoder.tokenize(TEXTS)
+            with torch.no_grad():
+                states = model(features["input_ids"], attention_mask=features["attention_mask"]).last_hidden_state
+            references[name] = {"embeddings": encoder.encode(TEXTS, convert_to_tensor=True),
+                                "states": states * features["attention_mask"][..., None],
+                                "input_ids": features["input_ids"].tolist()}
+            cases[name] = {"kind": "encoder", "folder": str(out), "texts": TEXTS}
+            continue
+        model = MiniTFGPTForCausalLM.from_pretrained(folder).eval()
+        case = {"kind": "gpt", "folder": str(out), "texts": TEXTS, **_inputs(folder, model.config)}
+        with torch.no_grad():
+            reference = {"logits": model(torch.tensor(case["ids"])).logits}
+            if case["long_ids"]:
+                reference["long_logits"] = model(torch.tensor(case["long_ids"])).logits
+        reference["greedy"] = minitf_greedy(folder, case["prompt"], case["new_tokens"])
+        model.generation_config.eos_token_id = None
+        reference["padded"] = _minitf_padded(model, case["rows"], case["pad"])
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        reference["text_ids"] = [tokenizer(text).input_ids for text in TEXTS]
+        references[name] = reference
+        cases[name] = case
+    native = run_without_hf_minitf(NATIVE_RUN.format(cases=json.dumps(cases)), cwd=str(root), timeout=600)
+    return {"sources": sources, "cases": cases, "references": references, "native": native, "root": root}
+
+
+GPT_CASES = ["char_gpt", "frawdllm_learned", "frawdllm_rope", "bpe_learned", "bpe_rope_untied", "char_rope_no_bias",
+             "char_learned_relu", "char_rope_rotate_half"]
+EXPECTED_CLASSES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM"}
+
+
+@pytest.mark.parametrize("name", GPT_CASES)
+def test_gpt_export_gives_the_same_logits_and_tokens_without_hf_minitf(exported, name):
+    reference, native = exported["references"][name], exported["native"][name]
+    config = json.loads((exported["sources"][name] / "config.json").read_text())
+    assert native["class"] == EXPECTED_CLASSES[config["position_embedding_type"]]
+    assert scaled_diff(native["logits"], reference["logits"]) <= TOLERANCE
+    if "long_logits" in reference:  # rotary positions past max_position_embeddings, as MiniTF allows
+        assert scaled_diff(native["long_logits"], reference["long_logits"]) <= TOLERANCE
+    assert native["greedy"] == reference["greedy"]
+    assert len(native["greedy"]) == exported["cases"][name]["new_tokens"]
+    assert native["padded"] == reference["padded"] == native["alone"]
+    assert native["text_ids"] == reference["text_ids"]
+
+
+def test_greedy_runs_50_tokens_on_every_model_with_room(exported):
+    lengths = {name: len(exported["native"][name]["greedy"]) for name in GPT_CASES}
+    assert all(length == 50 for name, length in lengths.items() if name not in ("char_gpt", "frawdllm_learned")), lengths
+
+
+@pytest.mark.parametrize("name", ["miniembed", "learned_encoder"])
+def test_encoder_export_is_a_sentence_transformer_with_the_same_embeddings(exported, name):
+    reference, native = exported["references"][name], exported["native"][name]
+    assert native["class"] == "XLMRobertaXLModel"
+    assert native["input_ids"] == reference["input_ids"]
+    assert scaled_diff(native["states"], reference["states"]) <= TOLERANCE
+    assert scaled_diff(native["embeddings"], reference["embeddings"]) <= TOLERANCE
+    modules = json.loads((exported["root"] / "out" / name / "modules.json").read_text())
+    assert [module["type"].rsplit(".", 1)[-1] for module in modules] == ["Transformer", "Pooling", "Normalize"]
+
+
+@pytest.mark.parametrize("name", ["char_gpt", "frawdllm_rope", "miniembed"])
+def test_folder_has_no_code_and_reads_in_transformers_4(exported, name):
+    out = exported["root"] / "out" / name
+    files = {path.relative_to(out).as_posix() for path in out.rglob("*") if path.is_file()}
+    assert not [file for file in files if file.endswith(".py")]
+    config = json.loads((out / "config.json").read_text())
+    assert "auto_map" not in config
+    tokenizer_config = json.loads((out / "tokenizer_config.json").read_text())
+    assert tokenizer_config["tokenizer_class"] == "PreTrainedTokenizerFast" and "auto_map" not in tokenizer_config
+    source = json.loads((exported["sources"][name] / "config.json").read_text())
+    assert tokenizer_config["model_max_length"] == source["max_position_embeddings"]
+    if config["model_type"] == "gpt2":
+        assert config["n_ctx"] == config["n_positions"] == source["max_position_embeddings"]
+    if config["model_type"] == "gpt_neox":
+        assert (config["rotary_pct"], config["rotary_emb_base"]) == (1.0, source["rope_theta"])
+    card = (out / "README.md").read_text()
+    for words in ("trust_remote_code", "Where it came from", str(exported["sources"][name])):
+        assert words in card
+
+
+def test_legacy_rotary_fields_alone_give_the_same_model(exported, tmp_path):
+    """What a transformers 4.x reader sees of a GPT-NeoX config (rotary_pct, rotary_emb_base; no rope_parameters)
+    builds the same rotary embedding."""
+    out = exported["root"] / "out" / "bpe_rope_untied"
+    config = json.loads((out / "config.json").read_text())
+    legacy = {key: value for key, value in config.items() if key not in ("rope_parameters", "rope_scaling")}
+    parsed = GPTNeoXConfig(**{key: value for key, value in legacy.items() if key != "model_type"})
+    assert parsed.rope_parameters["partial_rotary_factor"] == 1.0
+    assert parsed.rope_parameters["rope_theta"] == 500.0
+
+
+@pytest.fixture(scope="module")
+def refused_sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("refused")
+    sources = make_gpt_sources(root / "gpt")
+    crop = root / "crop"
+    shutil.copytree(sources["char_gpt"], crop)
+    config = json.loads((crop / "config.json").read_text())
+    (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
+    no_pad = root / "no_pad"
+    shutil.copytree(make_encoder_sources(root / "encoder")["learned_encoder"], no_pad)
+    config = json.loads((no_pad / "config.json").read_text())
+    (no_pad / "config.json").write_text(json.dumps({**config, "pad_token_id": None}))
+    return {"seq2seq": make_seq2seq_source(root), "crop": crop, "no_pad": no_pad}
+
+
+@pytest.mark.parametrize("name,field", [("seq2seq", "model_type='minitf_seq2seq'"),
+                                        ("crop", "context_overflow='crop'"), ("no_pad", "pad_token_id=null")])
+def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_path, name, field):
+    with pytest.raises(ExportRefused, match=field):
+        export_native(refused_sources[name], tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
+
+
+def test_command_line_exports_and_refuses_in_one_line(refused_sources, exported, tmp_path, capsys):
+    assert minitf_main(["export", "native", str(exported["sources"]["frawdllm_rope"]), str(tmp_path / "ok")]) == 0
+    assert (tmp_path / "ok" / "model.safetensors").is_file() and "Exported" in capsys.readouterr().out
+    assert minitf_main(["export", "native", str(refused_sources["seq2seq"]), str(tmp_path / "no")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("minitf export native: error: ") and error.count("\n") == 1 and "seq2seq" in error
+    assert minitf_main(["export", "native", str(tmp_path / "absent"), str(tmp_path / "no")]) == 2
+    assert "neither a model folder nor a Hub repo id" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_export_help_and_wrong_arguments_need_no_torch():
+    """`minitf export [FORMAT] --help` and wrong arguments are answered without importing torch or hf_minitf."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, json, sys, minitf_cli\n"
+            "results = []\n"
+            "for argv in json.loads(sys.argv[1]):\n"
+            "    out, err = io.StringIO(), io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+            "        try:\n"
+            "            status = minitf_cli.main(argv)\n"
+            "        except SystemExit as exit:\n"
+            "            status = exit.code\n"
+            "    results.append([status, out.getvalue(), err.getvalue()])\n"
+            "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'hf_minitf'})\n"
+            "print(json.dumps({'results': results, 'heavy': heavy}))\n")
+    argvs = [["export", "--help"], ["export", "native", "--help"], ["export", "gguf", "--help"],
+             ["export", "gguf", "src", "out.gguf", "--dtype", "q4_0"], ["export", "native", "src"]]
+    completed = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, COLUMNS="120"))
+    report = json.loads(completed.stdout)
+    assert report["heavy"] == []
+    (top, _, _), (native, native_help, _), (gguf_status, gguf_help, _), wrong_dtype, missing_out = report["results"]
+    assert top == native == gguf_status == 0
+    assert "XLMRobertaXLModel" in native_help and "--overwrite" in native_help and "--revision" in native_help
+    assert "q8_0" in gguf_help and "gptneox" in gguf_help
+    assert wrong_dtype[0] == 2 and "--dtype" in wrong_dtype[2] and wrong_dtype[2].count("\n") == 1
+    assert missing_out[0] == 2 and "OUT" in missing_out[2]

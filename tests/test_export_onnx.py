@@ -1,0 +1,95 @@
+"""ONNX exports of the encoder (the converted MiniEmbed fixture): float32 embeddings within 1e-5 of the
+SentenceTransformer's and of the original MiniEmbed's, int8 at cosine >= 0.9999, any batch and length, the README's
+optimum-free ONNX Runtime code gives the same vectors; refusals write nothing. ONNX Runtime runs in subprocesses."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+from sentence_transformers import SentenceTransformer
+
+from engine_models import DATA, model_folder, onnx_export, run_python
+from hf_minitf.export_onnx import MODEL_FILE, QUANTIZED_FILE, export_onnx
+
+TEXTS = ["the cat sat on the mat", "hello", "a much longer sentence about the weather, which is lovely today!",
+         "what is the time", "unknownword zzz qqq", "the the the the the the the the the the the the the the the"]
+
+
+def onnx_states(folder, file_name: str, input_ids, attention_mask) -> np.ndarray:
+    """`last_hidden_state` of the ONNX file for given ids (subprocess)."""
+    return np.array(run_python(f"""
+        import json, numpy as np, onnxruntime
+        session = onnxruntime.InferenceSession({str(folder / file_name)!r}, providers=["CPUExecutionProvider"])
+        (states,) = session.run(["last_hidden_state"], {{"input_ids": np.array({input_ids!r}, dtype=np.int64),
+                                                       "attention_mask": np.array({attention_mask!r}, dtype=np.int64)}})
+        print(json.dumps(states.tolist()))
+    """))
+
+
+def readme_embeddings(folder, file_name: str, texts: list[str]) -> np.ndarray:
+    """The README's ONNX Runtime code, run as written on `texts` (subprocess without optimum)."""
+    section = (folder / "README.md").read_text().split("## ONNX Runtime")[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("path/to/this/folder", str(folder)).replace("onnx/model.onnx", file_name)
+    code = code.replace('print(encode(["The weather is lovely today.", "It\'s so sunny outside!"]).shape)',
+                        f"import json\nprint(json.dumps(encode({texts!r}).tolist()))")
+    return np.array(run_python(code))
+
+
+@pytest.fixture(scope="module")
+def reference() -> np.ndarray:
+    return SentenceTransformer(str(model_folder("encoder", "miniembed"))).encode(TEXTS)
+
+
+def test_float32_embeddings_equal_sentence_transformers(reference):
+    folder = onnx_export("int8")
+    embeddings = readme_embeddings(folder, MODEL_FILE, TEXTS)
+    assert np.abs(embeddings - reference).max() <= 1e-5
+    assert {MODEL_FILE, QUANTIZED_FILE} <= {path.relative_to(folder).as_posix() for path in folder.rglob("*.onnx")}
+    assert {"modules.json", "config.json", "tokenizer.json", "1_Pooling", "2_Normalize"} <= \
+        {path.name for path in folder.iterdir()}
+    assert "optimum" in (folder / "README.md").read_text()
+
+
+def test_int8_embeddings_keep_the_direction(reference):
+    embeddings = readme_embeddings(onnx_export("int8"), QUANTIZED_FILE, TEXTS)
+    cosines = (embeddings * reference).sum(axis=1) / np.linalg.norm(embeddings, axis=1)
+    assert cosines.min() >= 0.9999
+    assert np.abs(embeddings - reference).max() > 1e-7  # int8 weights: not the float32 graph under another name
+
+
+def test_states_match_the_original_miniembed_at_any_batch_and_length():
+    """The fixture's ids (right-padded batch of 3, and each row alone without padding) through model.onnx give the
+    original MiniEmbed's hidden states (at real tokens) and sentence embeddings."""
+    io = load_file(DATA / "minitf_embedding" / "io.safetensors")
+    ids, mask = io["input_ids"].tolist(), io["attention_mask"].tolist()
+    folder = onnx_export("int8")
+    states = onnx_states(folder, MODEL_FILE, ids, mask)
+    real = np.array(mask, dtype=bool)
+    expected = io["last_hidden_state"].numpy()
+    assert np.abs(states[real] - expected[real]).max() <= 1e-5 * max(1.0, np.abs(expected).max())
+    pooled = (states * real[..., None]).sum(1) / real.sum(1, keepdims=True)
+    pooled /= np.linalg.norm(pooled, axis=1, keepdims=True)
+    assert np.abs(pooled - io["sentence_embedding"].numpy()).max() <= 1e-5
+    length = int(real[1].sum())
+    alone = onnx_states(folder, MODEL_FILE, [ids[1][:length]], [[1] * length])
+    assert np.abs(alone[0] - states[1][:length]).max() <= 1e-5
+
+
+def test_refusals_write_nothing(tmp_path):
+    with pytest.raises(ValueError, match="minitf export ctranslate2"):
+        export_onnx(model_folder("gpt", "learned"), tmp_path / "out")
+    source = tmp_path / "cls_pooling"
+    import shutil
+
+    shutil.copytree(model_folder("encoder", "miniembed"), source)
+    pooling = json.loads((source / "1_Pooling" / "config.json").read_text())
+    pooling["pooling_mode"] = "cls"
+    (source / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    with pytest.raises(ValueError, match="pooling_mode='cls'"):
+        export_onnx(source, tmp_path / "out")
+    with pytest.raises(ValueError, match="quantize must be"):
+        export_onnx(source, tmp_path / "out", quantize="int4")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cls_pooling"]

@@ -1,0 +1,50 @@
+"""`minitf push SRC REPO --native [--gguf ...]` against the loopback Hub: the native folder and GGUF files go up in
+one commit, the card names the repo with llama.cpp / Ollama commands, the pushed repo exports again by repo id, and
+refusals upload nothing."""
+
+import pytest
+
+from export_models import TEXT, _random_gpt, make_seq2seq_source
+from hf_minitf import train_bpe_tokenizer
+from hf_minitf.cli import main as minitf_main
+from hf_minitf.export import export_native
+from hf_minitf.publishing import push_folder
+
+
+@pytest.fixture(scope="module")
+def rope_gpt(tmp_path_factory):
+    tokenizer = train_bpe_tokenizer([TEXT], vocab_size=300, min_frequency=1)
+    return _random_gpt(tmp_path_factory.mktemp("push") / "rope", tokenizer, 7, position_embedding_type="rope")
+
+
+def test_push_native_uploads_the_native_folder_and_gguf_files(hub, rope_gpt, capsys):
+    assert minitf_main(["push", str(rope_gpt), "org/tiny-native", "--native", "--gguf", "f16,q8_0"]) == 0
+    assert "Pushed" in capsys.readouterr().out
+    assert set(hub.uploads[-1].paths) == {"README.md", "config.json", "generation_config.json", "model.safetensors",
+                                          "tokenizer.json", "tokenizer_config.json", "tiny-native-F16.gguf",
+                                          "tiny-native-Q8_0.gguf"}
+    card = hub.read("org/tiny-native", "README.md").decode()
+    for words in ("llama-cli -hf org/tiny-native:Q8_0", "ollama run hf.co/org/tiny-native:F16",
+                  'AutoModelForCausalLM.from_pretrained("org/tiny-native")', "vllm serve org/tiny-native"):
+        assert words in card
+    assert b"GPTNeoXForCausalLM" in hub.read("org/tiny-native", "config.json")
+
+
+def test_a_pushed_minitf_repo_exports_by_repo_id_without_its_code(hub, rope_gpt, tmp_path):
+    push_folder(rope_gpt, "org/tiny-minitf")
+    assert any(name.endswith(".py") for name in hub.files("org/tiny-minitf"))
+    out = export_native("org/tiny-minitf", tmp_path / "native")
+    assert not list(out.rglob("*.py"))
+    assert "org/tiny-minitf" in (out / "README.md").read_text()  # the card names where it came from
+
+
+def test_push_native_refusals_upload_nothing(hub, rope_gpt, tmp_path, capsys):
+    uploads = len(hub.uploads)
+    seq2seq = make_seq2seq_source(tmp_path)
+    assert minitf_main(["push", str(seq2seq), "org/refused", "--native"]) == 2
+    assert "model_type='minitf_seq2seq'" in capsys.readouterr().err
+    assert minitf_main(["push", str(rope_gpt), "org/refused", "--gguf", "q8_0"]) == 2
+    assert "--native" in capsys.readouterr().err
+    assert minitf_main(["push", str(rope_gpt), "org/refused", "--native", "--gguf", "q4"]) == 2
+    assert "q4" in capsys.readouterr().err
+    assert len(hub.uploads) == uploads and "org/refused" not in hub.repos
