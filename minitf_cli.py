@@ -444,7 +444,7 @@ def add_convert_parser(commands) -> argparse.ArgumentParser:
     return convert
 
 
-# `minitf export`: one sub-command per output format (hf_minitf.export runs each with the runner named here).
+# `minitf export`: one sub-command per output format (hf_minitf.export.EXPORTERS runs each).
 EXPORT_DESCRIPTION = (
     "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without "
     "hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express "

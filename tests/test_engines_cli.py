@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from engine_models import GPT_PROMPTS, PAIRS, ctranslate2_export, model_folder, run_minitf, workspace
-from hf_minitf.cli import main as minitf_main
+from minitf_cli import main as minitf_main
 
 
 def stdout_of(*args: str) -> str:

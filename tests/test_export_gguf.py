@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from export_models import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from hf_minitf import MiniTFGPTForCausalLM
-from hf_minitf.cli import main as minitf_main
+from minitf_cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_gguf
 
 DTYPES = ("f32", "f16", "q8_0")

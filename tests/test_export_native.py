@@ -14,7 +14,7 @@ from transformers import AutoTokenizer, GPTNeoXConfig
 
 from export_models import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM
-from hf_minitf.cli import main as minitf_main
+from minitf_cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_native
 from isolation import run_without_hf_minitf
 

@@ -6,7 +6,7 @@ import pytest
 
 from export_models import TEXT, _random_gpt, make_seq2seq_source
 from hf_minitf import train_bpe_tokenizer
-from hf_minitf.cli import main as minitf_main
+from minitf_cli import main as minitf_main
 from hf_minitf.export import export_native
 from hf_minitf.publishing import push_folder
 
