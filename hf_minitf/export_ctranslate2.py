@@ -46,7 +46,9 @@ def load_minitf_model(src: str | os.PathLike, families: tuple[str, ...], what: s
     `families` (gpt, encoder, seq2seq); a Hub repo is downloaded without its code."""
     from transformers import AutoTokenizer
 
-    from . import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
+    from .modeling_minitf_encoder import MiniTFEncoderModel
+    from .modeling_minitf_gpt import MiniTFGPTForCausalLM
+    from .modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
     from .export_source import open_source
 
     source = open_source(src, revision)

@@ -33,8 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .export_native import ExportRefused, check_native, rotate_half_order
-from .export_source import MiniTFSource, open_source
+from .export_source import ExportRefused, MiniTFSource, check_native, open_source, rotate_half_order
 
 GGUF_DTYPES = ("f32", "f16", "q8_0")
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
@@ -254,7 +253,7 @@ def export_gguf(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str
     Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model. The file
     appears whole or not at all (written beside `out`, then renamed).
     """
-    from . import MiniTFGPTConfig
+    from .configuration_minitf_gpt import MiniTFGPTConfig
 
     if dtype not in GGUF_DTYPES:
         raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")

@@ -26,59 +26,14 @@ import torch
 from safetensors.torch import save_file
 
 from .output_folder import atomic_output_dir
-from .export_source import MiniTFSource, open_source
+from .export_source import ExportRefused, MiniTFSource, check_native, open_source, rotate_half_order
 
 NATIVE_ARCHITECTURES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM", "encoder": "XLMRobertaXLModel"}
 NATIVE_MODEL_TYPES = {"learned": "gpt2", "rope": "gpt_neox", "encoder": "xlm-roberta-xl"}
 # A tokenizer class every transformers release since 4.0 knows and loads from tokenizer.json alone
 # (5.x writes `TokenizersBackend`, which 4.x cannot resolve).
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
-CARD_TEMPLATE = Path(__file__).resolve().parent.parent / "model_cards" / "native_export.md"
-
-
-class ExportRefused(ValueError):
-    """A model that has no exact form in the requested format; the message names the field and why."""
-
-
-def native_refusal(config: Any) -> str | None:
-    """Why this MiniTF config (a MiniTF config object) has no exact native transformers form, or None.
-
-    The message names the field, its value and what to do. Everything else maps exactly: any activation (the native
-    classes take the same `ACT2FN` names), any eps, dropouts, intermediate size, untied heads (stored as the native
-    `lm_head`), `attention_bias=False` (written as zero biases), rotary positions past `max_position_embeddings`
-    (GPT-NeoX computes the angles for any position, as MiniTF does).
-    """
-    model_type = config.model_type
-    if model_type == "minitf_seq2seq":
-        return ("model_type='minitf_seq2seq': no native transformers encoder-decoder matches hkproj's "
-                "pytorch-transformer exactly (Marian and FSMT are post-LN; M2M100 and Pegasus share one vocabulary "
-                "and differ in positions and eps); it stays a MiniTF model.")
-    if model_type == "minitf_gpt":
-        if config.position_embedding_type == "learned" and config.context_overflow == "crop":
-            return ("context_overflow='crop': GPT-2 has no sliding window; it refuses inputs past its "
-                    f"{config.max_position_embeddings} positions. Set \"context_overflow\": \"error\" in config.json "
-                    "(the same model inside its context) to export it.")
-        return None
-    if model_type == "minitf_encoder":
-        if config.pad_token_id is None:
-            return ("pad_token_id=null: XLM-R numbers positions after its padding id, so the export needs one; set "
-                    "pad_token_id to the tokenizer's padding token id.")
-        return None
-    return f"model_type={model_type!r} is not a MiniTF model."
-
-
-def check_native(config: Any) -> None:
-    """Raise ExportRefused when `config` has no exact native form (see `native_refusal`)."""
-    reason = native_refusal(config)
-    if reason is not None:
-        raise ExportRefused(f"cannot export to a native architecture: {reason}")
-
-
-# ------------------------------------------------------------------------------------------------- GPT weights
-def rotate_half_order(head_dim: int) -> torch.Tensor:
-    """Row order taking interleaved rotary pairs `(x[2i], x[2i+1])` to rotate-half pairs `(x[i], x[i + d/2])`:
-    even features first, then odd ones (as transformers' Llama conversion permutes Meta's weights)."""
-    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+CARD_TEMPLATE = "native_export.md"  # in model_cards/
 
 
 def _layer_state(state: dict[str, torch.Tensor], index: int) -> dict[str, torch.Tensor]:
@@ -318,10 +273,10 @@ def _save_generation_config(source: MiniTFSource, config: Any, folder: Path) -> 
 
 
 def _card_license(source: MiniTFSource) -> str | None:
-    from huggingface_hub import ModelCard
+    from .file_safety import load_model_card
 
     card = source.folder / "README.md"
-    return ModelCard.load(card).data.to_dict().get("license") if card.is_file() else None
+    return load_model_card(card).data.to_dict().get("license") if card.is_file() else None
 
 
 def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str, model_id: str,
@@ -329,6 +284,8 @@ def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str
     """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
     (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it)."""
     from huggingface_hub import ModelCard, ModelCardData
+
+    from .model_card import card_template
 
     encoder = kind == "encoder"
     data = ModelCardData(
@@ -341,7 +298,7 @@ def write_native_card(folder: Path, source: MiniTFSource, config: Any, kind: str
     )
     title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = ModelCard.from_template(
-        data, template_path=str(CARD_TEMPLATE), model_title=title,
+        data, template_str=card_template(CARD_TEMPLATE), model_title=title,
         kind=kind, architecture=NATIVE_ARCHITECTURES[kind], model_type=NATIVE_MODEL_TYPES[kind],
         source=source.name, source_repo=source.repo_id, revision=source.revision, family=source.family,
         config=config, head_dim=config.hidden_size // config.num_attention_heads, model_id=model_id, prompt="Hello",
@@ -363,7 +320,9 @@ def export_native(source: str | os.PathLike, out: str | os.PathLike, *, overwrit
     `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
     on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
     """
-    from . import MiniTFEncoderConfig, MiniTFGPTConfig, MiniTFSeq2SeqConfig
+    from .configuration_minitf_encoder import MiniTFEncoderConfig
+    from .configuration_minitf_gpt import MiniTFGPTConfig
+    from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 
     source = open_source(source, revision)
     config_class = {"gpt": MiniTFGPTConfig, "encoder": MiniTFEncoderConfig, "seq2seq": MiniTFSeq2SeqConfig}

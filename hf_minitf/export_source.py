@@ -1,4 +1,5 @@
-"""What every export reads: a MiniTF folder (saved, trained or converted) or the Hub repo id of one.
+"""What every export reads, a MiniTF folder (saved, trained or converted) or the Hub repo id of one, and what the
+exports share: their refusal and the rotary row order.
 
 A repository is downloaded through huggingface_hub with its data files only (JSON, safetensors, chat templates),
 never its code, and the model is built from this package's own classes: exporting runs nothing from the source.
@@ -11,12 +12,59 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .hub_source import download_repo_files, looks_like_repo_id
 
 # model_type -> family name
-FAMILIES = {"minitf_gpt": "gpt", "minitf_encoder": "encoder", "minitf_seq2seq": "seq2seq"}
+FAMILY_OF_MODEL_TYPE = {"minitf_gpt": "gpt", "minitf_encoder": "encoder", "minitf_seq2seq": "seq2seq"}
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
+
+
+class ExportRefused(ValueError):
+    """A model that has no exact form in the requested format; the message names the field and why."""
+
+
+def native_refusal(config: Any) -> str | None:
+    """Why this MiniTF config (a MiniTF config object) has no exact native transformers form, or None.
+
+    The message names the field, its value and what to do. Everything else maps exactly: any activation (the native
+    classes take the same `ACT2FN` names), any eps, dropouts, intermediate size, untied heads (stored as the native
+    `lm_head`), `attention_bias=False` (written as zero biases), rotary positions past `max_position_embeddings`
+    (GPT-NeoX computes the angles for any position, as MiniTF does).
+    """
+    model_type = config.model_type
+    if model_type == "minitf_seq2seq":
+        return ("model_type='minitf_seq2seq': no native transformers encoder-decoder matches hkproj's "
+                "pytorch-transformer exactly (Marian and FSMT are post-LN; M2M100 and Pegasus share one vocabulary "
+                "and differ in positions and eps); it stays a MiniTF model.")
+    if model_type == "minitf_gpt":
+        if config.position_embedding_type == "learned" and config.context_overflow == "crop":
+            return ("context_overflow='crop': GPT-2 has no sliding window; it refuses inputs past its "
+                    f"{config.max_position_embeddings} positions. Set \"context_overflow\": \"error\" in config.json "
+                    "(the same model inside its context) to export it.")
+        return None
+    if model_type == "minitf_encoder":
+        if config.pad_token_id is None:
+            return ("pad_token_id=null: XLM-R numbers positions after its padding id, so the export needs one; set "
+                    "pad_token_id to the tokenizer's padding token id.")
+        return None
+    return f"model_type={model_type!r} is not a MiniTF model."
+
+
+def check_native(config: Any) -> None:
+    """Raise ExportRefused when `config` has no exact native form (see `native_refusal`)."""
+    reason = native_refusal(config)
+    if reason is not None:
+        raise ExportRefused(f"cannot export to a native architecture: {reason}")
+
+
+
+def rotate_half_order(head_dim: int) -> torch.Tensor:
+    """Row order taking interleaved rotary pairs `(x[2i], x[2i+1])` to rotate-half pairs `(x[i], x[i + d/2])`:
+    even features first, then odd ones (as transformers' Llama conversion permutes Meta's weights)."""
+    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
 
 
 @dataclass
@@ -31,12 +79,13 @@ class MiniTFSource:
 
     @property
     def family(self) -> str:
-        return FAMILIES[self.config["model_type"]]
+        return FAMILY_OF_MODEL_TYPE[self.config["model_type"]]
 
     def load_model(self):
         """The MiniTF model in eval mode (GPT: the causal LM; encoder: the bare encoder), built from this package's
         classes, so no code of the source runs."""
-        from . import MiniTFEncoderModel, MiniTFGPTForCausalLM
+        from .modeling_minitf_encoder import MiniTFEncoderModel
+        from .modeling_minitf_gpt import MiniTFGPTForCausalLM
 
         model_class = {"gpt": MiniTFGPTForCausalLM, "encoder": MiniTFEncoderModel}[self.family]
         return model_class.from_pretrained(self.folder, trust_remote_code=False).eval()
@@ -80,10 +129,11 @@ def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource
         raise ValueError(f"{name} has no config.json; it is not a saved model folder.")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     model_type = config.get("model_type")
-    if model_type not in FAMILIES:
+    if model_type not in FAMILY_OF_MODEL_TYPE:
         raise ValueError(f"{name} holds a {model_type!r} model, not a MiniTF one (model_type minitf_gpt, "
                          "minitf_encoder or minitf_seq2seq); only MiniTF folders can be exported.")
     return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
 
 
-__all__ = ["FAMILIES", "MiniTFSource", "open_source"]
+__all__ = ["FAMILY_OF_MODEL_TYPE", "ExportRefused", "MiniTFSource", "check_native", "native_refusal", "open_source",
+           "rotate_half_order"]
