@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
 
-from .serving import RequestError, ServedModelManager
+from .serving_errors import RequestError
 
 # OpenAI's request fields (`user` is accepted and unused, as there).
 FIELDS = {"input", "model", "encoding_format", "dimensions", "user"}
@@ -110,8 +111,8 @@ def _encoder(model) -> Callable[[list[str]], np.ndarray]:
     return encode
 
 
-def add_embeddings_route(app: FastAPI, manager: ServedModelManager) -> None:
-    """Add `POST /v1/embeddings`, answering for the embedding models `manager` serves."""
+def add_embeddings_route(app: FastAPI, manager: Any) -> None:
+    """Add `POST /v1/embeddings`, answering for the encoder models that `manager` (the ServedModelManager) serves."""
     batchers = {served.key: EmbeddingBatcher(_encoder(served.model))
                 for served in manager.served.values() if served.family == "encoder"}
     app.state.embedding_batchers = batchers
