@@ -93,15 +93,16 @@ class OnnxEmbedder:
         import onnxruntime
 
         self.tokenizer = _tokenizer(folder)
-        self.max_length = _read_json(folder / "sentence_bert_config.json").get("max_seq_length")
+        # sentence-transformers 6 truncates at the tokenizer's model_max_length; earlier versions wrote max_seq_length.
+        self.max_length = _read_json(folder / "sentence_bert_config.json").get("max_seq_length") or \
+            self.tokenizer.model_max_length
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         model_file = folder / (file_name or info.get("default_file", "onnx/model.onnx"))
         self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        batch = self.tokenizer(texts, padding=True, truncation=self.max_length is not None,
-                               max_length=self.max_length, return_tensors="np")
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
         feeds = {"input_ids": batch["input_ids"].astype(np.int64),
                  "attention_mask": batch["attention_mask"].astype(np.int64)}
         (states,) = self.session.run(["last_hidden_state"], feeds)
