@@ -190,6 +190,8 @@ class PageRun:
                                                      "use python, console, bash (make) or text"
             finally:
                 os.chdir(previous)
+        if self.upto == len(self.blocks):
+            self.namespace.clear()  # ends what the page made, such as an ONNX Runtime session and its threads
 
 
 BLOCKS = [block for page in PAGES for block in read_blocks(page)]
