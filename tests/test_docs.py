@@ -12,7 +12,8 @@ How a page is read (the rules a writer of the docs follows):
 - ```text: output shown after a python block, or an illustration that is not code. No other language is allowed.
 Printed output is compared as doctest does, with ELLIPSIS (`...` stands for any text) and NORMALIZE_WHITESPACE.
 The working folder holds links to the repository's `tests` and `benchmarks`, so that paths in the docs are the
-paths of a clone's root. Pushes go to the loopback Hub (tests/hub_server.py).
+paths of a clone's root. Pushes go to the loopback Hub (tests/hub_server.py). A page whose examples need a running
+server is listed in RUN_ELSEWHERE with the test that runs them against one.
 """
 
 from __future__ import annotations
@@ -194,7 +195,12 @@ class PageRun:
             self.namespace.clear()  # ends what the page made, such as an ONNX Runtime session and its threads
 
 
-BLOCKS = [block for page in PAGES for block in read_blocks(page)]
+# Pages whose blocks need a running server: another test runs them, against the server it starts.
+RUN_ELSEWHERE = {
+    ROOT / "docs/serving.md": ("test_serving.py", "test_the_serving_page_examples",
+                               "its curl and openai examples call a running `minitf serve`"),
+}
+BLOCKS = [block for page in PAGES if page not in RUN_ELSEWHERE for block in read_blocks(page)]
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +218,13 @@ def page_runs(tmp_path_factory, hub):  # hub: the publishing examples push to th
 def test_doc_block(block, page_runs):
     run = page_runs[block.page]
     run.run_through(next(index for index, candidate in enumerate(run.blocks) if candidate.line == block.line))
+
+
+def test_pages_run_elsewhere_are_run_there():
+    for page, (test_file, test_name, reason) in RUN_ELSEWHERE.items():
+        source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
+        assert f"def {test_name}(" in source, f"{page.name} ({reason}) is run by no test {test_name} in {test_file}"
+        assert page.name in source, f"{test_file} does not read {page.name}"
 
 
 def test_every_page_is_linked_from_the_readme():

@@ -409,3 +409,64 @@ def test_missing_serving_code_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers.cli.serving", None)
     with pytest.raises(serving.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
         serving._serving_api()
+
+
+# ------------------------------------------------------------------------------------------------ the docs page
+SERVING_PAGE = Path(__file__).parent.parent / "docs" / "serving.md"
+
+
+def test_the_serving_page_examples(server, folders):
+    """docs/serving.md's blocks against this server: `minitf serve` lines parse, curl commands (with the key) answer
+    JSON without an error, or the error their comment shows, and the openai examples run and print."""
+    import contextlib
+    import io
+    import subprocess
+
+    from test_docs import read_blocks
+
+    served = {"quickstart_models/gpt": folders["gpt"], "quickstart_models/embedding": folders["encoder"],
+              "quickstart_models/translation": folders["seq2seq"], "frawdllm-chat": folders["chat"]}
+
+    def aimed(code: str) -> str:
+        for port in ("8000", "8001", "8002"):
+            code = code.replace(f"http://127.0.0.1:{port}", server["url"])
+        code = code.replace('api_key="none"', f'api_key="{API_KEY}"').replace("my-secret", API_KEY)
+        for name, folder in served.items():
+            code = code.replace(f'"{name}"', json.dumps(folder))
+        # The test chat model's 16 positions hold the templated prompt and one new token; the test translator
+        # knows the words of PAIRS only.
+        code = code.replace('"max_tokens": 32', '"max_tokens": 1').replace("max_tokens=32", "max_tokens=1")
+        return code.replace("the red cat sees a small girl", PAIRS[0][0])
+
+    ran = {"serve": 0, "curl": 0, "python": 0}
+    for block in read_blocks(SERVING_PAGE):
+        if block.language == "text":
+            continue
+        if block.language == "bash" and block.code.lstrip().startswith(("minitf serve", "MINITF_API_KEY=")):
+            words = block.code.split()
+            words = words[1:] if words[0].startswith("MINITF_API_KEY=") else words
+            args = build_parser().parse_args(words[1:])
+            assert args.command == "serve" and args.models, block.name
+            ran["serve"] += 1
+        elif block.language == "bash":
+            command, _, shown = block.code.partition("\n# ")
+            assert command.lstrip().startswith("curl -s "), block.name
+            command = aimed(command)
+            if "Authorization" not in command:
+                command = command.replace("curl -s ", f"curl -s -H 'Authorization: Bearer {API_KEY}' ", 1)
+            done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, (block.name, done.stderr)
+            answer = json.loads(done.stdout)
+            if shown:
+                assert answer == json.loads(("# " + shown).replace("\n#", "\n").lstrip("# ")), block.name
+            else:
+                assert "error" not in answer and answer, (block.name, answer)
+            ran["curl"] += 1
+        else:
+            assert block.language == "python", block.name
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(aimed(block.code), block.name, "exec"), {"__name__": "__docs__"})
+            assert out.getvalue().strip(), block.name
+            ran["python"] += 1
+    assert ran == {"serve": 3, "curl": 6, "python": 4}, ran
