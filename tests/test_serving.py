@@ -458,7 +458,7 @@ def test_the_serving_page_examples(server, folders):
             assert done.returncode == 0, (block.name, done.stderr)
             answer = json.loads(done.stdout)
             if shown:
-                assert answer == json.loads(("# " + shown).replace("\n#", "\n").lstrip("# ")), block.name
+                assert answer == json.loads(shown.replace("\n#", "\n")), block.name
             else:
                 assert "error" not in answer and answer, (block.name, answer)
             ran["curl"] += 1
