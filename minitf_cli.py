@@ -520,7 +520,8 @@ EXPORT_FORMATS = {
 def add_export_parser(commands) -> argparse.ArgumentParser:
     """Add `export`, with one sub-command per format of EXPORT_FORMATS, to an argparse sub-parser set."""
     export = commands.add_parser(
-        "export", help="export a model to run without hf_minitf: native transformers, GGUF (`minitf export --help`)",
+        "export", help="export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX "
+                         "(`minitf export --help`)",
         description=EXPORT_DESCRIPTION,
     )
     formats = export.add_subparsers(dest="format", required=True, metavar="FORMAT")
