@@ -23,7 +23,7 @@ from tokenizers import AddedToken, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
-from hf_minitf.hub_source import download_repo_files, looks_like_repo_id
+from hf_minitf.hub_source import HubSourceError, download_repo_files, looks_like_repo_id
 from hf_minitf.model_card import render_model_card
 from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
 from hf_minitf.presets import FRAWDLLM_PRESETS
@@ -425,7 +425,10 @@ def convert_frawdllm(checkpoint: str | Path, out: str | Path | OutputFolder, *, 
     name, prefix = None, ""
     if looks_like_repo_id(checkpoint):
         name = str(checkpoint)
-        checkpoint = download_repo_files(name, PUBLISHED_FILES, revision)
+        try:
+            checkpoint = download_repo_files(name, PUBLISHED_FILES, revision)
+        except HubSourceError as error:
+            raise ConversionError(str(error)) from None
     elif revision is not None:
         raise ConversionError(f"--revision applies to a Hub repo id, but {checkpoint} is a local path.")
     checkpoint = Path(checkpoint)

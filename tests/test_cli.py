@@ -276,7 +276,7 @@ def test_convert_and_push_help_and_argument_errors_need_no_torch():
     push_parser = argparse.ArgumentParser()
     add_push_arguments(push_parser)
     assert set(option_names(push_parser)) == {"DIR", "REPO_ID", "--private", "--revision", "--license",
-                                              "--commit-message", "--token"}
+                                              "--commit-message", "--token", "--native", "--gguf"}
     assert all(name in results[("push", "--help")][1] for name in option_names(push_parser))
     for argv, word in WRONG_CONVERT_AND_PUSH_ARGUMENTS:
         status, out, err = results[tuple(argv)]
