@@ -8,8 +8,9 @@ these folders, by subclassing its parts (nothing in transformers is patched):
   classes registered with the Auto classes (transformers' own resolves `getattr(transformers,
   config.architectures[0])`, which no registered class is);
 - request checks before generation (the model name, `max_tokens` against the context, an empty prompt, chat
-  messages for a tokenizer without a chat template), answered with HTTP 4xx instead of a 500 from inside
-  `generate()`;
+  messages for a tokenizer without a chat template, sampling numbers in OpenAI's ranges, fields the server would
+  silently ignore), answered with HTTP 4xx instead of a 500 from inside `generate()`;
+- sampling as asked: `temperature` > 0 samples (transformers' server keeps the model's `do_sample=False`);
 - `/v1/completions` for translation folders (the prompt is the source text) and `POST /v1/embeddings` for
   embedding folders (`serving_embeddings`);
 - errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) and an optional API key that every
@@ -279,6 +280,80 @@ def check_new_tokens(body: dict, fields: Sequence[str], prompt_length: int, limi
     return requested
 
 
+# OpenAI's ranges for the numbers a request may set; the bounds are included, except top_p's 0.
+SAMPLING_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "frequency_penalty": (-2.0, 2.0)}
+# Fields of OpenAI's schemas that transformers' server accepts and then ignores, by the value that asks for
+# nothing: any other value would be answered as if it had not been sent.
+IGNORED_FIELDS = {"n": 1, "best_of": 1, "logprobs": None, "top_logprobs": None, "echo": False, "presence_penalty": 0}
+STOP_STRINGS = 4  # OpenAI's limit
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_sampling(body: dict) -> None:
+    """Refuse sampling fields that are out of OpenAI's ranges, not finite, of the wrong type, or that the server
+    would silently ignore, and transformers' free-form `generation_config` (any generate() argument, beam counts
+    included). Each error names the field, its value and what is allowed."""
+    if body.get("generation_config") is not None:
+        raise RequestError(400, "generation_config is not accepted: set temperature, top_p, frequency_penalty, "
+                                "max_tokens, stop and seed instead.", param="generation_config")
+    for field, (low, high) in SAMPLING_RANGES.items():
+        value = body.get(field)
+        if value is None:
+            continue
+        if not _is_number(value) or not ((value > low if field == "top_p" else value >= low) and value <= high):
+            interval = f"({low:g}, {high:g}]" if field == "top_p" else f"[{low:g}, {high:g}]"
+            raise RequestError(400, f"{field} must be a number in {interval}, got {value!r}.", param=field)
+    seed = body.get("seed")
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64):
+        raise RequestError(400, f"seed must be an integer in [0, 2**64), got {seed!r}.", param="seed")
+    for field, default in IGNORED_FIELDS.items():
+        value = body.get(field)
+        if value is not None and value != default and not (default is None and value is False):
+            raise RequestError(400, f"{field}={value!r} is not supported by this server (it answers as if "
+                                    f"{field}={default!r}); leave it out.", param=field)
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop
+    if stop is not None and (not isinstance(stops, list) or not 1 <= len(stops) <= STOP_STRINGS
+                             or not all(isinstance(text, str) and text for text in stops)):
+        raise RequestError(400, f"stop must be a non-empty text or a list of 1 to {STOP_STRINGS} of them, got "
+                                f"{stop!r}.", param="stop")
+
+
+def check_logit_bias(body: dict, vocab_size: int) -> None:
+    """`logit_bias` must map token ids of the model's vocabulary to finite biases in [-100, 100] (OpenAI's)."""
+    bias = body.get("logit_bias")
+    if bias is None:
+        return
+    if not isinstance(bias, dict):
+        raise RequestError(400, f"logit_bias must be an object of token id -> bias, got {bias!r}.", param="logit_bias")
+    for key, value in bias.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) < vocab_size):
+            raise RequestError(400, f"logit_bias key {key!r} is not a token id of the model (0 to {vocab_size - 1}).",
+                               param="logit_bias")
+        if not _is_number(value) or not -100 <= value <= 100:
+            raise RequestError(400, f"logit_bias[{key!r}] must be a number in [-100, 100], got {value!r}.",
+                               param="logit_bias")
+
+
+class _SamplingAsAsked:
+    """What a request asks of decoding holds: `temperature` > 0 (or `top_p` < 1) samples, 0 decodes greedily.
+    transformers' server sets the temperature but keeps the model's `do_sample` (False for MiniTF folders), so a
+    request asking for sampling would silently be answered greedily. Without either field the model's
+    generation config decides."""
+
+    def _build_generation_config(self, body: dict, model_generation_config, use_cb: bool = False):
+        config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+        temperature, top_p = body.get("temperature"), body.get("top_p")
+        if temperature is not None:
+            config.do_sample = temperature > 0
+        elif top_p is not None and top_p < 1:
+            config.do_sample = True
+        return config
+
+
 def _text_prompt(body: dict) -> str:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
@@ -297,13 +372,15 @@ def _check_chat_template(served: ServedModel, route: str) -> None:
                                 "/v1/completions instead.", param="messages", code="no_chat_template")
 
 
-class ChatCompletions(_chat_completion.ChatCompletionHandler):
+class ChatCompletions(_SamplingAsAsked, _chat_completion.ChatCompletionHandler):
     """transformers' /v1/chat/completions after the served model's checks: it has a chat template, the messages
     make a prompt, and the token budget fits its context."""
 
     async def handle_request(self, body: dict, request_id: str):
         self._validate_request(body)
+        check_sampling(body)
         served = self.model_manager.find_for(body, ("gpt",), "/v1/chat/completions")
+        check_logit_bias(body, served.config.vocab_size)
         _check_chat_template(served, "/v1/chat/completions")
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
@@ -320,23 +397,28 @@ class ChatCompletions(_chat_completion.ChatCompletionHandler):
         return await super().handle_request(body, request_id)
 
 
-class Responses(_response.ResponseHandler):
+class Responses(_SamplingAsAsked, _response.ResponseHandler):
     """transformers' /v1/responses for the served GPTs that have a chat template."""
 
     async def handle_request(self, body: dict, request_id: str):
         self._validate_request(body)
+        check_sampling(body)
         served = self.model_manager.find_for(body, ("gpt",), "/v1/responses")
         _check_chat_template(served, "/v1/responses")
         _positive_int(body, "max_output_tokens")
         return await super().handle_request(body, request_id)
 
 
-class Completions(_completion.CompletionHandler):
+class Completions(_SamplingAsAsked, _completion.CompletionHandler):
     """transformers' /v1/completions after the served model's checks; for a translation model the prompt is the
     source text and the completion its translation."""
 
     async def handle_request(self, body: dict, request_id: str):
         self._validate_request(body)
+        check_sampling(body)
+        if body.get("logit_bias"):
+            raise RequestError(400, "logit_bias is not supported on /v1/completions (it would be ignored); use "
+                                    "/v1/chat/completions or leave it out.", param="logit_bias")
         served = self.model_manager.find_for(body, ("gpt", "seq2seq"), "/v1/completions")
         prompt = _text_prompt(body)
         if served.family == "seq2seq":

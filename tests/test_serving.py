@@ -343,9 +343,48 @@ BAD_REQUESTS = {
     "translation past the positions": ("/v1/completions", {"model": "{seq2seq}", "prompt": "one", "max_tokens": 30},
                                        400, "at most 11"),
     "no model named, several served": ("/v1/completions", {"prompt": "hi"}, 400, "Name the model"),
+    "temperature past 2": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": 1e300}, 400,
+                           "temperature must be a number in [0, 2]"),
+    "negative temperature": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": -1}, 400,
+                             "temperature must be"),
+    "temperature as text": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": "hot"}, 400,
+                            "got 'hot'"),
+    "top_p past 1": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "top_p": 2}, 400, "top_p must be a number in (0, 1]"),
+    "top_p 0 (chat)": ("/v1/chat/completions", {"model": "{chat}", "top_p": 0,
+                       "messages": [{"role": "user", "content": "hi"}]}, 400, "top_p"),
+    "seed past 64 bits": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "seed": 2**70}, 400,
+                          "seed must be an integer"),
+    "frequency_penalty huge": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "frequency_penalty": 1e308},
+                               400, "frequency_penalty must be a number in [-2, 2]"),
+    "several choices": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "n": 1000}, 400, "n=1000 is not supported"),
+    "logprobs": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logprobs": 5}, 400, "logprobs=5"),
+    "presence_penalty (chat)": ("/v1/chat/completions", {"model": "{chat}", "presence_penalty": 1.5,
+                                "messages": [{"role": "user", "content": "hi"}]}, 400, "presence_penalty=1.5"),
+    "generation_config": ("/v1/completions", {"model": "{gpt}", "prompt": "hi",
+                                              "generation_config": '{"num_beams": 1000}'}, 400, "generation_config"),
+    "too many stops": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "stop": list("abcde")}, 400, "stop must"),
+    "logit_bias on completions": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logit_bias": {"3": 5}}, 400,
+                                  "logit_bias"),
+    "logit_bias past the vocabulary": ("/v1/chat/completions", {"model": "{chat}", "logit_bias": {"99999": 5},
+                                       "messages": [{"role": "user", "content": "hi"}]}, 400, "not a token id"),
+    "logit_bias not a number": ("/v1/chat/completions", {"model": "{chat}", "logit_bias": {"x": 5},
+                                "messages": [{"role": "user", "content": "hi"}]}, 400, "not a token id"),
     "body not JSON": ("/v1/completions", '{"model": "x", "prompt": ', 400, "not valid JSON"),
     "body a JSON list": ("/v1/embeddings", "[1, 2]", 400, "JSON object"),
 }
+
+
+def test_temperature_samples_and_seed_repeats(client, folders):
+    """A request asking for sampling samples (transformers' server alone would answer greedily, keeping the
+    model's do_sample=False); the same seed gives the same text, temperature 0 the greedy one."""
+    def complete(**fields):
+        return client.completions.create(model=folders["gpt"], prompt="The cat", max_tokens=16, **fields).choices[0].text
+
+    greedy = complete(temperature=0)
+    sampled = {complete(temperature=1.5, seed=seed) for seed in range(4)}
+    assert len(sampled) > 1 and greedy not in sampled
+    assert complete(temperature=1.5, seed=7) == complete(temperature=1.5, seed=7)
+    assert complete() == greedy  # no sampling field: the model's generation config (greedy)
 
 
 def test_bad_requests_answer_4xx_in_openai_shape_and_write_nothing(server, folders):
