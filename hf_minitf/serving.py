@@ -286,6 +286,9 @@ SAMPLING_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "frequency_pe
 # nothing: any other value would be answered as if it had not been sent.
 IGNORED_FIELDS = {"n": 1, "best_of": 1, "logprobs": None, "top_logprobs": None, "echo": False, "presence_penalty": 0}
 STOP_STRINGS = 4  # OpenAI's limit
+# Below this temperature sampling is greedy decoding to float precision, and dividing the logits by it overflows
+# float32 (1e-45 turns them into inf and generate() fails): such requests decode greedily.
+GREEDY_BELOW_TEMPERATURE = 1e-4
 
 
 def _is_number(value: Any) -> bool:
@@ -339,7 +342,8 @@ def check_logit_bias(body: dict, vocab_size: int) -> None:
 
 
 class _SamplingAsAsked:
-    """What a request asks of decoding holds: `temperature` > 0 (or `top_p` < 1) samples, 0 decodes greedily.
+    """What a request asks of decoding holds: `temperature` > 0 (or `top_p` < 1) samples, 0 (or a temperature
+    below GREEDY_BELOW_TEMPERATURE) decodes greedily.
     transformers' server sets the temperature but keeps the model's `do_sample` (False for MiniTF folders), so a
     request asking for sampling would silently be answered greedily. Without either field the model's
     generation config decides."""
@@ -348,7 +352,7 @@ class _SamplingAsAsked:
         config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
         temperature, top_p = body.get("temperature"), body.get("top_p")
         if temperature is not None:
-            config.do_sample = temperature > 0
+            config.do_sample = temperature >= GREEDY_BELOW_TEMPERATURE
         elif top_p is not None and top_p < 1:
             config.do_sample = True
         return config

@@ -385,6 +385,7 @@ def test_temperature_samples_and_seed_repeats(client, folders):
     assert len(sampled) > 1 and greedy not in sampled
     assert complete(temperature=1.5, seed=7) == complete(temperature=1.5, seed=7)
     assert complete() == greedy  # no sampling field: the model's generation config (greedy)
+    assert complete(temperature=1e-300) == greedy  # sampling's limit (dividing by it would overflow)
 
 
 def test_bad_requests_answer_4xx_in_openai_shape_and_write_nothing(server, folders):
