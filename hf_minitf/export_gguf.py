@@ -34,8 +34,10 @@ import numpy as np
 import torch
 
 from .export_source import ExportRefused, MiniTFSource, check_native, open_source, rotate_half_order
+from .output_folder import check_output_file
 
 GGUF_DTYPES = ("f32", "f16", "q8_0")
+GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
 # llama.cpp's GPT-2 and GPT-NeoX graphs apply GELU (tanh form) and nothing else.
 GELU_NAMES = ("gelu", "gelu_new", "gelu_pytorch_tanh")
@@ -251,17 +253,14 @@ def export_gguf(source: str | os.PathLike, out: str | os.PathLike, *, dtype: str
     returns `out`. `dtype`: f32, f16 or q8_0 for the matrices.
 
     Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model. The file
-    appears whole or not at all (written beside `out`, then renamed).
+    appears whole or not at all (written beside `out`, then renamed); `overwrite` replaces a GGUF file only, and
+    `out` is checked before any work (`check_output_file`: no folder, no symbolic link, no path under a file).
     """
     from .configuration_minitf_gpt import MiniTFGPTConfig
 
     if dtype not in GGUF_DTYPES:
         raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
-    out = Path(out)
-    if out.is_dir():
-        raise ValueError(f"{out} is a folder; give the path of the .gguf file to write.")
-    if out.exists() and not overwrite:
-        raise ValueError(f"{out} exists; choose another path or pass --overwrite to replace it.")
+    out = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
     source = open_source(source, revision)
     if source.family != "gpt":
         raise ExportRefused(f"cannot export to GGUF: model_type={source.config['model_type']!r}: GGUF export covers "

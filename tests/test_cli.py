@@ -166,6 +166,7 @@ def test_overwrite_replaces_the_folder(tmp_path, capsys):
     data.write_text("".join(f"{a}\t{b}\n" for a, b in paraphrase_pairs(40, 4).train))
     out = tmp_path / "model"
     out.mkdir()
+    (out / "config.json").write_text("{}")  # a model folder: --overwrite replaces nothing else
     (out / "old.txt").write_text("old")
     argv = ["train", "encoder", "--data", data, "--out", out, "--max-steps", "1", "--no-progress",
             "--batch-size", "8"]

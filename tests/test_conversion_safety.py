@@ -209,6 +209,7 @@ def test_tokenizer_that_does_not_fit_is_refused(tmp_path):
 def test_output_folder_is_never_clobbered_or_left_half_written(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
+    (out / "config.json").write_text("{}")  # a model folder: overwrite=True replaces nothing else
     (out / "keep.txt").write_text("mine")
     with pytest.raises(OutputFolderError, match="output folder .*out is not empty.*overwrite=True"):
         convert_char_gpt(CHAR_GPT / "checkpoint.pt", out, vocab=CHARS, num_heads=4)
@@ -216,7 +217,8 @@ def test_output_folder_is_never_clobbered_or_left_half_written(tmp_path):
     save_file({k: v for k, v in char_gpt_state().items() if k != "ln_f.bias"}, str(broken))
     with pytest.raises(ConversionError, match="ln_f.bias"):
         convert_char_gpt(broken, out, vocab=CHARS, num_heads=4, overwrite=True)
-    assert [p.name for p in out.iterdir()] == ["keep.txt"], "a failed conversion touched the existing folder"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "keep.txt"], \
+        "a failed conversion touched the existing folder"
     convert_char_gpt(CHAR_GPT / "checkpoint.pt", out, vocab=CHARS, num_heads=4, overwrite=True)
     assert not (out / "keep.txt").exists() and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.safetensors", "out"]

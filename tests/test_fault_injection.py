@@ -50,7 +50,7 @@ FAULTS = ["first file", "second file", "commit"]
 class WriteFaults:
     """Fails writes to paths starting with `prefix`: `open` for writing once `files_before_failure` files have
     been opened there (the file is created or emptied first, as when a disk fills up mid-write), or the
-    `os.replace` that puts a finished work folder (`.NAME.writing-...`) in place.
+    `os.replace` or atomic swap (`exchange_paths`) that puts a finished work folder (`.NAME.writing-...`) in place.
     Counts the failures it caused."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str,
@@ -75,9 +75,18 @@ class WriteFaults:
                 raise OSError(self.error, os.strerror(self.error), str(target))
             return real_replace(source, target, *args, **kwargs)
 
+        real_exchange = output_folder_module.exchange_paths
+
+        def failing_exchange(first, second):
+            if fault == "commit" and ".writing-" in Path(first).name:
+                self.failures += 1
+                raise OSError(self.error, os.strerror(self.error), str(second))
+            return real_exchange(first, second)
+
         monkeypatch.setattr(builtins, "open", failing_open)
         monkeypatch.setattr(io, "open", failing_open)
         monkeypatch.setattr(os, "replace", failing_replace)
+        monkeypatch.setattr(output_folder_module, "exchange_paths", failing_exchange)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -300,6 +309,7 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
     out = tmp_path / "out"
     for name in ("gpt", "encoder", "seq2seq"):
         (out / name).mkdir(parents=True)
+        (out / name / "config.json").write_text("{}\n")
         (out / name / "README.md").write_text(f"# the previous {name} model\n")
     workspace = Workspace(tmp_path, monkeypatch, previous=out)
     written = []
