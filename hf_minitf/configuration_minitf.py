@@ -27,7 +27,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    """An int or a finite float: a config.json may hold NaN or Infinity (json reads both), which no field takes."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def integer(minimum: int = 1, optional: bool = False) -> Check:
@@ -44,17 +45,17 @@ def integer(minimum: int = 1, optional: bool = False) -> Check:
 
 def number(minimum: float | None = None, maximum: float | None = None, *, above: bool = False, below: bool = False,
            optional: bool = False) -> Check:
-    """An int or float (not NaN) in the range; `above`/`below` exclude the bounds."""
+    """A finite int or float (not NaN or infinite) in the range; `above`/`below` exclude the bounds."""
     low = "" if minimum is None else ("(" if above else "[") + f"{minimum}"
     high = "" if maximum is None else f"{maximum}" + (")" if below else "]")
     if low and high:
-        expected = f"a number in {low}, {high}"
+        expected = f"a finite number in {low}, {high}"
     elif low:
-        expected = f"a number {'>' if above else '>='} {minimum}"
+        expected = f"a finite number {'>' if above else '>='} {minimum}"
     elif high:
-        expected = f"a number {'<' if below else '<='} {maximum}"
+        expected = f"a finite number {'<' if below else '<='} {maximum}"
     else:
-        expected = "a number"
+        expected = "a finite number"
     expected += " or null" if optional else ""
 
     def check(value: Any) -> str | None:
@@ -72,8 +73,8 @@ def number(minimum: float | None = None, maximum: float | None = None, *, above:
 
 
 def probability(optional: bool = False) -> Check:
-    """A dropout probability in [0, 1]."""
-    return number(0.0, 1.0, optional=optional)
+    """A dropout probability in [0, 1): a probability of 1 would zero every activation it applies to."""
+    return number(0.0, 1.0, below=True, optional=optional)
 
 
 def boolean() -> Check:
