@@ -36,8 +36,9 @@ def save_sentence_transformer(
     positions from the first slot, so left padding would shift the real tokens).
 
     The folder is written whole or not at all: beside `folder` first, then put in its place (an existing folder
-    is replaced as a whole, so no file of an earlier model stays mixed in); a failed write (disk full) leaves
-    the previous folder as it was and nothing behind. `folder` may be an OutputFolder its caller checked already.
+    is replaced as a whole, so no file of an earlier model stays mixed in; only a model folder is replaced, see
+    `output_folder.replace_refusal`); a failed write (disk full) leaves the previous folder as it was and nothing
+    behind. `folder` may be an OutputFolder its caller checked already.
     """
     if not isinstance(model, MiniTFEncoderModel):
         raise ValueError(
@@ -51,10 +52,10 @@ def save_sentence_transformer(
         raise ValueError(
             f"max_seq_length must lie in [1, max_position_embeddings={limit}], got {max_seq_length}."
         )
+    target = output_folder(folder, overwrite=True)  # before the heavy import: a folder it must not replace fails fast
     from sentence_transformers import SentenceTransformer  # imported here: heavy, and only this function needs it
     from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    target = output_folder(folder, overwrite=True)
     tokenizer = copy.deepcopy(tokenizer)
     tokenizer.padding_side = "right"
     if tokenizer.is_fast:

@@ -12,7 +12,10 @@ import errno
 import io
 import os
 import re
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -355,6 +358,104 @@ def test_a_folder_filled_during_the_write_is_not_replaced(tmp_path):
             (tmp_path / "out").mkdir()
             (tmp_path / "out" / "theirs.txt").write_text("theirs")
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == ["theirs.txt"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+# A process that reads `config.json` of a folder until told to stop, then prints how often it read it and how
+# often the file was missing.
+POLLING_READER = """
+import os, sys
+path, ready, stop = sys.argv[1:]
+open(ready, "w").close()
+reads = misses = 0
+while not os.path.exists(stop):
+    try:
+        with open(path, "rb") as file:
+            file.read()
+        reads += 1
+    except FileNotFoundError:
+        misses += 1
+print(reads, misses)
+"""
+
+
+def overwrite_while_a_process_reads(tmp_path: Path, times: int) -> tuple[int, int]:
+    """Replace `out` (a model folder) `times` times with `overwrite=True` while another process polls
+    `out/config.json`; returns (reads, misses) of that process and checks each write's content."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text("-1")
+    ready, stop = tmp_path / "ready", tmp_path / "stop"
+    reader = subprocess.Popen([sys.executable, "-c", POLLING_READER, str(out / "config.json"), str(ready), str(stop)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        while not ready.exists() and reader.poll() is None:
+            time.sleep(0.001)
+        for index in range(times):
+            with OutputFolder(out, overwrite=True).write() as work:
+                (work / "config.json").write_text(str(index))
+            assert (out / "config.json").read_text() == str(index)
+    finally:
+        stop.touch()
+        printed, _ = reader.communicate(timeout=30)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "ready", "stop"], "a work folder was left"
+    reads, misses = map(int, printed.split())
+    return reads, misses
+
+
+def test_a_process_reading_the_folder_during_overwrites_never_finds_it_missing(tmp_path):
+    """The previous folder and the new one are swapped in one step (renameat2 RENAME_EXCHANGE): no moment without
+    `out`. (With two renames, the fallback, the reader finds it missing between them.)"""
+    if output_folder_module._renameat2() is None:
+        pytest.skip("no renameat2 on this system: the folder is replaced in two renames")
+    reads, misses = overwrite_while_a_process_reads(tmp_path, 300)
+    assert reads > 0 and misses == 0, f"the reader found out/config.json missing {misses} times in {reads + misses}"
+
+
+@pytest.mark.parametrize("unavailable", ["no renameat2", "ENOSYS", "EINVAL"])
+def test_without_an_atomic_swap_the_folder_is_replaced_in_two_renames(unavailable, tmp_path, monkeypatch):
+    """Other systems, old kernels, file systems without RENAME_EXCHANGE: two renames, still whole and correct."""
+    if unavailable == "no renameat2":
+        monkeypatch.setattr(output_folder_module, "_renameat2", lambda: None)
+    else:
+        code = getattr(errno, unavailable)
+
+        def refusing_exchange(first, second):
+            raise OSError(code, os.strerror(code), str(first))
+
+        monkeypatch.setattr(output_folder_module, "exchange_paths", refusing_exchange)
+    real_replace, replaced = os.replace, []
+
+    def counting_replace(source, target, *args, **kwargs):
+        replaced.append((Path(source).name, Path(target).name))
+        return real_replace(source, target, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", counting_replace)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text("previous")
+    (out / "old.bin").write_text("previous")
+    with OutputFolder(out, overwrite=True).write() as work:
+        (work / "config.json").write_text("new")
+    assert sorted(path.name for path in out.iterdir()) == ["config.json"]
+    assert (out / "config.json").read_text() == "new"
+    assert [target for _, target in replaced][-1] == "out" and ".old-" in replaced[0][1], replaced
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_failed_swap_leaves_the_previous_folder(tmp_path, monkeypatch):
+    """A swap that fails for another reason (not 'unsupported') is an error, and nothing was replaced."""
+    def failing_exchange(first, second):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(first))
+
+    monkeypatch.setattr(output_folder_module, "exchange_paths", failing_exchange)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "config.json").write_text("previous")
+    with pytest.raises(OSError, match=os.strerror(errno.EIO)):
+        with OutputFolder(out, overwrite=True).write() as work:
+            (work / "config.json").write_text("new")
+    assert (out / "config.json").read_text() == "previous"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
 

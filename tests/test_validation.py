@@ -31,6 +31,7 @@ from hf_minitf import (
     char_tokenizer,
     load_bpe_tokenizer,
     miniembed_tokenizer,
+    save_sentence_transformer,
     train_bpe_tokenizer,
     train_translation_tokenizers,
 )
@@ -38,6 +39,7 @@ from conftest import tiny_model
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.output import TensorPlan, write_safetensors
+from hf_minitf.export_gguf import export_gguf
 from hf_minitf.output_folder import OutputFolderError, atomic_output_dir, check_output_dir
 from hf_minitf.tokenization_minitf import wrap_tokenizer
 from minitf_cli import main as minitf_main
@@ -53,13 +55,18 @@ class CommandFailed(Exception):
     """A command line that exited non-zero; the message is what it printed on stderr."""
 
 
-def convert(*argv) -> None:
-    """Run `minitf convert ...`; raise CommandFailed with its stderr when it exits non-zero."""
+def minitf(*argv) -> None:
+    """Run `minitf ...`; raise CommandFailed with its stderr when it exits non-zero."""
     errors = io.StringIO()
     with contextlib.redirect_stderr(errors):
-        code = minitf_main(["convert", *(str(arg) for arg in argv)])
+        code = minitf_main([str(arg) for arg in argv])
     if code != 0:
         raise CommandFailed(f"exit {code}: {errors.getvalue()}")
+
+
+def convert(*argv) -> None:
+    """Run `minitf convert ...`; raise CommandFailed with its stderr when it exits non-zero."""
+    minitf("convert", *argv)
 
 
 def keeping(path: Path, action) -> None:
@@ -68,6 +75,42 @@ def keeping(path: Path, action) -> None:
         action()
     finally:
         assert path.exists(), f"{path} was deleted"
+
+
+def untouched(folder: Path, action) -> None:
+    """Run `action` and check, whatever it raises, that every file under `folder` is as it was."""
+    before = {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    try:
+        action()
+    finally:
+        assert {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()} == before, \
+            f"{folder} changed"
+
+
+def project_checkout(tmp: Path) -> Path:
+    """A folder like a project's checkout: `.git`, `pyproject.toml`, sources, even a `config.json`."""
+    write(tmp / "project/.git/HEAD", "ref: refs/heads/main\n")
+    write(tmp / "project/pyproject.toml", "[project]\nname = 'mine'\n")
+    write(tmp / "project/src/main.py", "print('mine')\n")
+    write(tmp / "project/config.json", "{}")
+    return tmp / "project"
+
+
+def folder_of(folder: Path, *names: str) -> Path:
+    """`folder` holding the files `names` (paths inside it), each holding its name."""
+    for name in names:
+        write(folder / name, name)
+    return folder
+
+
+def linked(tmp: Path, target: Path) -> Path:
+    """A symbolic link `tmp/link` to `target` (which need not exist)."""
+    (tmp / "link").symlink_to(target)
+    return tmp / "link"
+
+
+def text_file(tmp: Path) -> Path:
+    return write(tmp / "text.txt", "the cat sat on the mat\n" * 20)
 
 
 def write(path: Path, text: str) -> Path:
@@ -384,6 +427,39 @@ BAD_INPUTS = [
     bad("convert-out-not-empty", lambda tmp: convert(
         "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
         "--out", write(tmp / "out/keep.txt", "mine").parent), CommandFailed, r"--out .*out is not empty.*--overwrite"),
+    bad("convert-overwrite-project-checkout", lambda tmp: untouched(project_checkout(tmp), lambda: convert(
+        "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
+        "--out", tmp / "project", "--overwrite")), CommandFailed,
+        r"exit 2: .*--out .*project holds \.git/, pyproject.toml, which no model folder holds; --overwrite only "
+        r"replaces a model folder: choose another folder or delete it yourself"),
+    bad("overwrite-folder-without-model", lambda tmp: untouched(folder_of(tmp / "mine", "notes.txt", "photos/a.jpg"),
+        lambda: check_output_dir(tmp / "mine", True)),
+        OutputFolderError, r"output folder .*mine holds no model \(found: notes.txt, photos/\); overwrite=True only "
+        r"replaces a model folder"),
+    bad("sentence-transformer-save-over-a-home", lambda tmp: untouched(folder_of(tmp / "home", ".bashrc", ".ssh/id_rsa"),
+        lambda: save_sentence_transformer(tiny_encoder(), char_tokenizer("abc"), tmp / "home")), OutputFolderError,
+        r"output folder .*home holds \.bashrc, \.ssh/, which no model folder holds"),
+    bad("train-out-dangling-link", lambda tmp: minitf(
+        "train", "gpt", "--data", text_file(tmp), "--out", linked(tmp, tmp / "nowhere"), "--max-steps", 1,
+        "--no-progress"), CommandFailed,
+        r"exit 2: minitf train: error: --out .*link is a symbolic link to .*nowhere, which does not exist; remove "
+        r"the link or choose another path"),
+    bad("train-out-link-to-a-folder", lambda tmp: minitf(
+        "train", "gpt", "--data", text_file(tmp), "--out", linked(tmp, write(tmp / "real/config.json", "{}").parent), "--max-steps", 1,
+        "--no-progress"), CommandFailed,
+        r"exit 2: .*--out .*link is a symbolic link to .*real; give that path itself or another one: the output "
+        r"would replace the link"),
+    bad("convert-out-under-a-file", lambda tmp: convert(
+        "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4,
+        "--out", write(tmp / "notes.txt", "mine") / "model"), CommandFailed,
+        r"exit 2: .*--out .*notes.txt/model cannot be made: .*notes.txt is not a folder; choose a path inside a "
+        r"folder"),
+    bad("gguf-overwrite-not-a-gguf", lambda tmp: untouched(write(tmp / "notes/todo.txt", "mine").parent, lambda: (
+        export_gguf(tmp / "nowhere", tmp / "notes/todo.txt", overwrite=True))), OutputFolderError,
+        r"output file .*todo.txt is not a GGUF file \(it does not start with b'GGUF'\); overwrite=True only replaces "
+        r"a GGUF file"),
+    bad("gguf-out-dangling-link", lambda tmp: export_gguf(tmp / "nowhere", linked(tmp, tmp / "gone.gguf")),
+        OutputFolderError, r"output file .*link is a symbolic link to .*gone.gguf, which does not exist"),
     bad("convert-float16-overflow", lambda tmp: convert_char_gpt(
         huge_weight_checkpoint(tmp), tmp / "out", vocab=json.loads((CHAR_GPT / "vocab.json").read_text()),
         num_heads=4, dtype="float16"), ConversionError,
