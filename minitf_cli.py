@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import math
 import signal
 import sys
 import threading
@@ -55,26 +56,63 @@ class ArgumentParser(argparse.ArgumentParser):
         return namespace, extras
 
 
-def _number(kind: type, minimum: float, inclusive: bool = True, maximum: float | None = None):
-    """An argparse type for numbers in a range, with an error that names the range."""
-    bound = f">= {minimum}" if inclusive else f"> {minimum}"
+def _figure(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _number(kind: type, minimum: float, inclusive: bool = True, maximum: float | None = None,
+            maximum_included: bool = False, advice: str = ""):
+    """An argparse type for finite numbers in a range, with an error that names the range (and `advice`)."""
+    bound = (f">= {_figure(minimum)}" if inclusive else f"> {_figure(minimum)}") + (
+        "" if maximum is None else f" and {'<=' if maximum_included else '<'} {_figure(maximum)}")
+    expected = f"a finite number {bound}" if kind is float else bound
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, got {text!r}")
-        if value != value or (value < minimum if inclusive else value <= minimum) or (
-                maximum is not None and value >= maximum):
-            limit = f"{bound} and < {maximum}" if maximum is not None else bound
-            raise argparse.ArgumentTypeError(f"must be {limit}, got {text}")
+        if (kind is float and not math.isfinite(value)) or (value < minimum if inclusive else value <= minimum) or (
+                maximum is not None and (value > maximum if maximum_included else value >= maximum)):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}{advice}")
         return value
 
     parse.__name__ = kind.__name__
     return parse
 
 
-positive_int = _number(int, 1)
+def _at_most(kind: type, maximum: float, minimum: float = 1, inclusive: bool = True, advice: str = ""):
+    return _number(kind, minimum, inclusive, maximum=maximum, maximum_included=True, advice=advice)
+
+
+# Mirrors of hf_minitf.training's limits (tests/test_cli.py checks each): more steps, epochs or warmup than any run
+# could take (a larger value runs until killed, or overflows inside the trainer), and the seeds numpy takes
+# (transformers' set_seed seeds numpy too).
+MAX_STEPS = 10**9
+MAX_EPOCHS = 10**6
+SEED_LIMIT = 2**32
+# Mirror of hf_minitf.quickstart.MAX_STEPS_SCALE: a thousand times the quickstart is already about ten hours.
+MAX_STEPS_SCALE = 1000
+# Mirror of hf_minitf.tokenization_minitf.MAX_VOCAB_SIZE: tokenizers' BPE trainer reserves memory for the size
+# asked (10**9 aborts the process), and published vocabularies stay well below this.
+MAX_VOCAB_SIZE = 10**6
+# Mirror of hf_minitf.serving.GREEDY_BELOW_TEMPERATURE: dividing the logits by a lower temperature overflows them.
+GREEDY_BELOW_TEMPERATURE = 1e-4
+# Beyond these, decoding holds the machine for hours (a beam search over 10**9 beams, 10**12 new tokens).
+MAX_NEW_TOKENS = 10**6
+MAX_BEAMS = 1000
+
+count = _at_most(int, MAX_STEPS)  # steps, batch sizes, heads, lengths: bounded so no value overflows a C integer
+random_seed = _number(int, 0, maximum=SEED_LIMIT)
+port_number = _at_most(int, 65535)
+vocab_size = _at_most(int, MAX_VOCAB_SIZE)
+new_tokens = _at_most(int, MAX_NEW_TOKENS)
+beam_width = _at_most(int, MAX_BEAMS)
+epochs = _at_most(float, MAX_EPOCHS, minimum=0.0, inclusive=False)
+warmup = _at_most(float, MAX_STEPS, minimum=0.0)
+steps_scale = _at_most(float, MAX_STEPS_SCALE, minimum=0.0, inclusive=False)
+temperature = _number(float, GREEDY_BELOW_TEMPERATURE,
+                      advice=" (a lower temperature is greedy decoding: leave out --sample)")
 positive_float = _number(float, 0.0, inclusive=False)
 non_negative_float = _number(float, 0.0)
 fraction = _number(float, 0.0, maximum=1.0)
@@ -131,28 +169,28 @@ def _add_train(commands) -> None:
             parser.add_argument("--tokenizer", choices=("char", "bpe"), default=None,
                                 help="char: one token per character; bpe: byte-level BPE trained on the data "
                                      "(default: the preset's)")
-            parser.add_argument("--vocab-size", type=positive_int, default=None, help="BPE vocabulary size")
-            parser.add_argument("--block-size", type=positive_int, default=None,
+            parser.add_argument("--vocab-size", type=vocab_size, default=None, help="BPE vocabulary size")
+            parser.add_argument("--block-size", type=count, default=None,
                                 help="tokens per training example (default: the preset's context)")
         elif family == "encoder":
-            parser.add_argument("--vocab-size", type=positive_int, default=None, help="word vocabulary size")
+            parser.add_argument("--vocab-size", type=vocab_size, default=None, help="word vocabulary size")
         group = parser.add_argument_group("training")
-        group.add_argument("--epochs", type=positive_float, default=1.0, help="passes over the data (default: 1)")
-        group.add_argument("--max-steps", type=positive_int, default=None,
+        group.add_argument("--epochs", type=epochs, default=1.0, help="passes over the data (default: 1)")
+        group.add_argument("--max-steps", type=count, default=None,
                            help="stop after this many optimizer steps (overrides --epochs)")
-        group.add_argument("--batch-size", type=positive_int, default=32, help="examples per device and step (32)")
+        group.add_argument("--batch-size", type=count, default=32, help="examples per device and step (32)")
         group.add_argument("--learning-rate", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
-        group.add_argument("--warmup", type=non_negative_float, default=0.0,
+        group.add_argument("--warmup", type=warmup, default=0.0,
                            help="warmup: a fraction of the steps if < 1, else a number of steps (default: 0)")
         group.add_argument("--weight-decay", type=non_negative_float, default=0.0, help="AdamW weight decay (0)")
         group.add_argument("--eval-fraction", type=fraction, default=0.05,
                            help="fraction of the data held out for evaluation (default: 0.05, at most 1000 examples)")
-        group.add_argument("--eval-steps", type=positive_int, default=None,
+        group.add_argument("--eval-steps", type=count, default=None,
                            help="also evaluate every N steps (default: only at the end)")
-        group.add_argument("--logging-steps", type=positive_int, default=10, help="log the loss every N steps (10)")
+        group.add_argument("--logging-steps", type=count, default=10, help="log the loss every N steps (10)")
         group.add_argument("--checkpoint-dir", type=Path, default=None,
                            help="keep trainer checkpoints here (default: none are kept)")
-        group.add_argument("--save-steps", type=positive_int, default=500,
+        group.add_argument("--save-steps", type=count, default=500,
                            help="checkpoint every N steps when --checkpoint-dir is given (500)")
         group.add_argument("--resume", action="store_true",
                            help="resume from the last checkpoint in --checkpoint-dir")
@@ -160,7 +198,7 @@ def _add_train(commands) -> None:
                            help="mixed precision training on a GPU (default: no)")
         group.add_argument("--report-to", default="none",
                            help="logging integration(s) of the Trainer, e.g. tensorboard or wandb (default: none)")
-        group.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+        group.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
         group.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
@@ -172,11 +210,11 @@ def _add_use_commands(commands) -> None:
     )
     generate.add_argument("model", type=Path, metavar="DIR", help="a folder written by minitf train/quickstart/convert")
     generate.add_argument("prompts", nargs="+", metavar="PROMPT", help="text(s) to continue")
-    generate.add_argument("--max-new-tokens", type=positive_int, default=64, help="tokens to add (default: 64)")
+    generate.add_argument("--max-new-tokens", type=new_tokens, default=64, help="tokens to add (default: 64)")
     generate.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
-    generate.add_argument("--temperature", type=positive_float, default=1.0, help="sampling temperature (1.0)")
-    generate.add_argument("--top-k", type=positive_int, default=None, help="sample from the k likeliest tokens")
-    generate.add_argument("--seed", type=int, default=0, help="random seed for sampling (default: 0)")
+    generate.add_argument("--temperature", type=temperature, default=1.0, help="sampling temperature (1.0)")
+    generate.add_argument("--top-k", type=count, default=None, help="sample from the k likeliest tokens")
+    generate.add_argument("--seed", type=random_seed, default=0, help="random seed for sampling (default: 0)")
 
     embed = commands.add_parser(
         "embed", help="embed texts with an encoder folder (vectors or a similarity table)",
@@ -193,8 +231,8 @@ def _add_use_commands(commands) -> None:
     )
     translate.add_argument("model", type=Path, metavar="DIR", help="a seq2seq model folder")
     translate.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to translate")
-    translate.add_argument("--num-beams", type=positive_int, default=1, help="beam search width (default: 1, greedy)")
-    translate.add_argument("--max-new-tokens", type=positive_int, default=None,
+    translate.add_argument("--num-beams", type=beam_width, default=1, help="beam search width (default: 1, greedy)")
+    translate.add_argument("--max-new-tokens", type=new_tokens, default=None,
                            help="longest translation in tokens (default: up to the model's positions)")
 
     info = commands.add_parser(
@@ -325,7 +363,7 @@ def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:
     vocab.add_argument("--training-text", type=Path,
                        help="the training text; its sorted distinct characters are the vocabulary "
                             "(as the original builds it)")
-    parser.add_argument("--num-heads", type=positive_int,
+    parser.add_argument("--num-heads", type=count,
                         help="number of attention heads (n_head): the weights cannot tell it; "
                              "required unless --config gives it")
     parser.add_argument("--config", type=Path,
@@ -341,10 +379,10 @@ def _add_frawdllm_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tokenizer", type=Path,
                         help="FrawdLLM's tokenizer: the `tokenizers` JSON of its byte-level BPE (required for a "
                              "checkpoint file; a published folder's own tokenizer.json is the default there)")
-    parser.add_argument("--num-heads", type=positive_int,
+    parser.add_argument("--num-heads", type=count,
                         help="number of attention heads (n_head); needed only for a bare state_dict whose size "
                              f"matches none of FrawdLLM's presets ({', '.join(FRAWDLLM_PRESET_NAMES)})")
-    parser.add_argument("--context-length", type=positive_int,
+    parser.add_argument("--context-length", type=count,
                         help="context_length; needed only for a bare RoPE state_dict saved without its mask buffers")
     parser.add_argument("--config", type=Path,
                         help="optional JSON of FrawdLLM ModelConfig fields (n_head, context_length, dropout, token "
@@ -360,9 +398,9 @@ def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path,
                         help="MiniEmbed's config.json (constructor arguments); gives the head count, dropout and "
                              "pad id")
-    parser.add_argument("--num-heads", type=positive_int,
+    parser.add_argument("--num-heads", type=count,
                         help="number of attention heads, when config.json is not at hand")
-    parser.add_argument("--max-length", type=positive_int,
+    parser.add_argument("--max-length", type=count,
                         help="max_seq_len, needed only when the weights lack the positional table")
 
 
@@ -371,7 +409,7 @@ def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)")
     parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
     parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
-    parser.add_argument("--num-heads", type=positive_int,
+    parser.add_argument("--num-heads", type=count,
                         help="attention heads h (not in the weights; hkproj's train.py uses the default h=8); "
                              "required unless --config gives h")
     parser.add_argument("--norm-type", default="auto", choices=HKPROJ_NORM_TYPES,
@@ -380,7 +418,7 @@ def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path,
                         help="optional JSON of build_transformer arguments (src_vocab_size, ..., h, dropout, d_ff); "
                              "checked against the weights")
-    parser.add_argument("--max-length", type=positive_int,
+    parser.add_argument("--max-length", type=count,
                         help="seq_len, needed only when the weights lack the positional tables")
 
 
@@ -626,7 +664,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 opens the server "
                              "to the network: set --api-key)")
-    parser.add_argument("--port", type=positive_int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port to listen on (default: 8000)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES),
                         help="dtype to load the weights in (default: the saved weights')")
     parser.add_argument("--device", default="auto", help="device to run on, e.g. cpu, cuda, cuda:1 (default: a GPU if "
@@ -634,10 +672,10 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--continuous-batching", action="store_true",
                         help="generate for concurrent requests together (transformers' continuous batching with "
                              "paged attention) instead of one request after another")
-    parser.add_argument("--cb-num-blocks", type=positive_int, default=None,
+    parser.add_argument("--cb-num-blocks", type=count, default=None,
                         help="KV cache size for continuous batching, in blocks of 256 tokens (default: 32 on a CPU, "
                              "from the free memory on a GPU)")
-    parser.add_argument("--cb-max-batch-tokens", type=positive_int, default=None,
+    parser.add_argument("--cb-max-batch-tokens", type=count, default=None,
                         help="most tokens in one continuous batching step (default: transformers')")
     parser.add_argument("--api-key", default=None,
                         help="require `Authorization: Bearer KEY` on every route (default: the MINITF_API_KEY "
@@ -667,9 +705,9 @@ def build_parser() -> ArgumentParser:
                     "and pipeline('minitf-translation'), and report held-out figures beside chance.",
     )
     _add_out(quickstart, default="quickstart_models", what="the three model folders")
-    quickstart.add_argument("--steps-scale", type=positive_float, default=1.0,
+    quickstart.add_argument("--steps-scale", type=steps_scale, default=1.0,
                             help="multiply every model's training steps (default: 1; 0.5 halves the run)")
-    quickstart.add_argument("--seed", type=int, default=0, help="seed of the tasks and the training (default: 0)")
+    quickstart.add_argument("--seed", type=random_seed, default=0, help="seed of the tasks and the training (default: 0)")
     quickstart.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     _add_train(commands)

@@ -31,14 +31,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def integer(minimum: int = 1, optional: bool = False) -> Check:
-    """An int (not a bool, a float or a string) of at least `minimum`."""
-    expected = ("a positive integer" if minimum == 1 else f"an integer >= {minimum}") + (" or null" if optional else "")
+def integer(minimum: int = 1, optional: bool = False, maximum: int | None = None) -> Check:
+    """An int (not a bool, a float or a string) of at least `minimum` (and at most `maximum`)."""
+    if maximum is not None:
+        expected = f"an integer in [{minimum}, {maximum}]"
+    else:
+        expected = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+    expected += " or null" if optional else ""
 
     def check(value: Any) -> str | None:
         if value is None and optional:
             return None
-        return None if _is_int(value) and value >= minimum else expected
+        return None if _is_int(value) and minimum <= value <= (value if maximum is None else maximum) else expected
 
     return check
 

@@ -16,6 +16,9 @@ from pathlib import Path
 from .builtin_tasks import english_italian_pairs, number_words, paraphrase_pairs
 from .output_folder import OutputFolder, output_folder
 
+MAX_STEPS_SCALE = 1000
+"""The largest `QuickstartSteps.scaled` factor (minitf_cli mirrors it): a thousand quickstarts take about ten hours;
+1e300 ran until killed and inf failed inside round()."""
 # The folder of each family's model inside the output folder.
 FOLDERS = {"gpt": "gpt", "encoder": "encoder", "seq2seq": "seq2seq"}
 
@@ -29,8 +32,10 @@ class QuickstartSteps:
     seq2seq: int = 200
 
     def scaled(self, factor: float) -> QuickstartSteps:
-        if not factor > 0:
-            raise ValueError(f"the step scale must be positive, got {factor}")
+        """Every family's steps times `factor`, a finite number in (0, MAX_STEPS_SCALE]."""
+        if not 0 < factor <= MAX_STEPS_SCALE:
+            raise ValueError(f"the step scale (--steps-scale) must be a finite number in (0, {MAX_STEPS_SCALE}], "
+                             f"got {factor}")
         return QuickstartSteps(*(max(1, round(steps * factor)) for steps in (self.gpt, self.encoder, self.seq2seq)))
 
 

@@ -71,6 +71,18 @@ def char_tokenizer(
     return wrap_tokenizer(tokenizer, special_tokens or {}, model_max_length)
 
 
+MAX_VOCAB_SIZE = 10**6
+"""The largest vocabulary a tokenizer is trained to (minitf_cli mirrors it): tokenizers' trainers reserve memory for
+the size asked (10**9 aborted the process, 10**30 overflowed), and published vocabularies stay well below this."""
+
+
+def check_vocab_size_limit(vocab_size: int) -> None:
+    """A ValueError naming vocab_size when it is past MAX_VOCAB_SIZE."""
+    if vocab_size > MAX_VOCAB_SIZE:
+        raise ValueError(f"vocab_size={vocab_size} is more than the {MAX_VOCAB_SIZE:,} tokens a vocabulary trained "
+                         "here may have; ask for a smaller vocabulary.")
+
+
 def train_bpe_tokenizer(
     texts: Iterable[str],
     vocab_size: int,
@@ -82,6 +94,7 @@ def train_bpe_tokenizer(
 
     Every byte has a token, so no text is ever unknown.
     """
+    check_vocab_size_limit(vocab_size)
     specials = list(special_tokens.values())
     byte_alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < len(byte_alphabet) + len(specials):

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .tokenization_minitf import wrap_tokenizer
+from .tokenization_minitf import check_vocab_size_limit, wrap_tokenizer
 
 PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
 SPECIAL_TOKENS = {PAD: 0, UNK: 1, CLS: 2, SEP: 3}
@@ -138,6 +138,7 @@ def train_wordlevel_tokenizer(
     `min_frequency` times, after the four special tokens."""
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}.")
+    check_vocab_size_limit(vocab_size)
     tokenizer = _empty_tokenizer(models.WordLevel(unk_token=UNK))
     trainer = trainers.WordLevelTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
@@ -156,6 +157,7 @@ def train_encoder_bpe_tokenizer(
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}.")
+    check_vocab_size_limit(vocab_size)
     tokenizer = _empty_tokenizer(models.BPE(unk_token=UNK, continuing_subword_prefix=CONTINUING_SUBWORD_PREFIX))
     tokenizer.decoder = decoders.WordPiece(prefix=CONTINUING_SUBWORD_PREFIX, cleanup=False)
     trainer = trainers.BpeTrainer(

@@ -38,6 +38,7 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
+from .configuration_minitf import integer, number
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .configuration_minitf_gpt import MiniTFGPTConfig
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
@@ -58,6 +59,15 @@ LOSS_CURVE = "loss_curve.png"
 
 class TrainingError(ValueError):
     """Training data or options that cannot be used, with what to change."""
+
+
+MAX_STEPS = 10**9
+"""Most steps a run's step counts, warmup and batch size may be (minitf_cli mirrors it): more runs until killed or
+overflows a C integer inside the trainer."""
+MAX_EPOCHS = 10**6
+"""Most epochs a run may ask for (minitf_cli mirrors it): 1e300 ran until killed, inf failed inside the trainer."""
+SEED_LIMIT = 2**32
+"""Seeds lie in [0, SEED_LIMIT): transformers' set_seed also seeds numpy, which takes no other."""
 
 
 @dataclass
@@ -83,15 +93,22 @@ class TrainSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        positive = {"epochs": self.epochs, "batch_size": self.batch_size, "learning_rate": self.learning_rate,
-                    "logging_steps": self.logging_steps, "save_steps": self.save_steps}
-        bad = {name: value for name, value in positive.items() if not value > 0}
-        if self.max_steps == 0 or self.max_steps < -1:
-            bad["max_steps"] = self.max_steps
-        if self.eval_steps is not None and self.eval_steps <= 0:
-            bad["eval_steps"] = self.eval_steps
-        if bad:
-            raise TrainingError(f"these options must be positive: {bad}")
+        """Each number finite and in its range (`minitf train` refuses the same values), else a TrainingError
+        naming the option, its range and the value."""
+        steps = integer(1, maximum=MAX_STEPS)
+        checks = {"epochs": number(0, MAX_EPOCHS, above=True), "learning_rate": number(0, above=True),
+                  "warmup": number(0, MAX_STEPS), "weight_decay": number(0), "batch_size": steps,
+                  "logging_steps": steps, "save_steps": steps, "eval_steps": integer(1, True, MAX_STEPS),
+                  "seed": integer(0, maximum=SEED_LIMIT - 1)}
+        if self.max_steps != -1:
+            checks["max_steps"] = steps
+        for name, check in checks.items():
+            expected = check(getattr(self, name))
+            if expected is not None:
+                raise TrainingError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+        if self.max_steps != -1 and self.warmup > self.max_steps:
+            raise TrainingError(f"warmup={self.warmup} steps is more than max_steps={self.max_steps}: the learning "
+                                "rate would never reach its peak; give fewer steps or a fraction below 1")
         if self.mixed_precision not in ("no", "fp16", "bf16"):
             raise TrainingError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
         if self.resume and self.checkpoint_dir is None:

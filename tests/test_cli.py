@@ -231,6 +231,9 @@ WRONG_CONVERT_AND_PUSH_ARGUMENTS = [
     (["convert", "char-gpt", "model.pt", "--out", "o"], "--vocab"),
     (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--training-text", "t.txt", "--out", "o"], "not allowed"),
     (["convert", "frawdllm", "model.pt", "--out", "o", "--num-heads", "0"], "--num-heads"),
+    (["convert", "frawdllm", "model.pt", "--out", "o", "--context-length", str(10**30)], "<= 1,000,000,000"),
+    (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--out", "o", "--num-heads", str(2**63)],
+     "--num-heads"),
     (["convert", "miniembed", "model.safetensors", "--out", "o"], "--tokenizer"),
     (["convert", "hkproj", "t.pt", "--source-tokenizer", "a", "--target-tokenizer", "b", "--out", "o",
       "--norm-type", "layer"], "--norm-type"),
@@ -334,6 +337,14 @@ def test_the_parsers_mirrors_equal_the_packages_names():
     assert {family: tuple(presets) for family, presets in PRESETS.items()} == PRESET_NAMES
     assert tuple(FRAWDLLM_PRESETS) == FRAWDLLM_PRESET_NAMES
     assert DTYPE_NAMES == tuple(DTYPES) and HKPROJ_NORM_TYPES == NORM_TYPES
+    import minitf_cli
+    from hf_minitf import quickstart, serving, tokenization_minitf, training
+
+    assert (minitf_cli.MAX_STEPS, minitf_cli.MAX_EPOCHS, minitf_cli.SEED_LIMIT) == (
+        training.MAX_STEPS, training.MAX_EPOCHS, training.SEED_LIMIT)
+    assert minitf_cli.MAX_STEPS_SCALE == quickstart.MAX_STEPS_SCALE
+    assert minitf_cli.MAX_VOCAB_SIZE == tokenization_minitf.MAX_VOCAB_SIZE
+    assert minitf_cli.GREEDY_BELOW_TEMPERATURE == serving.GREEDY_BELOW_TEMPERATURE
     assert list(CONVERT_SOURCES) == list(SOURCES)
     for name, source in SOURCES.items():
         module = importlib.import_module(f"hf_minitf.conversion.{source.module}")
