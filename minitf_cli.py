@@ -130,7 +130,8 @@ def _add_out(parser: argparse.ArgumentParser, default: str | None = None, what: 
                         default=None if default is None else Path(default),
                         help=f"folder to write {what} to (must be empty unless --overwrite)"
                              + (f"; default: ./{default}" if default else ""))
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a non-empty --out model folder (nothing else)")
 
 
 def _add_train(commands) -> None:
@@ -525,7 +526,7 @@ def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
 
 def _add_native_export_arguments(parser: argparse.ArgumentParser) -> None:
     _add_export_source(parser, "folder to write (must be empty unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT model folder (nothing else)")
 
 
 GGUF_DTYPE_NAMES = ("f32", "f16", "q8_0")
@@ -535,7 +536,7 @@ def _add_gguf_export_arguments(parser: argparse.ArgumentParser) -> None:
     _add_export_source(parser, "the .gguf file to write (must not exist unless --overwrite)")
     parser.add_argument("--dtype", default="f16", choices=GGUF_DTYPE_NAMES,
                         help="weight type of the matrices (default: f16); norms and biases stay f32")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT file")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT GGUF file (nothing else)")
 
 
 class ExportFormat(NamedTuple):

@@ -107,7 +107,8 @@ def _path_refusal(out: Path) -> str | None:
     if out.is_symlink():
         target = _escaped(os.readlink(out))
         if not out.exists():
-            return f"{{out}} is a symbolic link to {target}, which does not exist; remove the link or choose another path."
+            return (f"{{out}} is a symbolic link to {target}, which does not exist; remove the link or choose "
+                    "another path.")
         return (f"{{out}} is a symbolic link to {target}; give that path itself or another one: the output would "
                 "replace the link, not what it points to.")
     for parent in out.absolute().parents:

@@ -459,6 +459,29 @@ def test_a_failed_swap_leaves_the_previous_folder(tmp_path, monkeypatch):
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
 
+# What each writer leaves (and what the Hub's clients add), as the files that make it a model folder.
+MODEL_FOLDER_LAYOUTS = {
+    "transformers": ["config.json", "model.safetensors"],
+    "sentence-transformers": ["modules.json", "config_sentence_transformers.json", "1_Pooling/config.json"],
+    "ctranslate2": ["minitf_export.json", "model.bin"],
+    "converted embedding": ["embedding_config.json", "embeddings.safetensors"],
+    "checkpoint folder": ["checkpoint-10/trainer_state.json", "checkpoint-10/config.json"],
+    "quickstart": ["gpt/config.json", "encoder/modules.json", "seq2seq/config.json"],
+    "hub download": [".gitattributes", ".cache/huggingface/download/config.json.metadata", "config.json"],
+}
+
+
+@pytest.mark.parametrize("layout", MODEL_FOLDER_LAYOUTS)
+def test_overwrite_replaces_every_kind_of_model_folder(layout, tmp_path):
+    out = tmp_path / "out"
+    for name in MODEL_FOLDER_LAYOUTS[layout]:
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text("previous")
+    with OutputFolder(out, overwrite=True).write() as work:
+        (work / "config.json").write_text("new")
+    assert sorted(path.name for path in out.iterdir()) == ["config.json"]
+
+
 def test_each_write_checks_its_output_folder_once(tmp_path, monkeypatch, capsys):
     """A command checks --out before the work (training, reading a checkpoint) and the write does not check again."""
     checked = []

@@ -7,6 +7,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from hf_minitf.builtin_tasks import english_italian_pairs, number_to_words, number_words, paraphrase_pairs
+from hf_minitf.output_folder import replace_refusal
 from hf_minitf.quickstart import FOLDERS, QuickstartSteps, run
 
 from test_cli import png_size
@@ -39,6 +40,7 @@ def test_short_quickstart_learns_every_task(tmp_path, capsys):
         if family != "encoder":  # the Trainer turned the cache off for training; the saved config has it back
             assert json.loads((folder / "config.json").read_text())["use_cache"] is True, family
     assert sorted(path.name for path in out.iterdir()) == sorted(FOLDERS.values())
+    assert replace_refusal(out) is None  # a folder of models: `minitf quickstart --overwrite` (make demo) replaces it
 
     with pytest.raises(ValueError, match="output folder .*models is not empty; .*overwrite=True"):
         run(out, steps=SHORT_RUN, progress=False)
