@@ -8,6 +8,10 @@ complete folder (weights, tokenizer, model card with held-out figures, `loss_cur
 folder is checked before training and appears only once everything succeeded. In a multi-process run every
 process trains and only the main one writes. `model_id` (default: the folder) is the name the card's usage
 snippets load the model by. `training_data` reads the files `minitf train` takes.
+
+A GPT's training text goes through the tokenizer in chunks (`training_data.safe_chunks`) into a file of token
+ids (uint16, or uint32 for vocabularies over 65,536) that the blocks are memory-mapped views of, so memory stays
+bounded by a chunk, not the corpus. A run whose loss becomes NaN or infinite stops with a `TrainingError`.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import os
 import pickle
 import random
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
 from transformers import (
     DataCollatorForLanguageModeling,
     DataCollatorForSeq2Seq,
@@ -32,6 +38,7 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
     set_seed,
 )
@@ -53,8 +60,14 @@ from .sentence_transformers_export import save_sentence_transformer
 from .tokenization_minitf import char_tokenizer, train_bpe_tokenizer
 from .tokenization_minitf_miniembed import train_wordlevel_tokenizer
 from .tokenization_minitf_seq2seq import train_translation_tokenizers
+from .training_data import CHUNK_CHARS, TextFile, text_chunks
 
 LOSS_CURVE = "loss_curve.png"
+BPE_SAMPLE_CHARS = 64 * 2**20
+"""The byte-level BPE tokenizer is trained on at most this many characters from the start of the training text
+(64 Mi; all of the text is tokenized with it): more adds little to a vocabulary and costs minutes per 100 MB."""
+CHUNKS_PER_BATCH = 64
+"""Chunks of text handed to the tokenizer at once (it encodes a batch on all cores): about 1 Mi characters."""
 
 
 class TrainingError(ValueError):
@@ -172,6 +185,7 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
         fp16=settings.mixed_precision == "fp16",
         bf16=settings.mixed_precision == "bf16",
         report_to=settings.report_to,
+        logging_nan_inf_filter=False,  # a NaN/inf loss must reach the logs (_StopOnNonFiniteLoss), not be hidden
         disable_tqdm=not settings.progress,
         dataloader_pin_memory=torch.cuda.is_available(),
         use_cpu=_distributed_without_gpu(),
@@ -180,6 +194,21 @@ def _training_arguments(settings: TrainSettings, work_dir: Path, has_eval: bool,
     )
     arguments.update(settings.extra)
     return arguments_class(**arguments)
+
+
+class _StopOnNonFiniteLoss(TrainerCallback):
+    """Stops training with a TrainingError when a logged loss is NaN or infinite (the weights are then lost)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "train_loss", "eval_loss"):
+            value = (logs or {}).get(key)
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                mixed = args.fp16 or args.bf16
+                raise TrainingError(
+                    f"the {'held-out' if key == 'eval_loss' else 'training'} loss became {value} at step "
+                    f"{state.global_step} (logged every {args.logging_steps} steps), so the model diverged and "
+                    f"nothing was written; try a lower --learning-rate than {args.learning_rate:g}"
+                    + (" or --mixed-precision no" if mixed else " or some --warmup"))
 
 
 def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool,
@@ -194,6 +223,7 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool,
         trainer.add_callback(LossOnBarCallback())
     elif not settings.progress:
         trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(_StopOnNonFiniteLoss())
     resume = None
     if settings.resume:
         resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
@@ -279,25 +309,127 @@ def _config_fields(preset: Preset, overrides: dict[str, Any] | None) -> dict[str
     return fields
 
 
-def _split_held_out(items: list, fraction: float, seed: int, limit: int = 1000) -> tuple[list, list]:
-    """A random `fraction` (at most `limit`) of `items` held out for evaluation; none for tiny data."""
+def _held_out_indices(total: int, fraction: float, seed: int, limit: int = 1000) -> list[int]:
+    """The sorted indices of a random `fraction` (at most `limit`) of `total` items held out for evaluation;
+    none for tiny data. Drawn without listing all `total` indices."""
     if not 0 <= fraction < 1:
         raise TrainingError(f"the held-out fraction must lie in [0, 1), got {fraction}")
-    count = min(limit, int(len(items) * fraction))
-    if count == 0:
-        return items, []
-    order = list(range(len(items)))
-    random.Random(seed).shuffle(order)
-    held = set(order[:count])
+    return sorted(random.Random(seed).sample(range(total), min(limit, int(total * fraction))))
+
+
+def _split_held_out(items: list, fraction: float, seed: int) -> tuple[list, list]:
+    """`items` without and with the `_held_out_indices`."""
+    held = set(_held_out_indices(len(items), fraction, seed))
     return [item for index, item in enumerate(items) if index not in held], [items[index] for index in sorted(held)]
 
 
-def _gpt_blocks(ids: list[int], block_size: int) -> list[dict[str, list[int]]]:
-    return [{"input_ids": ids[start:start + block_size]} for start in range(0, len(ids) - block_size + 1, block_size)]
+class TokenBlocks(torch.utils.data.Dataset):
+    """Blocks of `block_size` consecutive ids of a (memory-mapped) id array as GPT examples: the blocks
+    numbered `chosen`, or all but the (sorted) `excluded` ones; none is copied before it is asked for."""
+
+    def __init__(self, ids: np.ndarray, block_size: int, chosen: Sequence[int] | None = None,
+                 excluded: Sequence[int] = ()) -> None:
+        self.ids, self.block_size = ids, block_size
+        self.chosen = None if chosen is None else np.asarray(chosen, dtype=np.int64)
+        excluded = np.asarray(excluded, dtype=np.int64)
+        self._excluded_below = excluded - np.arange(len(excluded))  # kept index i is block i + (these <= i)
+        self._length = len(self.chosen) if chosen is not None else len(ids) // block_size - len(excluded)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def block_index(self, index: int) -> int:
+        """The number of the block that is example `index`."""
+        if not 0 <= index < self._length:
+            raise IndexError(f"block {index} of {self._length}")
+        if self.chosen is not None:
+            return int(self.chosen[index])
+        return index + int(np.searchsorted(self._excluded_below, index, side="right"))
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        start = self.block_index(index) * self.block_size
+        return {"input_ids": self.ids[start:start + self.block_size].tolist()}
+
+
+def _batches(documents: Iterable[Iterable[str]], chunks_per_batch: int) -> Iterator[tuple[list[str], list[bool]]]:
+    """The documents' chunks in batches, each chunk with whether it ends its document (an empty one stands for
+    an empty document)."""
+    texts: list[str] = []
+    ends: list[bool] = []
+    for document in documents:
+        count = 0
+        for chunk in document:
+            texts.append(chunk)
+            ends.append(False)
+            count += 1
+            if len(texts) > chunks_per_batch:  # keep the last chunk back: it may end the document
+                yield texts[:-1], ends[:-1]
+                texts, ends = texts[-1:], ends[-1:]
+        if count == 0:
+            texts.append("")
+            ends.append(False)
+        ends[-1] = True
+    if texts:
+        yield texts, ends
+
+
+def encode_to_file(tokenizer: PreTrainedTokenizerBase, documents: Iterable[Iterable[str]], path: Path,
+                   chunks_per_batch: int = CHUNKS_PER_BATCH) -> np.ndarray:
+    """Tokenize documents given as chunks of text (`training_data.safe_chunks`), each followed by EOS, into
+    `path` as raw ids; returns them memory-mapped (uint16, or uint32 for vocabularies over 65,536 tokens)."""
+    dtype = np.uint16 if len(tokenizer) <= 2**16 else np.uint32
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    with path.open("wb") as handle:
+        for texts, ends in _batches(documents, chunks_per_batch):
+            for encoding, end in zip(backend.encode_batch(texts, add_special_tokens=False), ends):
+                handle.write(np.asarray(encoding.ids + [eos] if end else encoding.ids, dtype=dtype).tobytes())
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
+class _GPTCorpus:
+    """GPT training text as documents of chunks, read again for each pass: a `TextFile` (with a progress
+    bar in bytes) or texts in memory."""
+
+    def __init__(self, texts: str | Sequence[str] | TextFile, chunk_chars: int, progress: bool) -> None:
+        if isinstance(texts, TextFile):
+            self.file, self.texts = texts, None
+        else:
+            self.file, self.texts = None, [texts] if isinstance(texts, str) else list(texts)
+        self.chunk_chars, self.progress = chunk_chars, progress
+        self.has_content = self.texts is not None and any(text.strip() for text in self.texts)
+
+    def check_content(self) -> None:
+        """Refuse a corpus that, as far as read, is empty or white space only."""
+        if not self.has_content:
+            where = f"{self.file.path} is" if self.file else "the GPT training text is"
+            raise TrainingError(f"{where} empty (or only white space); give a text file with some content")
+
+    def _noting_content(self, chunks: Iterable[str]) -> Iterator[str]:
+        for chunk in chunks:
+            self.has_content = self.has_content or not (chunk.isspace() or not chunk)
+            yield chunk
+
+    def documents(self, description: str) -> Iterator[Iterator[str]]:
+        if self.texts is not None:
+            yield from (text_chunks(text, self.chunk_chars) for text in self.texts)
+            return
+        with tqdm(total=self.file.size, unit="B", unit_scale=True, desc=description, disable=not self.progress,
+                  leave=False) as bar:
+            def report(position: int) -> None:
+                bar.update(position - bar.n)
+
+            yield from (self._noting_content(document) for document in self.file.documents(self.chunk_chars, report))
+
+    def chunks(self, description: str) -> Iterator[str]:
+        for document in self.documents(description):
+            yield from document
+
+    def whole_texts(self) -> list[str]:
+        return self.texts if self.texts is not None else ["".join(document) for document in self.documents("reading")]
 
 
 def train_gpt(
-    texts: str | Sequence[str],
+    texts: str | Sequence[str] | TextFile,
     out: str | Path | OutputFolder | None,
     *,
     preset: str = "tiny",
@@ -313,65 +445,72 @@ def train_gpt(
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
     model_id: str | None = None,
+    chunk_chars: int = CHUNK_CHARS,
+    bpe_sample_chars: int = BPE_SAMPLE_CHARS,
 ) -> TrainingResult:
-    """Train a GPT on `texts` (one text, or documents joined with the EOS token) and write it to `out`.
+    """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training_data.TextFile`
+    read lazily) and write it to `out`.
 
-    The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts;
-    they are packed (joined, each ended by EOS) and cut into blocks of `block_size` tokens (default: the
-    context length), or with `pack=False` each text is one example (cut at `block_size`, batches padded),
-    so that every example starts at position 0, as for line-per-example data. Held out: `eval_texts`,
-    or an `eval_fraction` of the blocks. `out=None` trains without writing (the result holds the model).
+    The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts
+    (BPE: on their first `bpe_sample_chars` characters); they are packed (joined, each ended by EOS) and cut
+    into blocks of `block_size` tokens (default: the context length), tokenized `chunk_chars` characters at a
+    time into a memory-mapped file of ids. With `pack=False` each text is one example (cut at `block_size`,
+    batches padded), so that every example starts at position 0, as for line-per-example data (the texts are
+    then held in memory). Held out: `eval_texts`, or an `eval_fraction` of the blocks. `out=None` trains
+    without writing (the result holds the model).
     """
     settings = settings or TrainSettings()
     chosen = get_preset("gpt", preset)
     target = output_folder(out, overwrite) if out is not None else None
-    documents = [texts] if isinstance(texts, str) else list(texts)
-    if not any(text.strip() for text in documents):
-        raise TrainingError("the GPT training text is empty; give a text file with some content")
+    corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
+    if corpus.texts is not None:
+        corpus.check_content()
     kind = tokenizer or chosen.tokenizer
     fields = _config_fields(chosen, config_overrides)
     context = fields["max_position_embeddings"]
     block_size = block_size or context
     if not 2 <= block_size <= context:
         raise TrainingError(f"block size must lie in [2, {context}] (the preset's context), got {block_size}")
-    if kind == "char":
-        built = char_tokenizer("".join(documents), model_max_length=context)
-    elif kind == "bpe":
-        built = train_bpe_tokenizer(documents, vocab_size=vocab_size or chosen.vocab_size or 8192,
-                                    model_max_length=context)
-    else:
+    if kind not in ("char", "bpe"):
         raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
-
-    def encode(parts: Sequence[str]) -> list[int]:
-        ids: list[int] = []
-        for text in parts:
-            ids.extend(built(text, add_special_tokens=False, verbose=False).input_ids + [built.eos_token_id])
-        return ids
-
-    def examples(parts: Sequence[str]) -> list[dict[str, list[int]]]:
+    with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, _WorkDir(settings) as work_dir:
+        built = _gpt_tokenizer(corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context)
         if pack:
-            return _gpt_blocks(encode(parts), block_size)
-        return [{"input_ids": encode([text])[:block_size]} for text in parts]
+            ids = encode_to_file(built, corpus.documents("tokenizing"), Path(token_dir) / "train.ids")
+            corpus.check_content()
+            if eval_texts is not None:
+                eval_ids = encode_to_file(built, (text_chunks(text, chunk_chars) for text in eval_texts),
+                                          Path(token_dir) / "eval.ids")
+                train_blocks, eval_blocks = TokenBlocks(ids, block_size), TokenBlocks(eval_ids, block_size)
+            else:
+                held = _held_out_indices(len(ids) // block_size, eval_fraction, settings.seed)
+                train_blocks, eval_blocks = TokenBlocks(ids, block_size, excluded=held), TokenBlocks(ids, block_size,
+                                                                                                      chosen=held)
+        else:
+            def examples(parts: Sequence[str]) -> list[dict[str, list[int]]]:
+                return [{"input_ids": (built(text, add_special_tokens=False, verbose=False).input_ids
+                                       + [built.eos_token_id])[:block_size]} for text in parts]
 
-    blocks = examples(documents)
-    if eval_texts is not None:
-        train_blocks, eval_blocks = blocks, examples(eval_texts)
-    else:
-        train_blocks, eval_blocks = _split_held_out(blocks, eval_fraction, settings.seed)
-    if not train_blocks:
-        raise TrainingError(f"the training text gives fewer than {block_size} tokens; give more text or a smaller "
-                            "--block-size")
-    set_seed(settings.seed)
-    config = MiniTFGPTConfig(vocab_size=len(built), pad_token_id=built.pad_token_id, bos_token_id=built.bos_token_id,
-                             eos_token_id=built.eos_token_id, **fields)
-    model = MiniTFGPTForCausalLM(config)
-    with _WorkDir(settings) as work_dir:
+            blocks = examples(corpus.whole_texts())
+            corpus.check_content()
+            if eval_texts is not None:
+                train_blocks, eval_blocks = blocks, examples(eval_texts)
+            else:
+                train_blocks, eval_blocks = _split_held_out(blocks, eval_fraction, settings.seed)
+        if not len(train_blocks):
+            raise TrainingError(f"the training text gives fewer than {block_size} tokens; give more text or a "
+                                "smaller --block-size")
+        eval_blocks = eval_blocks if len(eval_blocks) else None
+        set_seed(settings.seed)
+        config = MiniTFGPTConfig(vocab_size=len(built), pad_token_id=built.pad_token_id,
+                                 bos_token_id=built.bos_token_id, eos_token_id=built.eos_token_id, **fields)
+        model = MiniTFGPTForCausalLM(config)
         trainer = Trainer(
-            model=model, args=_training_arguments(settings, work_dir, bool(eval_blocks)),
-            train_dataset=train_blocks, eval_dataset=eval_blocks or None, processing_class=built,
+            model=model, args=_training_arguments(settings, work_dir, eval_blocks is not None),
+            train_dataset=train_blocks, eval_dataset=eval_blocks, processing_class=built,
             data_collator=DataCollatorForLanguageModeling(built, mlm=False),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_blocks), model)
+        eval_results = _run_trainer(trainer, settings, eval_blocks is not None, model)
         if "eval_loss" in eval_results:
             eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
@@ -383,6 +522,28 @@ def train_gpt(
             result.folder = _write_folder(target, save, result, f"MiniTF GPT ({preset})", dataset_name,
                                           extra_markdown, model_id)
     return result
+
+
+def _gpt_tokenizer(corpus: _GPTCorpus, kind: str, vocab_size: int, bpe_sample_chars: int,
+                   context: int) -> PreTrainedTokenizerBase:
+    """A character tokenizer of every character of the corpus (one pass), or a byte-level BPE trained on its
+    first `bpe_sample_chars` characters."""
+    if kind == "char":
+        alphabet: set[str] = set()
+        for chunk in corpus.chunks("reading the characters"):
+            alphabet.update(chunk)
+        corpus.check_content()
+        return char_tokenizer(sorted(alphabet), model_max_length=context)
+
+    def sample() -> Iterator[str]:
+        left = bpe_sample_chars
+        for chunk in corpus.chunks("training the BPE tokenizer"):
+            yield chunk[:left]
+            left -= len(chunk)
+            if left <= 0:
+                return
+
+    return train_bpe_tokenizer(sample(), vocab_size=vocab_size, model_max_length=context)
 
 
 def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str, str]]:

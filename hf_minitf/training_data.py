@@ -1,14 +1,24 @@
 """Read training data: texts for a GPT, text pairs for an encoder or a seq2seq model, from a .txt/.tsv file,
 .jsonl/.json rows, a folder saved by `datasets`' save_to_disk, or a Hub dataset name (what `minitf train --data`
 reads). `datasets` is imported only for the last two.
+
+GPT text from a .txt or .jsonl file is read lazily (`open_texts` gives a `TextFile`) and every text is cut into
+chunks (`safe_chunks`) where byte-level BPE and character tokenization give the same ids as on the whole text,
+so that training on a large corpus holds a chunk of text at a time, not the file.
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+CHUNK_CHARS = 1 << 14
+"""Characters per chunk of text read and tokenized at a time (16 Ki: `tokenizers` encodes long texts without
+white space, such as a character tokenizer's, much faster in short pieces)."""
 
 
 class TrainingDataError(ValueError):
@@ -77,6 +87,105 @@ def load_texts(path: str | Path, column: str = "text", split: str = "train") -> 
     return _column(_dataset_rows(path, split), column, path)
 
 
+def _safe_cut(text: str, low: int, high: int) -> int:
+    """The last index in [low, high) of white space that follows a non-space character, or `high` when there is
+    none (a text without one for `high - low` characters is cut there).
+
+    There text[:i] and text[i:] pre-tokenize, byte-level BPE included, into the pieces text does: the piece
+    ending before i cannot take in white space, and the pieces from i on do not depend on what comes before."""
+    best = -1
+    for separator in (" ", "\n", "\t", "\r"):
+        index = text.rfind(separator, max(low, 1), high)
+        while index > best and text[index - 1].isspace():
+            index = text.rfind(separator, max(low, 1), index)
+        best = max(best, index)
+    return best if best > 0 else high
+
+
+def safe_chunks(pieces: Iterable[str], chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """The text made of `pieces`, re-cut into chunks of at most `chunk_chars` characters (at least half that,
+    but the last) at places where tokenizing chunk by chunk gives the ids of the whole text (`_safe_cut`)."""
+    if chunk_chars < 2:
+        raise ValueError(f"chunk_chars must be at least 2, got {chunk_chars}")
+    buffer = ""
+    for piece in pieces:
+        buffer += piece
+        while len(buffer) > chunk_chars:
+            cut = _safe_cut(buffer, chunk_chars // 2, chunk_chars)
+            yield buffer[:cut]
+            buffer = buffer[cut:]
+    if buffer:
+        yield buffer
+
+
+def text_chunks(text: str, chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """One in-memory text as `safe_chunks`."""
+    return safe_chunks((text[start:start + chunk_chars] for start in range(0, len(text), chunk_chars)),
+                       chunk_chars)
+
+
+@dataclass(frozen=True)
+class TextFile:
+    """GPT training text read lazily: a .txt file (one document, newlines read as Python's text mode does) or
+    a .jsonl file (one document per row, its `column`)."""
+
+    path: Path
+    column: str = "text"
+
+    @property
+    def size(self) -> int:
+        """The file's size in bytes (what `documents` reports progress in)."""
+        return self.path.stat().st_size
+
+    def documents(self, chunk_chars: int = CHUNK_CHARS,
+                  progress: Callable[[int], None] | None = None) -> Iterator[Iterator[str]]:
+        """Each document as an iterator of `safe_chunks`; `progress(bytes)` is called with the bytes read so
+        far. Consume each document before asking for the next."""
+        with self.path.open("rb") as raw:
+            if self.path.suffix == ".jsonl":
+                for number, line in enumerate(raw, start=1):
+                    if progress:
+                        progress(raw.tell())
+                    if line.strip():
+                        yield text_chunks(self._row_text(line, number), chunk_chars)
+                return
+            reader = io.TextIOWrapper(raw, encoding="utf-8")
+
+            def pieces() -> Iterator[str]:
+                try:
+                    while piece := reader.read(chunk_chars):
+                        if progress:
+                            progress(raw.tell())
+                        yield piece
+                except UnicodeDecodeError as error:
+                    raise TrainingDataError(f"{self.path} is not UTF-8 text: {error}") from None
+
+            yield safe_chunks(pieces(), chunk_chars)
+
+    def _row_text(self, line: bytes, number: int) -> str:
+        try:
+            row = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise TrainingDataError(f"{self.path} is not valid JSON lines: line {number}: {error}") from None
+        if not isinstance(row, dict):
+            raise TrainingDataError(f"{self.path} must hold JSON objects (one per line for .jsonl, a list for .json)")
+        if self.column not in row:
+            raise TrainingDataError(f"{self.path} line {number} has no column {self.column!r}; its columns are "
+                                    f"{', '.join(row)} (use --columns)")
+        if not isinstance(row[self.column], str):
+            raise TrainingDataError(f"{self.path} line {number}: column {self.column!r} is {row[self.column]!r}, "
+                                    "not a text")
+        return row[self.column]
+
+
+def open_texts(path: str | Path, column: str = "text", split: str = "train") -> TextFile | list[str]:
+    """GPT training texts as `load_texts` reads them, but a .txt or .jsonl file read lazily (a `TextFile`)."""
+    local = Path(path)
+    if local.is_file() and local.suffix != ".json":
+        return TextFile(local, column)
+    return load_texts(path, column, split)
+
+
 def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -> list[tuple[str, str]]:
     """Text pairs: a .tsv file's first two tab-separated columns, or two `columns` of jsonl/json/datasets rows."""
     if len(columns) != 2:
@@ -96,4 +205,5 @@ def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -
     return list(zip(_column(rows, columns[0], path), _column(rows, columns[1], path)))
 
 
-__all__ = ["TrainingDataError", "load_pairs", "load_texts"]
+__all__ = ["CHUNK_CHARS", "TextFile", "TrainingDataError", "load_pairs", "load_texts", "open_texts", "safe_chunks",
+           "text_chunks"]
