@@ -62,12 +62,84 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callab
     return decorate
 
 
-def _model_folder(path: Path) -> Path:
+# The command that uses each family's folders, and the engine export each command runs.
+FAMILY_COMMANDS = {"gpt": "generate", "encoder": "embed", "seq2seq": "translate"}
+ENGINE_KINDS = {"generate": "generator", "embed": "embedder", "translate": "translator"}
+GGUF_MAGIC = b"GGUF"
+
+
+def read_config(folder: Path) -> dict:
+    """The folder's config.json as a dict; a CommandError naming the file when it is not a JSON object."""
+    path = folder / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CommandError(f"{path} is not JSON ({error}); it is not a saved model's config: save or convert the "
+                           "model again") from None
+    if not isinstance(config, dict):
+        raise CommandError(f"{path} holds a JSON {type(config).__name__}, not an object of config fields; it is not "
+                           "a saved model's config: save or convert the model again")
+    return config
+
+
+def _architectures(config: dict) -> list[str]:
+    names = config.get("architectures")
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def folder_family(config: dict, folder: Path) -> str | None:
+    """gpt, encoder or seq2seq, as the folder's config (model_type, architectures) or its SentenceTransformer
+    modules.json says; None where neither tells (a model of another library: its loader decides)."""
+    model_type, architectures = config.get("model_type"), _architectures(config)
+    if model_type == "minitf_gpt" or any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in architectures):
+        return "gpt"
+    if model_type == "minitf_seq2seq" or config.get("is_encoder_decoder") is True or any(
+            name.endswith("ForConditionalGeneration") for name in architectures):
+        return "seq2seq"
+    if model_type == "minitf_encoder" or (folder / "modules.json").is_file():
+        return "encoder"
+    return None
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def _described(config: dict) -> str:
+    """The model a config describes, as `model_type: Architecture`."""
+    return ", ".join([str(config.get("model_type", "no model_type")), *_architectures(config)])
+
+
+def _model_folder(path: Path, command: str | None = None) -> Path:
+    """`path` when it is a model folder (or an engine export) that `minitf COMMAND` uses; a CommandError naming what
+    the folder is and which command fits it otherwise."""
+    from .engines import export_info
+
+    if path.is_file():
+        with path.open("rb") as handle:
+            if handle.read(4) == GGUF_MAGIC:
+                raise CommandError(f"{path} is a GGUF file (minitf export gguf), which runs in llama.cpp or Ollama; "
+                                   "give minitf the MiniTF folder it was exported from")
     if not path.is_dir():
         raise CommandError(f"{path} is not a folder; give a model folder written by minitf train, quickstart or "
                            "convert")
+    export = export_info(path)
+    if export is not None:
+        fitting = {kind: name for name, kind in ENGINE_KINDS.items()}.get(export.get("kind"))
+        if command is not None and fitting is not None and fitting != command:
+            raise CommandError(f"{path} is {_a(str(export.get('engine')))} {export.get('kind')} export of "
+                               f"{_a(str(export.get('family')))} model, which `minitf {command}` does not run; use "
+                               f"`minitf {fitting}` with it")
+        return path
     if not (path / "config.json").is_file():
         raise CommandError(f"{path} has no config.json; it is not a saved model folder")
+    config = read_config(path)
+    family = folder_family(config, path)
+    if command is not None and family is not None and FAMILY_COMMANDS[family] != command:
+        needed = {name: family for family, name in FAMILY_COMMANDS.items()}[command]
+        raise CommandError(f"{path} holds {_a(family)} model ({_described(config)}); `minitf {command}` needs "
+                           f"{_a(needed)} model: use `minitf "
+                           f"{FAMILY_COMMANDS[family]}` with this folder")
     return path
 
 
@@ -133,7 +205,7 @@ def generate_command(args: argparse.Namespace) -> int:
     from .engines import load_engine
 
     _quiet_transformers()
-    folder = _model_folder(args.model)
+    folder = _model_folder(args.model, "generate")
     engine = load_engine(folder, "generator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
     if engine is None:
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -186,7 +258,7 @@ def embed_command(args: argparse.Namespace) -> int:
     from .engines import load_engine
 
     _quiet_transformers()
-    folder = _model_folder(args.model)
+    folder = _model_folder(args.model, "embed")
     engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
     if engine is None:
         embedder = SentenceTransformer(str(folder))
@@ -216,7 +288,7 @@ def translate_command(args: argparse.Namespace) -> int:
     from .engines import load_engine
 
     _quiet_transformers()
-    folder = _model_folder(args.model)
+    folder = _model_folder(args.model, "translate")
     engine = load_engine(folder, "translator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
     if engine is not None:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
@@ -231,39 +303,56 @@ def translate_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _safetensors_parameters(folder: Path) -> int:
-    """Parameters stored in the folder's safetensors files, read from their headers (no tensor is loaded)."""
+def _safetensors_parameters(folder: Path) -> int | None:
+    """Parameters stored in the folder's safetensors files, read from their headers by safetensors (no tensor is
+    loaded; a malformed header is an error naming the file); None where the folder has none."""
+    from safetensors import SafetensorError, safe_open
+
+    paths = sorted(folder.glob("*.safetensors"))
     total = 0
-    for path in sorted(folder.glob("*.safetensors")):
-        with path.open("rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            if size > path.stat().st_size - 8:  # a hostile length would have read() allocate it
-                raise CommandError(f"{path} is not a safetensors file: its header length {size:,} is past its end")
-            header = json.loads(handle.read(size))
-        total += sum(math.prod(entry["shape"]) for name, entry in header.items() if name != "__metadata__")
-    return total
+    for path in paths:
+        try:
+            with safe_open(path, "pt") as weights:
+                total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+        except SafetensorError as error:
+            raise CommandError(f"{path} is not a readable safetensors file ({error}); save or convert the model "
+                               "again") from None
+    return total if paths else None
 
 
 @reports_errors("info")
 def info_command(args: argparse.Namespace) -> int:
+    """`minitf info DIR`: what a model folder or engine export holds. Everything is read before anything is
+    printed, so a malformed file gives its one-line error and no half report."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    from .engines import export_info
     from .file_safety import load_model_card
 
     folder = _model_folder(args.model)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = read_config(folder) if (folder / "config.json").is_file() else {}
+    export = export_info(folder)
+    parameters = _safetensors_parameters(folder)
+    card = folder / "README.md"
+    hub_logging.get_logger("huggingface_hub.repocard").setLevel("ERROR")  # "no metadata block": the card's own say
+    metadata = load_model_card(card).data.to_dict() if card.is_file() else None
     sizes = ("vocab_size", "src_vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
              "intermediate_size", "max_position_embeddings", "position_embedding_type")
     print(f"folder: {folder}")
-    print(f"family: {config.get('model_type', 'unknown')} ({', '.join(config.get('architectures') or ['?'])})")
-    print(f"parameters: {_safetensors_parameters(folder):,}")
+    if export is not None:
+        details = ", ".join(f"{key} {export[key]}" for key in ("quantization", "source") if export.get(key))
+        print(f"export: {export.get('engine')} {export.get('kind')}" + (f" ({details})" if details else ""))
+    model_type = config.get("model_type") or (export or {}).get("family", "unknown")
+    print(f"family: {model_type} ({', '.join(_architectures(config) or ['?'])})")
+    print(f"parameters: {parameters:,}" if parameters is not None else "parameters: unknown (no .safetensors file)")
     for key in sizes:
-        if config.get(key) is not None:
-            print(f"{key}: {config[key]}")
+        value = config.get(key, (export or {}).get(key))
+        if value is not None:
+            print(f"{key}: {value}")
     print("files:")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         print(f"  {path.relative_to(folder).as_posix()} ({path.stat().st_size:,} bytes)")
-    card = folder / "README.md"
-    if card.is_file():
-        metadata = load_model_card(card).data.to_dict()
+    if metadata is not None:
         print("card metadata:")
         for key, value in metadata.items():
             print(f"  {key}: {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}")

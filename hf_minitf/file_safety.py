@@ -267,14 +267,30 @@ def check_card_metadata(text: str, source: str | os.PathLike = "the model card")
         )
 
 
+class CardMetadataError(ValueError):
+    """A model card whose YAML metadata (between its `---` lines) does not parse, or is not UTF-8."""
+
+
 def load_model_card(path: str | os.PathLike, **options):
-    """huggingface_hub's `ModelCard` of the local file `path`, once `check_card_metadata` found it safe to read."""
+    """huggingface_hub's `ModelCard` of the local file `path`, once `check_card_metadata` found it safe to read;
+    a CardMetadataError naming the file and the line where its metadata does not parse."""
+    import yaml
     from huggingface_hub import ModelCard
 
-    with open(path, encoding="utf-8", newline="") as file:
-        text = file.read()
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            text = file.read()
+    except UnicodeDecodeError as error:
+        raise CardMetadataError(f"{path} is not UTF-8 text ({error}); save the model card as UTF-8 or remove it")
     check_card_metadata(text, path)
-    return ModelCard(text, **options)
+    try:
+        return ModelCard(text, **options)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 2}, column {mark.column + 1}: {error.problem})" if mark is not None and \
+            getattr(error, "problem", None) else ""
+        raise CardMetadataError(f"{path}: its YAML metadata does not parse{where}; fix the lines between its --- "
+                                "markers, or remove the card") from None
 
 
 def _pickle_files(places: Iterable[str | os.PathLike | None]) -> list[Path]:
@@ -333,7 +349,7 @@ def _refused_file(candidates: list[Path]) -> Path | None:
 
 
 __all__ = [
-    "CARD_METADATA_CHARS", "CARD_METADATA_VALUES", "RefusedPickleError", "UnsafeFileError", "check_card_metadata",
-    "check_upload_sources", "folder_files", "link_problem", "load_model_card", "pickle_reason", "pickle_reason_in_bytes",
-    "refused_content", "refused_pickle_message",
+    "CARD_METADATA_CHARS", "CARD_METADATA_VALUES", "CardMetadataError", "RefusedPickleError", "UnsafeFileError",
+    "check_card_metadata", "check_upload_sources", "folder_files", "link_problem", "load_model_card", "pickle_reason",
+    "pickle_reason_in_bytes", "refused_content", "refused_pickle_message",
 ]

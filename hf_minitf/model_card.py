@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.resources
 import json
+import logging
 import os
 import re
 import shutil
@@ -26,8 +27,10 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .file_safety import load_model_card
+from .file_safety import CardMetadataError, load_model_card
 from .modeling_minitf import README, is_blank_card
+
+logger = logging.getLogger(__name__)
 
 MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
@@ -194,6 +197,18 @@ def _load_card(path: Path) -> ModelCard | None:
     return load_model_card(path, ignore_metadata_errors=True) if path.is_file() else None
 
 
+def _source_card(source_folder: str | os.PathLike | None) -> ModelCard | None:
+    """The card of the folder a model was loaded from, to carry over; one whose metadata does not parse is not
+    carried (a warning names it): it is that folder's to fix, and saving elsewhere must not fail for it."""
+    if not source_folder or not Path(source_folder).is_dir():
+        return None
+    try:
+        return _load_card(Path(source_folder) / README)
+    except CardMetadataError as error:
+        logger.warning("%s; this card is not carried over to the saved folder.", error)
+        return None
+
+
 def build_model_card(folder: str | os.PathLike | None = None, *, facts: FolderFacts | None = None,
                      base: ModelCard | None = None, model_id: str | None = None, title: str | None = None,
                      summary: str | None = None, prompt: str = "Hello", license: str | None = None,
@@ -259,14 +274,22 @@ def save_card(card: ModelCard, path: str | os.PathLike) -> None:
 
 
 def write_model_card(folder: str | os.PathLike, *, source_folder: str | os.PathLike | None = None,
-                     **card_options: Any) -> ModelCard:
+                     keep_unreadable: bool = False, **card_options: Any) -> ModelCard | None:
     """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card.
 
     A MiniTF card already in `folder` is updated, never replaced; else a MiniTF card in `source_folder` (the
     folder the model was loaded from) is carried over; else the card found in `folder` (sentence-transformers'
     card) gets the MiniTF sections; else a new card is made (keeping the tags of transformers' blank card).
+    A card in `folder` whose metadata does not parse is a CardMetadataError, or with `keep_unreadable` (what
+    `save_pretrained` asks: the rest of the folder is saved already) left as it was with a warning, and None returned.
     """
-    card = _folder_card(folder, source_folder, **card_options)
+    try:
+        card = _folder_card(folder, source_folder, **card_options)
+    except CardMetadataError as error:
+        if not keep_unreadable:
+            raise
+        logger.warning("%s; the card was left as it was, without MiniTF's sections.", error)
+        return None
     save_card(card, Path(folder) / README)
     return card
 
@@ -275,7 +298,7 @@ def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | N
     """The card `write_model_card` writes, not yet saved."""
     folder = Path(folder)
     existing = _load_card(folder / README)
-    source = _load_card(Path(source_folder) / README) if source_folder and Path(source_folder).is_dir() else None
+    source = _source_card(source_folder)
     if existing is not None and is_minitf_card(existing):
         base = existing
     elif source is not None and is_minitf_card(source):

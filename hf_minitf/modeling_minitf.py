@@ -64,7 +64,7 @@ def source_card(source: str | os.PathLike | None) -> Path | None:
 def keep_source_card(folder: str | os.PathLike, source: str | os.PathLike | None) -> None:
     """Copy the source's card into `folder` where `folder` has none, or only a blank one."""
     card = Path(folder) / README
-    if card.is_file() and not is_blank_card(card.read_text(encoding="utf-8")):
+    if card.is_file() and not is_blank_card(card.read_text(encoding="utf-8", errors="replace")):
         return
     found = source_card(source)
     if found is not None and found.resolve() != card.resolve():
@@ -114,7 +114,8 @@ class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
             return
         card_writer = find_card_writer()
         if card_writer is not None:
-            card_writer.write_model_card(save_directory, source_folder=self.name_or_path or None)
+            card_writer.write_model_card(save_directory, source_folder=self.name_or_path or None,
+                                         keep_unreadable=True)  # the weights are saved: a bad card must not stop it
         else:
             keep_source_card(save_directory, self.name_or_path)
 

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .file_safety import UnsafeFileError, check_upload_sources, folder_files, pickle_reason
+from .file_safety import UnsafeFileError, check_upload_sources, folder_files, load_model_card, pickle_reason
 
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
 
@@ -46,6 +46,11 @@ def check_push_folder(folder: str | Path) -> list[str]:
         raise PushError(f"{folder} has no config.json; save the model with save_pretrained (or minitf convert) first.")
     if not any(name.endswith(".safetensors") for name in files):
         raise PushError(f"{folder} has no .safetensors weights; save the model with save_pretrained first.")
+    if "README.md" in files:  # the card is completed for the repo: it must read (named here, not in the staging copy)
+        try:
+            load_model_card(folder / "README.md")
+        except ValueError as error:
+            raise PushError(str(error)) from None
     return files
 
 

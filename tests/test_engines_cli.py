@@ -47,8 +47,9 @@ def test_export_onnx_command_and_embed():
 @pytest.mark.parametrize("args,message", [
     (["export", "onnx", "GPT", "OUT"], "takes encoder models"),
     (["export", "ctranslate2", "ENCODER", "OUT", "--quantization", "int8"], "encoders go to ONNX: minitf export onnx"),
-    (["translate", "GPT_EXPORT", "some text"], "export for the ctranslate2 generator; this command needs a MiniTF model folder or an export for the translator"),
-    (["embed", "GPT_EXPORT", "some text"], "an export for the embedder"),
+    (["translate", "GPT_EXPORT", "some text"], "is a ctranslate2 generator export of a minitf_gpt model, which "
+                                                "`minitf translate` does not run; use `minitf generate` with it"),
+    (["embed", "GPT_EXPORT", "some text"], "which `minitf embed` does not run; use `minitf generate` with it"),
 ])
 def test_wrong_folders_are_one_line_errors(capsys, args, message):
     names = {"GPT": str(model_folder("gpt", "learned")), "ENCODER": str(model_folder("encoder", "miniembed")),

@@ -502,7 +502,9 @@ def test_info_refuses_a_safetensors_header_length_past_the_end(folder, capsys):
     data = (folder / "model.safetensors").read_bytes()
     (folder / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + data[8:])
     status, err = run_cli(["info", folder], capsys)
-    assert status == 2 and "header length 1,152,921,504,606,846,976 is past its end" in err and err.count("\n") == 1
+    assert status == 2 and err.count("\n") == 1
+    assert "model.safetensors is not a readable safetensors file (Error while deserializing header: header too large)" \
+        in err
 
 
 def test_from_pretrained_of_a_weights_file_with_code_names_it(tmp_path, gpt_folder):

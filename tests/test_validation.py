@@ -203,6 +203,30 @@ def tiny_seq2seq(**config) -> MiniTFSeq2SeqForConditionalGeneration:
     return tiny_model("seq2seq", **{**TINY, "src_vocab_size": 40, "vocab_size": 50}, **config)
 
 
+def saved_model(tmp: Path, family: str) -> Path:
+    """A tiny model folder of `family` (config and weights, no tokenizer: the commands refuse it before that)."""
+    {"gpt": tiny_gpt, "encoder": tiny_encoder, "seq2seq": tiny_seq2seq}[family]().save_pretrained(tmp / family)
+    return tmp / family
+
+
+def engine_export(tmp: Path, engine: str, kind: str, family: str) -> Path:
+    """A folder named an engine export by its minitf_export.json, as `minitf export` writes it."""
+    write(tmp / "export/config.json", "{}")
+    write(tmp / "export/minitf_export.json", json.dumps({"engine": engine, "kind": kind, "family": family}))
+    return tmp / "export"
+
+
+def with_safetensors_header(header: bytes):
+    """An edit replacing model.safetensors with a file of this JSON header and 16 bytes of data."""
+    def edit(folder: Path) -> None:
+        (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(16))
+
+    return edit
+
+
+BAD_YAML_CARD = "---\nlicense: [mit\ntags: x\n---\n\n# My model\n"
+
+
 def bad(case_id: str, action, error: type[BaseException], message: str):
     return pytest.param(action, error, message, id=case_id)
 
@@ -389,6 +413,57 @@ BAD_INPUTS = [
         convert_char_gpt(tmp / "run" / "checkpoint.pt", tmp / "run", vocab=CHAR_GPT / "vocab.json", num_heads=4,
                          overwrite=True))), OutputFolderError,
         r"output folder .*run holds the input .*checkpoint.pt: writing there would delete"),
+    # Commands meeting folders they do not use: each names the folder, what it holds and the command that fits it.
+    bad("embed-gpt-folder", lambda tmp: minitf("embed", saved_model(tmp, "gpt"), "hi"), CommandFailed,
+        r"exit 2: .*gpt holds a gpt model \(minitf_gpt, MiniTFGPTForCausalLM\); `minitf embed` needs an encoder "
+        r"model: use `minitf generate`"),
+    bad("embed-seq2seq-folder", lambda tmp: minitf("embed", saved_model(tmp, "seq2seq"), "hi"), CommandFailed,
+        r"seq2seq holds a seq2seq model \(minitf_seq2seq, .*`minitf embed` needs an encoder model: use `minitf "
+        r"translate`"),
+    bad("embed-native-gpt-export", lambda tmp: minitf("embed", saved_gpt(tmp, lambda folder: write(
+        folder / "config.json", json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))), "hi"),
+        CommandFailed, r"holds a gpt model \(gpt2, GPT2LMHeadModel\); `minitf embed` needs an encoder model"),
+    bad("generate-encoder-folder", lambda tmp: minitf("generate", saved_model(tmp, "encoder"), "hi"), CommandFailed,
+        r"encoder holds an encoder model \(minitf_encoder, MiniTFEncoderModel\); `minitf generate` needs a gpt "
+        r"model: use `minitf embed`"),
+    bad("generate-seq2seq-folder", lambda tmp: minitf("generate", saved_model(tmp, "seq2seq"), "hi"), CommandFailed,
+        r"`minitf generate` needs a gpt model: use `minitf translate`"),
+    bad("translate-gpt-folder", lambda tmp: minitf("translate", saved_model(tmp, "gpt"), "hi"), CommandFailed,
+        r"gpt holds a gpt model .*`minitf translate` needs a seq2seq model: use `minitf generate`"),
+    bad("translate-encoder-folder", lambda tmp: minitf("translate", saved_model(tmp, "encoder"), "hi"),
+        CommandFailed, r"`minitf translate` needs a seq2seq model: use `minitf embed`"),
+    bad("generate-onnx-export", lambda tmp: minitf("generate", engine_export(
+        tmp, "onnxruntime", "embedder", "minitf_encoder"), "hi"), CommandFailed,
+        r"export is an onnxruntime embedder export of a minitf_encoder model, which `minitf generate` does not "
+        r"run; use `minitf embed`"),
+    bad("embed-ctranslate2-export", lambda tmp: minitf("embed", engine_export(
+        tmp, "ctranslate2", "generator", "minitf_gpt"), "hi"), CommandFailed,
+        r"a ctranslate2 generator export of a minitf_gpt model, which `minitf embed` does not run; use `minitf "
+        r"generate`"),
+    bad("info-gguf-file", lambda tmp: minitf("info", write(tmp / "model.gguf", "GGUF\x03")), CommandFailed,
+        r"model.gguf is a GGUF file \(minitf export gguf\), which runs in llama.cpp or Ollama"),
+    bad("info-config-not-json", lambda tmp: minitf("info", saved_gpt(tmp, lambda folder: write(
+        folder / "config.json", "{hidden_size: 16"))), CommandFailed,
+        r"exit 2: minitf info: error: .*config.json is not JSON \(Expecting property name.*save or convert"),
+    bad("info-config-a-list", lambda tmp: minitf("info", saved_gpt(tmp, lambda folder: write(
+        folder / "config.json", "[1, 2]"))), CommandFailed, r"config.json holds a JSON list, not an object"),
+    bad("info-safetensors-not-json", lambda tmp: minitf("info", saved_gpt(tmp, with_safetensors_header(
+        b"{not json"))), CommandFailed, r"model.safetensors is not a readable safetensors file \(.*invalid JSON"),
+    bad("info-safetensors-header-a-list", lambda tmp: minitf("info", saved_gpt(tmp, with_safetensors_header(
+        b"[1, 2]"))), CommandFailed, r"model.safetensors is not a readable safetensors file \(.*invalid type"),
+    bad("info-safetensors-offsets-past-end", lambda tmp: minitf("info", saved_gpt(tmp, with_safetensors_header(
+        b'{"w": {"dtype": "F32", "shape": [400], "data_offsets": [0, 1600]}}'))), CommandFailed,
+        r"model.safetensors is not a readable safetensors file \(.*file not fully covered"),
+    bad("info-safetensors-unknown-dtype", lambda tmp: minitf("info", saved_gpt(tmp, with_safetensors_header(
+        b'{"w": {"dtype": "F99", "shape": [4], "data_offsets": [0, 16]}}'))), CommandFailed,
+        r"model.safetensors is not a readable safetensors file \(.*unknown variant `F99`"),
+    bad("info-card-bad-yaml", lambda tmp: minitf("info", saved_gpt(tmp, lambda folder: write(
+        folder / "README.md", BAD_YAML_CARD))), CommandFailed,
+        r"exit 2: minitf info: error: .*README.md: its YAML metadata does not parse \(line 3, column 5: expected "
+        r"',' or '\]'.*fix the lines between its --- markers"),
+    bad("push-card-bad-yaml", lambda tmp: minitf("push", saved_gpt(tmp, lambda folder: write(
+        folder / "README.md", BAD_YAML_CARD)), "me/model"), CommandFailed,
+        r"exit 2: minitf push: error: .*gpt/README.md: its YAML metadata does not parse \(line 3"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
     bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
         r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
@@ -596,3 +671,18 @@ def test_leftovers_of_killed_runs_are_removed_or_restored_and_reported(tmp_path,
     assert other.exists(), "a leftover of another output folder was removed"
     reported = caplog.text
     assert f"restored {out}" in reported and stale.name in reported and legacy.name in reported
+
+
+def test_save_pretrained_keeps_an_unreadable_card_and_saves_the_rest(tmp_path, caplog):
+    """A card whose YAML does not parse neither stops save_pretrained half-way (the tokenizer saved after it) nor
+    is rewritten: the one in the target folder is kept as it was, the source folder's is not carried over."""
+    model = AutoModelForCausalLM.from_pretrained(saved_gpt(tmp_path, lambda folder: write(
+        folder / "README.md", BAD_YAML_CARD)))
+    kept = write(tmp_path / "kept/README.md", BAD_YAML_CARD).parent
+    with caplog.at_level("WARNING", logger="hf_minitf.model_card"):
+        model.save_pretrained(kept)
+        model.save_pretrained(tmp_path / "fresh")
+    assert (kept / "README.md").read_text() == BAD_YAML_CARD and (kept / "model.safetensors").is_file()
+    fresh_card = (tmp_path / "fresh/README.md").read_text()
+    assert "tags: x" not in fresh_card and "- minitf" in fresh_card
+    assert "the card was left as it was" in caplog.text and "not carried over" in caplog.text
