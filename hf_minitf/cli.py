@@ -49,6 +49,8 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callab
         def run(args: argparse.Namespace) -> int:
             try:
                 return function(args)
+            except BrokenPipeError:  # the output's reader left: minitf_cli.main ends quietly, no error line
+                raise
             except REPORTED_ERRORS as error:
                 if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
                     error = ValueError(refused_pickle_message(error, [value for value in vars(args).values()
@@ -162,7 +164,7 @@ def quickstart_command(args: argparse.Namespace) -> int:
 @reports_errors("train")
 def train_command(args: argparse.Namespace) -> int:
     from . import training
-    from .training_data import load_pairs, load_texts
+    from .training_data import load_pairs, open_texts
 
     if args.no_progress:  # also the bars of saving and loading weights
         from transformers.utils import logging
@@ -181,7 +183,7 @@ def train_command(args: argparse.Namespace) -> int:
     common = dict(preset=args.preset, settings=settings, eval_fraction=args.eval_fraction,
                   dataset_name=data.name or str(args.data))
     if args.family == "gpt":
-        texts = load_texts(args.data, columns[0], args.split)
+        texts = open_texts(args.data, columns[0], args.split)
         result = training.train_gpt(texts, out, tokenizer=args.tokenizer, vocab_size=args.vocab_size,
                                     block_size=args.block_size, **common)
     elif args.family == "encoder":
@@ -211,17 +213,26 @@ def generate_command(args: argparse.Namespace) -> int:
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
         config = model.config
-        limit = config.max_position_embeddings if getattr(config, "position_embedding_type", None) == "learned" \
+        positions = getattr(config, "position_embedding_type", None)
+        limit = config.max_position_embeddings if positions == "learned" \
             and getattr(config, "context_overflow", "error") == "error" else None
+        trained = config.max_position_embeddings if positions == "rope" else None
+        start = model.generation_config.bos_token_id
     else:
-        tokenizer, limit = engine.tokenizer, engine.position_limit
+        tokenizer, limit, start = engine.tokenizer, engine.position_limit, engine.tokenizer.bos_token_id
+        trained = engine.max_positions if limit is None else None
     torch.manual_seed(args.seed)
+    requests = []  # every prompt is checked before any is continued
     for prompt in args.prompts:
         ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
-        if ids.shape[1] == 0:
+        if ids.shape[1] == 0 and prompt:
             raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
+        if ids.shape[1] == 0:  # as transformers' text-generation pipeline: an empty prompt starts from BOS
+            if start is None:
+                raise CommandError("the prompt is empty and this model has no bos_token_id to start from; give the "
+                                   "text to continue")
+            ids = torch.tensor([[start]])
         kept = tokenizer.decode(ids[0], skip_special_tokens=True)
-        sys.stdout.flush()
         unknown = sorted({char for char in prompt if char not in kept})
         if unknown:
             print(f"minitf generate: note: {''.join(unknown)!r} not in the model's vocabulary; read as "
@@ -235,6 +246,12 @@ def generate_command(args: argparse.Namespace) -> int:
                 print(f"minitf generate: note: {new_tokens} new tokens would pass the model's {limit} positions; "
                       f"generating {room}", file=sys.stderr)
                 new_tokens = room
+        if trained is not None and ids.shape[1] + new_tokens > trained:
+            print(f"minitf generate: note: the prompt ({ids.shape[1]} tokens) and {new_tokens} new tokens pass the "
+                  f"{trained} positions this model was trained on; its rotary positions go on past them, but expect "
+                  "weaker text there", file=sys.stderr)
+        requests.append((ids, new_tokens))
+    for ids, new_tokens in requests:
         if engine is not None:
             new_ids = engine.generate([ids[0].tolist()], new_tokens, sample=args.sample, temperature=args.temperature,
                                       top_k=args.top_k, seed=args.seed)[0]
@@ -259,6 +276,9 @@ def embed_command(args: argparse.Namespace) -> int:
 
     _quiet_transformers()
     folder = _model_folder(args.model, "embed")
+    empty = [index for index, text in enumerate(args.texts) if not text]
+    if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
+        raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
     engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
     if engine is None:
         embedder = SentenceTransformer(str(folder))
