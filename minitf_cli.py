@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import logging
 import math
+import os
 import signal
 import sys
 import threading
@@ -741,11 +742,56 @@ def sigterm_exits():
         signal.signal(signal.SIGTERM, previous)
 
 
+# Arguments that may name a local path, whose bytes need not be UTF-8 (Python keeps them as surrogate escapes and
+# opens the same file); every other text argument is tokenized, sent or written, and must be UTF-8.
+PATH_ARGUMENTS = ("checkpoint", "data", "models", "source")
+POSITIONAL_NAMES = {"prompts": "PROMPT", "texts": "TEXT", "repo_id": "REPO_ID"}
+# The exit status of a process whose output pipe closed (128 + SIGPIPE), as `yes | head -1` ends `yes`.
+BROKEN_PIPE_STATUS = 141
+
+
+def _not_utf8(args: argparse.Namespace) -> str | None:
+    """What is wrong with the first text argument holding bytes that are not UTF-8, or None."""
+    for name, value in vars(args).items():
+        if name in PATH_ARGUMENTS:
+            continue
+        for index, text in enumerate(value if isinstance(value, list) else [value]):
+            if not isinstance(text, str):
+                continue
+            position = next((at for at, char in enumerate(text) if "\udc80" <= char <= "\udcff"), None)
+            if position is not None:
+                shown = POSITIONAL_NAMES.get(name, "--" + name.replace("_", "-"))
+                which = f" {index + 1}" if isinstance(value, list) and len(value) > 1 else ""
+                return (f"{shown}{which} is not UTF-8 text (byte {ord(text[position]) - 0xDC00:#04x} at character "
+                        f"{position}); give it in UTF-8")
+    return None
+
+
+def _command_name(args: argparse.Namespace) -> str:
+    return " ".join(part for part in (args.command, getattr(args, "source", None) if args.command == "convert" else
+                                      getattr(args, "format", None) if args.command == "export" else None) if part)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input)."""
+    """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input, 141: its output
+    pipe closed, as `minitf generate ... | head -1` closes it)."""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    with sigterm_exits():
-        return getattr(_commands(), f"{args.command}_command")(args)
+    problem = _not_utf8(args)
+    if problem is None and sys.stdout is None:  # started with `>&-`: whatever the command prints would be lost
+        problem = "standard output is closed; redirect it to a file or /dev/null instead"
+    if problem is not None:
+        print(f"minitf {_command_name(args)}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        with sigterm_exits():
+            status = getattr(_commands(), f"{args.command}_command")(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
+        return status
+    except BrokenPipeError:  # as pip and black: the reader left, so the rest of the output goes nowhere, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_STATUS
 
 
 def _commands():

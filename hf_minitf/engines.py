@@ -43,7 +43,8 @@ class CTranslate2Generator:
         eos = generation.get("eos_token_id")
         self.end_ids = [] if eos is None else eos if isinstance(eos, list) else [eos]
         learned = info.get("position_embedding_type") == "learned"
-        self.position_limit = info["max_position_embeddings"] if learned else None
+        self.max_positions = info["max_position_embeddings"]  # trained on; rotary positions go on past them
+        self.position_limit = self.max_positions if learned else None
 
     def generate(self, prompts: list[list[int]], max_new_tokens: int, sample: bool = False,
                  temperature: float = 1.0, top_k: int | None = None, seed: int = 0) -> list[list[int]]:

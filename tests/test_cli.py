@@ -392,3 +392,38 @@ def test_checkpoints_are_kept_and_training_resumes_from_the_last(tmp_path, capsy
     assert (tmp_path / "resumed" / "model.safetensors").is_file()
     status, _, err = run_cli([*argv[:4], "--out", tmp_path / "third", "--resume"], capsys)
     assert_one_line_error(status, err, "--resume", "--checkpoint-dir")
+
+
+def minitf_process(*argv: str | bytes, close_stdout: bool = False, **options) -> subprocess.Popen:
+    """`minitf ARGV` in its own process (arguments may be bytes, as a shell passes them), stderr captured."""
+    return subprocess.Popen([sys.executable, "-m", "minitf_cli", *argv], stderr=subprocess.PIPE,
+                            preexec_fn=(lambda: os.close(1)) if close_stdout else None, **options)
+
+
+def test_text_arguments_that_are_not_utf8_are_one_line_errors(trained):
+    """Bytes a shell passes that are not UTF-8 (`$'\\xff'`) reach Python as surrogate escapes, which the tokenizer
+    refused with a TypeError traceback: refused before any work, naming the argument."""
+    gpt, encoder = bytes(trained / "gpt"), bytes(trained / "encoder")
+    for argv, words in (((b"generate", gpt, b"ab\xff"), "generate: error: PROMPT is not UTF-8 text (byte 0xff at "
+                                                        "character 2)"),
+                        ((b"embed", encoder, b"hi", b"\xfe"), "embed: error: TEXT 2 is not UTF-8 text (byte 0xfe")):
+        process = minitf_process(*argv, stdout=subprocess.PIPE)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and err.decode().count("\n") == 1 and words in err.decode(), err
+
+
+def test_a_closed_stdout_is_a_one_line_error(tmp_path):
+    process = minitf_process("info", str(tmp_path), close_stdout=True)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 2, err
+    assert err.decode() == "minitf info: error: standard output is closed; redirect it to a file or /dev/null " \
+                           "instead\n"
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly(trained):
+    """`minitf info DIR | head -c1`: the pipe closes before the output is written; exit 141 (SIGPIPE's), no
+    traceback and no error line."""
+    process = minitf_process("info", str(trained / "gpt"), stdout=subprocess.PIPE)
+    process.stdout.close()
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141 and err.decode() == "", err.decode()

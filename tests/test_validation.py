@@ -224,6 +224,15 @@ def with_safetensors_header(header: bytes):
     return edit
 
 
+def char_gpt_folder(tmp: Path, **config) -> Path:
+    """A tiny GPT folder with a character tokenizer (of "abc "), ready for `minitf generate`."""
+    tokenizer = char_tokenizer("abc ")
+    tiny_model("gpt", **{**TINY, "intermediate_size": None, "vocab_size": len(tokenizer),
+                         "pad_token_id": tokenizer.pad_token_id, **config}).save_pretrained(tmp / "chars")
+    tokenizer.save_pretrained(tmp / "chars")
+    return tmp / "chars"
+
+
 BAD_YAML_CARD = "---\nlicense: [mit\ntags: x\n---\n\n# My model\n"
 
 
@@ -464,6 +473,10 @@ BAD_INPUTS = [
     bad("push-card-bad-yaml", lambda tmp: minitf("push", saved_gpt(tmp, lambda folder: write(
         folder / "README.md", BAD_YAML_CARD)), "me/model"), CommandFailed,
         r"exit 2: minitf push: error: .*gpt/README.md: its YAML metadata does not parse \(line 3"),
+    bad("generate-empty-prompt-no-bos", lambda tmp: minitf("generate", char_gpt_folder(tmp, bos_token_id=None), ""),
+        CommandFailed, r"exit 2: .*the prompt is empty and this model has no bos_token_id to start from; give the text"),
+    bad("embed-empty-text", lambda tmp: minitf("embed", saved_model(tmp, "encoder"), "a cat", ""), CommandFailed,
+        r"exit 2: minitf embed: error: text \[1\] is empty; every text to embed needs at least one character"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
     bad("gpt-float-ids", lambda tmp: tiny_gpt()(torch.ones(1, 4)), ValueError,
         r"input_ids must hold integer token ids \(torch.long\), got dtype torch.float32"),
@@ -686,3 +699,21 @@ def test_save_pretrained_keeps_an_unreadable_card_and_saves_the_rest(tmp_path, c
     fresh_card = (tmp_path / "fresh/README.md").read_text()
     assert "tags: x" not in fresh_card and "- minitf" in fresh_card
     assert "the card was left as it was" in caplog.text and "not carried over" in caplog.text
+
+
+def test_generate_starts_an_empty_prompt_from_bos(tmp_path, capsys):
+    """As transformers' text-generation pipeline does; the same tokens as generate() from [[bos_token_id]]."""
+    folder = char_gpt_folder(tmp_path, bos_token_id=2)
+    assert minitf_main(["generate", str(folder), "", "--max-new-tokens", "6"]) == 0
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
+    tokens = model.generate(torch.tensor([[2]]), attention_mask=torch.ones(1, 1, dtype=torch.long), max_new_tokens=6,
+                            do_sample=False, pad_token_id=0)
+    assert capsys.readouterr().out == tokenizer.decode(tokens[0], skip_special_tokens=True) + "\n"
+
+
+def test_generate_says_when_a_rotary_model_reads_past_its_trained_positions(tmp_path, capsys):
+    """Rotary positions have no table to run out of, so generation goes on, with a note (learned positions refuse)."""
+    folder = char_gpt_folder(tmp_path, position_embedding_type="rope")
+    assert minitf_main(["generate", str(folder), "abc " * 3, "--max-new-tokens", "8"]) == 0
+    assert "note: the prompt (12 tokens) and 8 new tokens pass the 16 positions this model was trained on; its " \
+           "rotary positions go on past them" in capsys.readouterr().err
