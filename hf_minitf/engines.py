@@ -123,8 +123,16 @@ ENGINES = {("ctranslate2", "generator"): CTranslate2Generator, ("ctranslate2", "
 
 
 def export_info(folder: str | os.PathLike) -> dict | None:
-    """What `minitf_export.json` says of an export folder (engine, kind, family, ...), or None for other folders."""
-    info = _read_json(Path(folder) / EXPORT_FILE)
+    """What `minitf_export.json` says of an export folder (engine, kind, family, ...), or None for other folders;
+    a ValueError naming the file when it is not a JSON object."""
+    path = Path(folder) / EXPORT_FILE
+    try:
+        info = _read_json(path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not JSON ({error}); export the model again with minitf export") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path} holds a JSON {type(info).__name__}, not an object; export the model again with "
+                         "minitf export")
     return info or None
 
 

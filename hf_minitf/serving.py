@@ -85,6 +85,7 @@ from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
 from openai.types import Completion, CompletionChoice, CompletionUsage  # noqa: E402
 from starlette.exceptions import HTTPException  # noqa: E402
 
+from .engines import export_info  # noqa: E402
 from .serving_errors import RequestError, error_body  # noqa: E402
 
 
@@ -490,6 +491,11 @@ def load_served_models(sources: Sequence[str], dtype: str = "auto", device: str 
         if key in keys:
             raise ValueError(f"{source} is given twice; give each model once.")
         keys.add(key)
+        export = export_info(source) if Path(source).is_dir() else None
+        if export is not None and export.get("engine") == "ctranslate2":  # an ONNX export is a whole ST folder too
+            raise ValueError(f"cannot serve {source}: it is an engine export ({export.get('engine')} "
+                             f"{export.get('kind')}), which minitf generate, translate or embed run; serve the MiniTF "
+                             f"folder it was exported from ({export.get('source', 'the one given to minitf export')})")
         try:
             config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
         except (OSError, ValueError) as error:

@@ -37,6 +37,7 @@ from hf_minitf import (
     train_wordlevel_tokenizer,
 )
 from conftest import tiny_model
+from export_models import make_seq2seq_source
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.output import TensorPlan, write_safetensors
@@ -473,6 +474,18 @@ BAD_INPUTS = [
     bad("push-card-bad-yaml", lambda tmp: minitf("push", saved_gpt(tmp, lambda folder: write(
         folder / "README.md", BAD_YAML_CARD)), "me/model"), CommandFailed,
         r"exit 2: minitf push: error: .*gpt/README.md: its YAML metadata does not parse \(line 3"),
+    bad("serve-ctranslate2-export", lambda tmp: minitf("serve", engine_export(
+        tmp, "ctranslate2", "generator", "minitf_gpt")), CommandFailed,
+        r"exit 2: minitf serve: error: cannot serve .*export: it is an engine export \(ctranslate2 generator\), which "
+        r"minitf generate, translate or embed run; serve the MiniTF folder"),
+    bad("info-export-file-not-json", lambda tmp: minitf("info", write(
+        tmp / "export/minitf_export.json", "{engine").parent), CommandFailed,
+        r"minitf_export.json is not JSON \(Expecting property name.*export the model again with minitf export"),
+    bad("generate-export-file-a-list", lambda tmp: minitf("generate", write(
+        tmp / "export/minitf_export.json", "[1]").parent, "hi"), CommandFailed,
+        r"minitf_export.json holds a JSON list, not an object; export the model again"),
+    bad("translate-empty-text", lambda tmp: minitf("translate", make_seq2seq_source(tmp), ""), CommandFailed,
+        r"exit 2: minitf translate: error: Cannot translate an empty text; give at least one word"),
     bad("generate-empty-prompt-no-bos", lambda tmp: minitf("generate", char_gpt_folder(tmp, bos_token_id=None), ""),
         CommandFailed, r"exit 2: .*the prompt is empty and this model has no bos_token_id to start from; give the text"),
     bad("embed-empty-text", lambda tmp: minitf("embed", saved_model(tmp, "encoder"), "a cat", ""), CommandFailed,
@@ -717,3 +730,15 @@ def test_generate_says_when_a_rotary_model_reads_past_its_trained_positions(tmp_
     assert minitf_main(["generate", str(folder), "abc " * 3, "--max-new-tokens", "8"]) == 0
     assert "note: the prompt (12 tokens) and 8 new tokens pass the 16 positions this model was trained on; its " \
            "rotary positions go on past them" in capsys.readouterr().err
+
+
+def test_saved_code_keeps_a_card_that_is_not_utf8(tmp_path):
+    """Without hf_minitf, save_pretrained's card step reads the target's card as text: bytes that are not UTF-8
+    must keep it (it is not blank), not raise after the weights were saved."""
+    from hf_minitf.modeling_minitf import keep_source_card
+
+    card = tmp_path / "saved/README.md"
+    card.parent.mkdir()
+    card.write_bytes(b"# My model \xff\n")
+    keep_source_card(card.parent, saved_gpt(tmp_path, lambda folder: write(folder / "README.md", "# Source\n")))
+    assert card.read_bytes() == b"# My model \xff\n"
