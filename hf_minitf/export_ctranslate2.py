@@ -53,7 +53,9 @@ def load_minitf_model(src: str | os.PathLike, families: tuple[str, ...], what: s
 
     source = open_source(src, revision)
     if source.family not in families:
-        raise ValueError(f"{src} is a {source.family} model; {what} takes {' or '.join(families)} models ({hint}).")
+        article = "an" if source.family == "encoder" else "a"
+        raise ValueError(f"{src} is {article} {source.family} model; {what} takes {' or '.join(families)} models "
+                         f"({hint}).")
     model_class = {"gpt": MiniTFGPTForCausalLM, "encoder": MiniTFEncoderModel,
                    "seq2seq": MiniTFSeq2SeqForConditionalGeneration}[source.family]
     model = model_class.from_pretrained(source.folder, dtype=torch.float32, trust_remote_code=False).eval()

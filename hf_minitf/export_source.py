@@ -16,6 +16,9 @@ import torch
 
 from .hub_source import download_repo_files, looks_like_repo_id
 
+# What the engine exports write beside their files (hf_minitf.engines reads it; not imported: it imports the package).
+EXPORT_FILE = "minitf_export.json"
+
 # model_type -> family name
 FAMILY_OF_MODEL_TYPE = {"minitf_gpt": "gpt", "minitf_encoder": "encoder", "minitf_seq2seq": "seq2seq"}
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
@@ -124,14 +127,21 @@ def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource
         if not folder.is_dir():
             raise ValueError(f"{name} is neither a model folder nor a Hub repo id (owner/name); give the folder "
                              "written by minitf train, quickstart, convert or save_pretrained.")
+    if (folder / EXPORT_FILE).is_file():
+        raise ValueError(f"{name} is an engine export (it holds {EXPORT_FILE}); export the MiniTF folder it was made "
+                         "from.")
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ValueError(f"{name} has no config.json; it is not a saved model folder.")
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    model_type = config.get("model_type")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_path} is not JSON ({error}); save or convert the model again.") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type not in FAMILY_OF_MODEL_TYPE:
-        raise ValueError(f"{name} holds a {model_type!r} model, not a MiniTF one (model_type minitf_gpt, "
-                         "minitf_encoder or minitf_seq2seq); only MiniTF folders can be exported.")
+        held = f"a {model_type!r} model" if model_type else "no model_type"
+        raise ValueError(f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
+                         "minitf_seq2seq); only MiniTF folders can be exported.")
     return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
 
 

@@ -486,6 +486,14 @@ BAD_INPUTS = [
         r"minitf_export.json holds a JSON list, not an object; export the model again"),
     bad("translate-empty-text", lambda tmp: minitf("translate", make_seq2seq_source(tmp), ""), CommandFailed,
         r"exit 2: minitf translate: error: Cannot translate an empty text; give at least one word"),
+    bad("export-ctranslate2-export", lambda tmp: minitf("export", "gguf", engine_export(
+        tmp, "ctranslate2", "generator", "minitf_gpt"), tmp / "out.gguf"), CommandFailed,
+        r"export is an engine export \(it holds minitf_export.json\); export the MiniTF folder it was made from"),
+    bad("export-config-a-list", lambda tmp: minitf("export", "native", saved_gpt(tmp, lambda folder: write(
+        folder / "config.json", "[1]")), tmp / "out"), CommandFailed,
+        r"gpt holds no model_type, not a MiniTF model \(model_type minitf_gpt"),
+    bad("export-config-not-json", lambda tmp: minitf("export", "native", saved_gpt(tmp, lambda folder: write(
+        folder / "config.json", "{model")), tmp / "out"), CommandFailed, r"config.json is not JSON \(Expecting"),
     bad("generate-empty-prompt-no-bos", lambda tmp: minitf("generate", char_gpt_folder(tmp, bos_token_id=None), ""),
         CommandFailed, r"exit 2: .*the prompt is empty and this model has no bos_token_id to start from; give the text"),
     bad("embed-empty-text", lambda tmp: minitf("embed", saved_model(tmp, "encoder"), "a cat", ""), CommandFailed,
