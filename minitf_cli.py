@@ -742,28 +742,34 @@ def sigterm_exits():
         signal.signal(signal.SIGTERM, previous)
 
 
-# Arguments that may name a local path, whose bytes need not be UTF-8 (Python keeps them as surrogate escapes and
-# opens the same file); every other text argument is tokenized, sent or written, and must be UTF-8.
-PATH_ARGUMENTS = ("checkpoint", "data", "models", "source")
-POSITIONAL_NAMES = {"prompts": "PROMPT", "texts": "TEXT", "repo_id": "REPO_ID"}
 # The exit status of a process whose output pipe closed (128 + SIGPIPE), as `yes | head -1` ends `yes`.
 BROKEN_PIPE_STATUS = 141
 
 
-def _not_utf8(args: argparse.Namespace) -> str | None:
-    """What is wrong with the first text argument holding bytes that are not UTF-8, or None."""
+def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """Each argument of the command `args` ran as its help shows it (`PROMPT`, `--out`), by its destination."""
+    while True:
+        commands = next((action for action in parser._actions if isinstance(action, argparse._SubParsersAction)), None)
+        if commands is None:
+            break
+        parser = commands.choices[getattr(args, commands.dest)]
+    return {action.dest: action.option_strings[-1] if action.option_strings else
+            action.metavar if isinstance(action.metavar, str) else action.dest.upper() for action in parser._actions}
+
+
+def _not_utf8(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str | None:
+    """What is wrong with the first argument holding bytes that are not UTF-8 (Python keeps them as surrogate
+    escapes, which tokenizers refuse with a TypeError and safetensors and tokenizers refuse in paths), or None."""
     for name, value in vars(args).items():
-        if name in PATH_ARGUMENTS:
-            continue
-        for index, text in enumerate(value if isinstance(value, list) else [value]):
-            if not isinstance(text, str):
-                continue
+        values = value if isinstance(value, list) else [value]
+        for index, text in enumerate(str(item) for item in values if isinstance(item, (str, Path))):
             position = next((at for at, char in enumerate(text) if "\udc80" <= char <= "\udcff"), None)
             if position is not None:
-                shown = POSITIONAL_NAMES.get(name, "--" + name.replace("_", "-"))
+                shown = _argument_names(parser, args).get(name, name)
                 which = f" {index + 1}" if isinstance(value, list) and len(value) > 1 else ""
-                return (f"{shown}{which} is not UTF-8 text (byte {ord(text[position]) - 0xDC00:#04x} at character "
-                        f"{position}); give it in UTF-8")
+                return (f"{shown}{which} is not UTF-8 (byte {ord(text[position]) - 0xDC00:#04x} at character "
+                        f"{position}); give it in UTF-8 (a file or folder name too: safetensors and tokenizers open "
+                        "only UTF-8 paths)")
     return None
 
 
@@ -775,8 +781,9 @@ def _command_name(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input, 141: its output
     pipe closed, as `minitf generate ... | head -1` closes it)."""
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else list(argv))
-    problem = _not_utf8(args)
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    problem = _not_utf8(args, parser)
     if problem is None and sys.stdout is None:  # started with `>&-`: whatever the command prints would be lost
         problem = "standard output is closed; redirect it to a file or /dev/null instead"
     if problem is not None:

@@ -402,11 +402,15 @@ def minitf_process(*argv: str | bytes, close_stdout: bool = False, **options) ->
 
 def test_text_arguments_that_are_not_utf8_are_one_line_errors(trained):
     """Bytes a shell passes that are not UTF-8 (`$'\\xff'`) reach Python as surrogate escapes, which the tokenizer
-    refused with a TypeError traceback: refused before any work, naming the argument."""
+    refused with a TypeError traceback (and safetensors in a folder's name): refused before any work, naming the
+    argument."""
     gpt, encoder = bytes(trained / "gpt"), bytes(trained / "encoder")
-    for argv, words in (((b"generate", gpt, b"ab\xff"), "generate: error: PROMPT is not UTF-8 text (byte 0xff at "
-                                                        "character 2)"),
-                        ((b"embed", encoder, b"hi", b"\xfe"), "embed: error: TEXT 2 is not UTF-8 text (byte 0xfe")):
+    for argv, words in (((b"generate", gpt, b"ab\xff"), "generate: error: PROMPT is not UTF-8 (byte 0xff at "
+                                                        "character 2); give it in UTF-8"),
+                        ((b"embed", encoder, b"hi", b"\xfe"), "embed: error: TEXT 2 is not UTF-8 (byte 0xfe"),
+                        ((b"info", b"model-\xff"), "info: error: DIR is not UTF-8 (byte 0xff at character 6); give it "
+                                                   "in UTF-8 (a file or folder name too: safetensors and tokenizers "
+                                                   "open only UTF-8 paths)")):
         process = minitf_process(*argv, stdout=subprocess.PIPE)
         _, err = process.communicate(timeout=60)
         assert process.returncode == 2 and err.decode().count("\n") == 1 and words in err.decode(), err
