@@ -32,17 +32,18 @@ class CommandError(ValueError):
     """Input a command cannot use; the message says what to change."""
 
 
-def error_line(error: BaseException) -> str:
-    """The first line of an error's message, in the command line's words (`--out`, `--overwrite`)."""
+def error_line(error: BaseException, out: str = "--out") -> str:
+    """The first line of an error's message, in the command line's words (`out` for the output, `--overwrite`)."""
     if isinstance(error, OutputFolderError):
-        return error.worded("--out", "--overwrite")
+        return error.worded(out, "--overwrite")
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 
 
-def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callable:
+def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str = "--out") -> Callable:
     """Turn a command's reported errors into `minitf COMMAND: error: ...` on stderr and exit status 2.
-    `command` is the command's name, or a function of the arguments giving it (`convert SOURCE`)."""
+    `command` is the command's name, or a function of the arguments giving it (`convert SOURCE`); `out` is
+    how the command's output is given (`--out`, or a positional `OUT`)."""
 
     def decorate(function: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         @wraps(function)
@@ -56,7 +57,7 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str]) -> Callab
                     error = ValueError(refused_pickle_message(error, [value for value in vars(args).values()
                                                                       if isinstance(value, (str, Path))]))
                 name = command(args) if callable(command) else command
-                print(f"minitf {name}: error: {error_line(error)}", file=sys.stderr)
+                print(f"minitf {name}: error: {error_line(error, out)}", file=sys.stderr)
                 return 2
 
         return run
@@ -217,21 +218,17 @@ def generate_command(args: argparse.Namespace) -> int:
         limit = config.max_position_embeddings if positions == "learned" \
             and getattr(config, "context_overflow", "error") == "error" else None
         trained = config.max_position_embeddings if positions == "rope" else None
-        start = model.generation_config.bos_token_id
     else:
-        tokenizer, limit, start = engine.tokenizer, engine.position_limit, engine.tokenizer.bos_token_id
+        tokenizer, limit = engine.tokenizer, engine.position_limit
         trained = engine.max_positions if limit is None else None
     torch.manual_seed(args.seed)
     requests = []  # every prompt is checked before any is continued
     for prompt in args.prompts:
         ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
-        if ids.shape[1] == 0 and prompt:
+        if not prompt:  # as the server's /v1/completions: there is nothing to continue
+            raise CommandError(f"prompt [{len(requests)}] is empty; give the text to continue")
+        if ids.shape[1] == 0:
             raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
-        if ids.shape[1] == 0:  # as transformers' text-generation pipeline: an empty prompt starts from BOS
-            if start is None:
-                raise CommandError("the prompt is empty and this model has no bos_token_id to start from; give the "
-                                   "text to continue")
-            ids = torch.tensor([[start]])
         kept = tokenizer.decode(ids[0], skip_special_tokens=True)
         unknown = sorted({char for char in prompt if char not in kept})
         if unknown:
@@ -409,7 +406,7 @@ def convert_command(args: argparse.Namespace) -> int:
     return getattr(importlib.import_module(f"{__package__}.conversion.{source.module}"), source.runner)(args)
 
 
-@reports_errors(lambda args: f"export {args.format}")
+@reports_errors(lambda args: f"export {args.format}", out="OUT")
 def export_command(args: argparse.Namespace) -> int:
     """`minitf export FORMAT SRC OUT ...`: the format's runner in hf_minitf.export."""
     from transformers.utils import logging

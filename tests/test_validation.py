@@ -492,10 +492,14 @@ BAD_INPUTS = [
     bad("export-config-a-list", lambda tmp: minitf("export", "native", saved_gpt(tmp, lambda folder: write(
         folder / "config.json", "[1]")), tmp / "out"), CommandFailed,
         r"gpt holds no model_type, not a MiniTF model \(model_type minitf_gpt"),
+    bad("export-out-named-as-positional", lambda tmp: minitf("export", "native", char_gpt_folder(tmp), write(
+        tmp / "notes/todo.txt", "mine").parent), CommandFailed,
+        r"exit 2: minitf export native: error: OUT .*notes is not empty; choose another folder or pass --overwrite"),
     bad("export-config-not-json", lambda tmp: minitf("export", "native", saved_gpt(tmp, lambda folder: write(
         folder / "config.json", "{model")), tmp / "out"), CommandFailed, r"config.json is not JSON \(Expecting"),
-    bad("generate-empty-prompt-no-bos", lambda tmp: minitf("generate", char_gpt_folder(tmp, bos_token_id=None), ""),
-        CommandFailed, r"exit 2: .*the prompt is empty and this model has no bos_token_id to start from; give the text"),
+    bad("generate-empty-prompt", lambda tmp: minitf("generate", char_gpt_folder(tmp), "ab", "",
+                                                             "--max-new-tokens", "4"),
+        CommandFailed, r"exit 2: minitf generate: error: prompt \[1\] is empty; give the text to continue"),
     bad("embed-empty-text", lambda tmp: minitf("embed", saved_model(tmp, "encoder"), "a cat", ""), CommandFailed,
         r"exit 2: minitf embed: error: text \[1\] is empty; every text to embed needs at least one character"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
@@ -720,16 +724,6 @@ def test_save_pretrained_keeps_an_unreadable_card_and_saves_the_rest(tmp_path, c
     fresh_card = (tmp_path / "fresh/README.md").read_text()
     assert "tags: x" not in fresh_card and "- minitf" in fresh_card
     assert "the card was left as it was" in caplog.text and "not carried over" in caplog.text
-
-
-def test_generate_starts_an_empty_prompt_from_bos(tmp_path, capsys):
-    """As transformers' text-generation pipeline does; the same tokens as generate() from [[bos_token_id]]."""
-    folder = char_gpt_folder(tmp_path, bos_token_id=2)
-    assert minitf_main(["generate", str(folder), "", "--max-new-tokens", "6"]) == 0
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder), AutoTokenizer.from_pretrained(folder)
-    tokens = model.generate(torch.tensor([[2]]), attention_mask=torch.ones(1, 1, dtype=torch.long), max_new_tokens=6,
-                            do_sample=False, pad_token_id=0)
-    assert capsys.readouterr().out == tokenizer.decode(tokens[0], skip_special_tokens=True) + "\n"
 
 
 def test_generate_says_when_a_rotary_model_reads_past_its_trained_positions(tmp_path, capsys):
