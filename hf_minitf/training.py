@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import (
@@ -60,14 +59,12 @@ from .sentence_transformers_export import save_sentence_transformer
 from .tokenization_minitf import char_tokenizer, train_bpe_tokenizer
 from .tokenization_minitf_miniembed import train_wordlevel_tokenizer
 from .tokenization_minitf_seq2seq import train_translation_tokenizers
-from .training_data import CHUNK_CHARS, TextFile, text_chunks
+from .training_data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 
 LOSS_CURVE = "loss_curve.png"
 BPE_SAMPLE_CHARS = 64 * 2**20
 """The byte-level BPE tokenizer is trained on at most this many characters from the start of the training text
 (64 Mi; all of the text is tokenized with it): more adds little to a vocabulary and costs minutes per 100 MB."""
-CHUNKS_PER_BATCH = 64
-"""Chunks of text handed to the tokenizer at once (it encodes a batch on all cores): about 1 Mi characters."""
 
 
 class TrainingError(ValueError):
@@ -321,69 +318,6 @@ def _split_held_out(items: list, fraction: float, seed: int) -> tuple[list, list
     """`items` without and with the `_held_out_indices`."""
     held = set(_held_out_indices(len(items), fraction, seed))
     return [item for index, item in enumerate(items) if index not in held], [items[index] for index in sorted(held)]
-
-
-class TokenBlocks(torch.utils.data.Dataset):
-    """Blocks of `block_size` consecutive ids of a (memory-mapped) id array as GPT examples: the blocks
-    numbered `chosen`, or all but the (sorted) `excluded` ones; none is copied before it is asked for."""
-
-    def __init__(self, ids: np.ndarray, block_size: int, chosen: Sequence[int] | None = None,
-                 excluded: Sequence[int] = ()) -> None:
-        self.ids, self.block_size = ids, block_size
-        self.chosen = None if chosen is None else np.asarray(chosen, dtype=np.int64)
-        excluded = np.asarray(excluded, dtype=np.int64)
-        self._excluded_below = excluded - np.arange(len(excluded))  # kept index i is block i + (these <= i)
-        self._length = len(self.chosen) if chosen is not None else len(ids) // block_size - len(excluded)
-
-    def __len__(self) -> int:
-        return self._length
-
-    def block_index(self, index: int) -> int:
-        """The number of the block that is example `index`."""
-        if not 0 <= index < self._length:
-            raise IndexError(f"block {index} of {self._length}")
-        if self.chosen is not None:
-            return int(self.chosen[index])
-        return index + int(np.searchsorted(self._excluded_below, index, side="right"))
-
-    def __getitem__(self, index: int) -> dict[str, list[int]]:
-        start = self.block_index(index) * self.block_size
-        return {"input_ids": self.ids[start:start + self.block_size].tolist()}
-
-
-def _batches(documents: Iterable[Iterable[str]], chunks_per_batch: int) -> Iterator[tuple[list[str], list[bool]]]:
-    """The documents' chunks in batches, each chunk with whether it ends its document (an empty one stands for
-    an empty document)."""
-    texts: list[str] = []
-    ends: list[bool] = []
-    for document in documents:
-        count = 0
-        for chunk in document:
-            texts.append(chunk)
-            ends.append(False)
-            count += 1
-            if len(texts) > chunks_per_batch:  # keep the last chunk back: it may end the document
-                yield texts[:-1], ends[:-1]
-                texts, ends = texts[-1:], ends[-1:]
-        if count == 0:
-            texts.append("")
-            ends.append(False)
-        ends[-1] = True
-    if texts:
-        yield texts, ends
-
-
-def encode_to_file(tokenizer: PreTrainedTokenizerBase, documents: Iterable[Iterable[str]], path: Path,
-                   chunks_per_batch: int = CHUNKS_PER_BATCH) -> np.ndarray:
-    """Tokenize documents given as chunks of text (`training_data.safe_chunks`), each followed by EOS, into
-    `path` as raw ids; returns them memory-mapped (uint16, or uint32 for vocabularies over 65,536 tokens)."""
-    dtype = np.uint16 if len(tokenizer) <= 2**16 else np.uint32
-    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
-    with path.open("wb") as handle:
-        for texts, ends in _batches(documents, chunks_per_batch):
-            for encoding, end in zip(backend.encode_batch(texts, add_special_tokens=False), ends):
-                handle.write(np.asarray(encoding.ids + [eos] if end else encoding.ids, dtype=dtype).tobytes())
-    return np.memmap(path, dtype=dtype, mode="r")
 
 
 class _GPTCorpus:

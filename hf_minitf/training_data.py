@@ -3,8 +3,9 @@
 reads). `datasets` is imported only for the last two.
 
 GPT text from a .txt or .jsonl file is read lazily (`open_texts` gives a `TextFile`) and every text is cut into
-chunks (`safe_chunks`) where byte-level BPE and character tokenization give the same ids as on the whole text,
-so that training on a large corpus holds a chunk of text at a time, not the file.
+chunks (`safe_chunks`) where byte-level BPE and character tokenization give the same ids as on the whole text;
+`encode_to_file` tokenizes the chunks into a memory-mapped file of ids whose blocks are the examples
+(`TokenBlocks`), so that training on a large corpus holds a chunk of text at a time, not the file.
 """
 
 from __future__ import annotations
@@ -14,11 +15,19 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 CHUNK_CHARS = 1 << 14
 """Characters per chunk of text read and tokenized at a time (16 Ki: `tokenizers` encodes long texts without
 white space, such as a character tokenizer's, much faster in short pieces)."""
+CHUNKS_PER_BATCH = 64
+"""Chunks of text handed to the tokenizer at once (it encodes a batch on all cores): about 1 Mi characters."""
 
 
 class TrainingDataError(ValueError):
@@ -186,6 +195,69 @@ def open_texts(path: str | Path, column: str = "text", split: str = "train") -> 
     return load_texts(path, column, split)
 
 
+class TokenBlocks(torch.utils.data.Dataset):
+    """Blocks of `block_size` consecutive ids of a (memory-mapped) id array as GPT examples: the blocks
+    numbered `chosen`, or all but the (sorted) `excluded` ones; none is copied before it is asked for."""
+
+    def __init__(self, ids: np.ndarray, block_size: int, chosen: Sequence[int] | None = None,
+                 excluded: Sequence[int] = ()) -> None:
+        self.ids, self.block_size = ids, block_size
+        self.chosen = None if chosen is None else np.asarray(chosen, dtype=np.int64)
+        excluded = np.asarray(excluded, dtype=np.int64)
+        self._excluded_below = excluded - np.arange(len(excluded))  # kept index i is block i + (these <= i)
+        self._length = len(self.chosen) if chosen is not None else len(ids) // block_size - len(excluded)
+
+    def __len__(self) -> int:
+        return self._length
+
+    def block_index(self, index: int) -> int:
+        """The number of the block that is example `index`."""
+        if not 0 <= index < self._length:
+            raise IndexError(f"block {index} of {self._length}")
+        if self.chosen is not None:
+            return int(self.chosen[index])
+        return index + int(np.searchsorted(self._excluded_below, index, side="right"))
+
+    def __getitem__(self, index: int) -> dict[str, list[int]]:
+        start = self.block_index(index) * self.block_size
+        return {"input_ids": self.ids[start:start + self.block_size].tolist()}
+
+
+def _batches(documents: Iterable[Iterable[str]], chunks_per_batch: int) -> Iterator[tuple[list[str], list[bool]]]:
+    """The documents' chunks in batches, each chunk with whether it ends its document (an empty one stands for
+    an empty document)."""
+    texts: list[str] = []
+    ends: list[bool] = []
+    for document in documents:
+        count = 0
+        for chunk in document:
+            texts.append(chunk)
+            ends.append(False)
+            count += 1
+            if len(texts) > chunks_per_batch:  # keep the last chunk back: it may end the document
+                yield texts[:-1], ends[:-1]
+                texts, ends = texts[-1:], ends[-1:]
+        if count == 0:
+            texts.append("")
+            ends.append(False)
+        ends[-1] = True
+    if texts:
+        yield texts, ends
+
+
+def encode_to_file(tokenizer: PreTrainedTokenizerBase, documents: Iterable[Iterable[str]], path: Path,
+                   chunks_per_batch: int = CHUNKS_PER_BATCH) -> np.ndarray:
+    """Tokenize documents given as chunks of text (`training_data.safe_chunks`), each followed by EOS, into
+    `path` as raw ids; returns them memory-mapped (uint16, or uint32 for vocabularies over 65,536 tokens)."""
+    dtype = np.uint16 if len(tokenizer) <= 2**16 else np.uint32
+    backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id
+    with path.open("wb") as handle:
+        for texts, ends in _batches(documents, chunks_per_batch):
+            for encoding, end in zip(backend.encode_batch(texts, add_special_tokens=False), ends):
+                handle.write(np.asarray(encoding.ids + [eos] if end else encoding.ids, dtype=dtype).tobytes())
+    return np.memmap(path, dtype=dtype, mode="r")
+
+
 def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -> list[tuple[str, str]]:
     """Text pairs: a .tsv file's first two tab-separated columns, or two `columns` of jsonl/json/datasets rows."""
     if len(columns) != 2:
@@ -205,5 +277,5 @@ def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -
     return list(zip(_column(rows, columns[0], path), _column(rows, columns[1], path)))
 
 
-__all__ = ["CHUNK_CHARS", "TextFile", "TrainingDataError", "load_pairs", "load_texts", "open_texts", "safe_chunks",
-           "text_chunks"]
+__all__ = ["CHUNK_CHARS", "TextFile", "TokenBlocks", "TrainingDataError", "encode_to_file", "load_pairs",
+           "load_texts", "open_texts", "safe_chunks", "text_chunks"]

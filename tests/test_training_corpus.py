@@ -1,5 +1,5 @@
-"""A GPT corpus read and tokenized in chunks (hf_minitf.training_data.safe_chunks, TextFile; training's id file
-and TokenBlocks) gives the ids of one tokenizer call, trains as the same text in memory does, and splits its
+"""A GPT corpus read and tokenized in chunks (hf_minitf.training_data.safe_chunks, TextFile; encode_to_file's id
+file and TokenBlocks) gives the ids of one tokenizer call, trains as the same text in memory does, and splits its
 held-out blocks correctly; a run whose loss becomes NaN stops with a TrainingError and writes nothing."""
 
 import json
@@ -11,16 +11,22 @@ import pytest
 from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
 from hf_minitf.tokenization_minitf import char_tokenizer, train_bpe_tokenizer
 from hf_minitf.training import (
-    TokenBlocks,
     TrainingError,
     TrainSettings,
     _held_out_indices,
-    encode_to_file,
     train_encoder,
     train_gpt,
     train_seq2seq,
 )
-from hf_minitf.training_data import TextFile, TrainingDataError, open_texts, safe_chunks, text_chunks
+from hf_minitf.training_data import (
+    TextFile,
+    TokenBlocks,
+    TrainingDataError,
+    encode_to_file,
+    open_texts,
+    safe_chunks,
+    text_chunks,
+)
 
 TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
             max_position_embeddings=32)
