@@ -62,7 +62,9 @@ def run_case(corpus: Path, out: Path, code: Path, tokenizer: str, steps: int, ca
     env = dict(os.environ, PYTHONPATH=str(code), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="true")
     started = time.perf_counter()
     with tempfile.TemporaryFile() as stderr:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=limit)
+        # run from `code` itself: `python -c` puts the current folder before PYTHONPATH on sys.path
+        process = subprocess.Popen(command, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   preexec_fn=limit)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         stderr.seek(0)
