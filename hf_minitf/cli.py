@@ -69,6 +69,9 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
 FAMILY_COMMANDS = {"gpt": "generate", "encoder": "embed", "seq2seq": "translate"}
 ENGINE_KINDS = {"generate": "generator", "embed": "embedder", "translate": "translator"}
 GGUF_MAGIC = b"GGUF"
+# The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
+# fails inside torch's embedding lookup).
+NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
 
 
 def read_config(folder: Path) -> dict:
@@ -214,7 +217,7 @@ def generate_command(args: argparse.Namespace) -> int:
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
         config = model.config
-        positions = getattr(config, "position_embedding_type", None)
+        positions = getattr(config, "position_embedding_type", None) or NATIVE_POSITIONS.get(config.model_type)
         limit = config.max_position_embeddings if positions == "learned" \
             and getattr(config, "context_overflow", "error") == "error" else None
         trained = config.max_position_embeddings if positions == "rope" else None
@@ -222,32 +225,33 @@ def generate_command(args: argparse.Namespace) -> int:
         tokenizer, limit = engine.tokenizer, engine.position_limit
         trained = engine.max_positions if limit is None else None
     torch.manual_seed(args.seed)
-    requests = []  # every prompt is checked before any is continued
+    requests, notes = [], []  # every prompt is checked before any is continued or noted
     for prompt in args.prompts:
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
         if not prompt:  # as the server's /v1/completions: there is nothing to continue
             raise CommandError(f"prompt [{len(requests)}] is empty; give the text to continue")
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
         if ids.shape[1] == 0:
             raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
         kept = tokenizer.decode(ids[0], skip_special_tokens=True)
         unknown = sorted({char for char in prompt if char not in kept})
         if unknown:
-            print(f"minitf generate: note: {''.join(unknown)!r} not in the model's vocabulary; read as "
-                  f"{tokenizer.unk_token or 'nothing'}", file=sys.stderr)
+            notes.append(f"{''.join(unknown)!r} not in the model's vocabulary; read as "
+                         f"{tokenizer.unk_token or 'nothing'}")
         new_tokens = args.max_new_tokens
         if limit is not None:
             room = limit - ids.shape[1]
             if room <= 0:
                 raise CommandError(f"the prompt is {ids.shape[1]} tokens; this model reads at most {limit}")
             if room < new_tokens:
-                print(f"minitf generate: note: {new_tokens} new tokens would pass the model's {limit} positions; "
-                      f"generating {room}", file=sys.stderr)
+                notes.append(f"{new_tokens} new tokens would pass the model's {limit} positions; generating {room}")
                 new_tokens = room
         if trained is not None and ids.shape[1] + new_tokens > trained:
-            print(f"minitf generate: note: the prompt ({ids.shape[1]} tokens) and {new_tokens} new tokens pass the "
-                  f"{trained} positions this model was trained on; its rotary positions go on past them, but expect "
-                  "weaker text there", file=sys.stderr)
+            notes.append(f"the prompt ({ids.shape[1]} tokens) and {new_tokens} new tokens pass the {trained} "
+                         "positions this model was trained on; its rotary positions go on past them, but expect "
+                         "weaker text there")
         requests.append((ids, new_tokens))
+    for note in notes:
+        print(f"minitf generate: note: {note}", file=sys.stderr)
     for ids, new_tokens in requests:
         if engine is not None:
             new_ids = engine.generate([ids[0].tolist()], new_tokens, sample=args.sample, temperature=args.temperature,

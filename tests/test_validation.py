@@ -234,6 +234,12 @@ def char_gpt_folder(tmp: Path, **config) -> Path:
     return tmp / "chars"
 
 
+def native_gpt_folder(tmp: Path) -> Path:
+    """`char_gpt_folder` exported as transformers' own GPT-2 (learned positions, 16 of them)."""
+    minitf("export", "native", char_gpt_folder(tmp), tmp / "native")
+    return tmp / "native"
+
+
 BAD_YAML_CARD = "---\nlicense: [mit\ntags: x\n---\n\n# My model\n"
 
 
@@ -497,9 +503,10 @@ BAD_INPUTS = [
         r"exit 2: minitf export native: error: OUT .*notes is not empty; choose another folder or pass --overwrite"),
     bad("export-config-not-json", lambda tmp: minitf("export", "native", saved_gpt(tmp, lambda folder: write(
         folder / "config.json", "{model")), tmp / "out"), CommandFailed, r"config.json is not JSON \(Expecting"),
-    bad("generate-empty-prompt", lambda tmp: minitf("generate", char_gpt_folder(tmp), "ab", "",
-                                                             "--max-new-tokens", "4"),
+    bad("generate-empty-prompt", lambda tmp: minitf("generate", char_gpt_folder(tmp), "ab", ""),
         CommandFailed, r"exit 2: minitf generate: error: prompt \[1\] is empty; give the text to continue"),
+    bad("generate-native-gpt2-past-positions", lambda tmp: minitf("generate", native_gpt_folder(tmp), "abc " * 10),
+        CommandFailed, r"exit 2: minitf generate: error: the prompt is 40 tokens; this model reads at most 16"),
     bad("embed-empty-text", lambda tmp: minitf("embed", saved_model(tmp, "encoder"), "a cat", ""), CommandFailed,
         r"exit 2: minitf embed: error: text \[1\] is empty; every text to embed needs at least one character"),
     # Model inputs and generation: the argument, its shape or value, and what is expected.
