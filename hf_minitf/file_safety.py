@@ -155,10 +155,12 @@ def link_problem(path: Path, folder: Path) -> str | None:
 
 def folder_files(folder: str | os.PathLike, skip=lambda relative: False) -> list[str]:
     """The files under `folder` (relative POSIX paths, links to files inside it included), without following a
-    link out of it; an UnsafeFileError naming every link that points outside or at a folder. `skip(relative)`
+    link out of it; an UnsafeFileError naming every symbolic link that points outside or at a folder, and every
+    hard link whose file has names outside the folder (its content is a file from elsewhere). `skip(relative)`
     leaves out paths (and what is under them) before they are looked at."""
     folder = Path(folder)
     files, problems = [], []
+    names_of_file: dict[tuple[int, int], list[str]] = {}  # (device, inode) of each file with several names
     for root, directories, names in os.walk(folder):  # os.walk does not descend into linked folders
         base = Path(root)
         for name in sorted([*directories, *names]):
@@ -176,9 +178,17 @@ def folder_files(folder: str | os.PathLike, skip=lambda relative: False) -> list
                     files.append(relative)
             elif name in names and path.is_file():
                 files.append(relative)
+                status = path.stat()
+                if status.st_nlink > 1:
+                    names_of_file.setdefault((status.st_dev, status.st_ino), []).append(relative)
+    for inside in names_of_file.values():
+        outside = os.stat(folder / inside[0]).st_nlink - len(inside)
+        if outside > 0:
+            problems.append(f"{inside[0]} is a hard link: the same file has {outside} other name"
+                            f"{'s' if outside > 1 else ''} outside the folder")
     if problems:
         raise UnsafeFileError(
-            f"{folder} holds symbolic links that would upload files from outside it or folders twice "
+            f"{folder} holds symbolic links or hard links that would upload files from outside it or folders twice "
             f"({'; '.join(problems)}); replace each link with a copy of the file it should hold, then push again."
         )
     return sorted(files)

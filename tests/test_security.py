@@ -98,6 +98,27 @@ def test_a_link_to_a_file_inside_the_folder_is_sent_as_a_copy(hub, folder):
     assert files["notes-again.txt"] == b"inside" == files["notes.txt"]
 
 
+def test_a_hard_link_to_a_file_outside_the_folder_is_refused(hub, folder, capsys):
+    """A hard link is the outside file itself under a second name: its content must not go up either."""
+    secret = folder.parent / "private-hard.txt"
+    secret.write_text(SECRET)
+    os.link(secret, folder / "notes.txt")
+    uploads = len(hub.uploads)
+    assert push_command(push_args(str(folder), "org/hard-leak")) == 2
+    error = capsys.readouterr().err
+    assert "notes.txt is a hard link: the same file has 1 other name outside the folder" in error, error
+    assert error.count("\n") == 1
+    assert len(hub.uploads) == uploads and SECRET.encode() not in uploaded_bytes(hub)
+
+
+def test_hard_links_between_files_of_the_folder_are_sent(hub, folder):
+    (folder / "notes.txt").write_text("inside")
+    os.link(folder / "notes.txt", folder / "notes-again.txt")
+    push_folder(folder, "org/inside-hard-link")
+    files = hub.uploads[-1].files
+    assert files["notes-again.txt"] == b"inside" == files["notes.txt"]
+
+
 def test_the_files_sent_are_checked_again_just_before_the_upload(hub, folder, monkeypatch):
     """Whatever adds files to the upload after the folder check (a card writer, an export) is checked too."""
     import hf_minitf.model_card as model_card
