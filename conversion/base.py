@@ -5,6 +5,7 @@ card) atomically."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,13 +116,21 @@ def shape_of(checkpoint: Checkpoint, key: str) -> tuple[int, ...]:
     return checkpoint.shape(key)
 
 
+def _divisors(number: int) -> list[int]:
+    """The divisors of `number`, found up to its square root (a width claimed by zero-size tensors can be huge)."""
+    small = [divisor for divisor in range(1, math.isqrt(number) + 1) if number % divisor == 0]
+    return sorted({*small, *(number // divisor for divisor in small)})
+
+
 def require_heads(num_heads: int | None, hidden_size: int, option: str, stored: int | None = None) -> int:
     """The head count, which no weight shape reveals: the option, else the `stored` config's value; an error
     listing the valid choices when neither is given, or when they disagree."""
     if num_heads is not None and stored is not None and num_heads != stored:
         raise ConversionError(f"{option.split()[0]} {num_heads} contradicts the given config's head count {stored}.")
     num_heads = num_heads if num_heads is not None else stored
-    choices = [n for n in range(1, hidden_size + 1) if hidden_size % n == 0]
+    if num_heads is not None and num_heads > 0 and hidden_size > 0 and hidden_size % num_heads == 0:
+        return num_heads
+    choices = _divisors(hidden_size)
     if num_heads is None:
         raise ConversionError(
             f"The checkpoint cannot tell the number of attention heads (hidden size {hidden_size} splits into any "

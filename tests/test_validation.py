@@ -39,6 +39,7 @@ from hf_minitf import (
 from conftest import tiny_model
 from export_models import make_seq2seq_source
 from hf_minitf.conversion import ConversionError
+from hf_minitf.conversion.base import require_heads
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.output import TensorPlan, write_safetensors
 from hf_minitf.export_gguf import export_gguf
@@ -652,6 +653,12 @@ BAD_INPUTS = [
         r"a GGUF file"),
     bad("gguf-out-dangling-link", lambda tmp: export_gguf(tmp / "nowhere", linked(tmp, tmp / "gone.gguf")),
         OutputFolderError, r"output file .*link is a symbolic link to .*gone.gguf, which does not exist"),
+    bad("convert-heads-unknown", lambda tmp: require_heads(None, 12, "--num-heads"), ConversionError,
+        r"hidden size 12 splits into any of \[1, 2, 3, 4, 6, 12\] heads"),
+    bad("convert-heads-not-dividing", lambda tmp: require_heads(5, 12, "--num-heads"), ConversionError,
+        r"5 heads do not divide hidden size 12; valid: \[1, 2, 3, 4, 6, 12\]"),
+    bad("convert-heads-of-a-huge-width", lambda tmp: require_heads(None, 2**40, "--num-heads"), ConversionError,
+        r"hidden size 1099511627776 splits into any of \[1, 2, 4, .*, 549755813888, 1099511627776\] heads"),
     bad("convert-float16-overflow", lambda tmp: convert_char_gpt(
         huge_weight_checkpoint(tmp), tmp / "out", vocab=json.loads((CHAR_GPT / "vocab.json").read_text()),
         num_heads=4, dtype="float16"), ConversionError,
