@@ -226,6 +226,13 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool,
         resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
         if resume is None:
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
+    if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
+        batches = len(trainer.get_train_dataloader())
+        total = math.ceil(batches * settings.epochs / trainer.args.gradient_accumulation_steps)
+        if settings.warmup > total:
+            raise TrainingError(f"warmup={settings.warmup:g} steps is more than this run's {total} steps "
+                                f"({settings.epochs:g} epochs of {batches} batches): the learning rate would never "
+                                "reach its peak; give fewer warmup steps, a fraction below 1, or more epochs")
     try:
         trainer.train(resume_from_checkpoint=resume)
     except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint

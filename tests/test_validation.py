@@ -46,7 +46,7 @@ from hf_minitf.export_gguf import export_gguf
 from hf_minitf.output_folder import OutputFolderError, atomic_output_dir, check_output_dir
 from hf_minitf.tokenization_minitf import wrap_tokenizer
 from hf_minitf.quickstart import QuickstartSteps
-from hf_minitf.training import TrainingError, TrainSettings
+from hf_minitf.training import TrainingError, TrainSettings, train_gpt
 from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
@@ -365,6 +365,10 @@ BAD_INPUTS = [
         r"warmup must be a finite number in \[0, 1000000000\], got nan"),
     bad("api-warmup-past-max-steps", lambda tmp: TrainSettings(max_steps=10, warmup=1e300), TrainingError,
         r"warmup must be a finite number in \[0, 1000000000\], got 1e\+300"),
+    bad("api-warmup-past-the-epochs", lambda tmp: train_gpt("abcd " * 40, tmp / "out", settings=TrainSettings(
+        warmup=500, batch_size=4, progress=False), config_overrides=dict(max_position_embeddings=16, hidden_size=16,
+        num_hidden_layers=1, num_attention_heads=2)), TrainingError,
+        r"warmup=500 steps is more than this run's \d+ steps \(1 epochs of \d+ batches\)"),
     bad("api-warmup-more-than-steps", lambda tmp: TrainSettings(max_steps=10, warmup=20), TrainingError,
         r"warmup=20 steps is more than max_steps=10"),
     bad("api-seed-2-70", lambda tmp: TrainSettings(seed=2**70), TrainingError,
