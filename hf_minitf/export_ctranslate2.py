@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from .export_source import EXPORT_FILE
 from .output_folder import atomic_output_dir
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
@@ -279,8 +280,6 @@ def export_ctranslate2(src: str | os.PathLike, out: str | os.PathLike, quantizat
         (work / "README.md").write_text(_readme(kind, quantization, str(src)), encoding="utf-8")
     return Path(out)
 
-
-EXPORT_FILE = "minitf_export.json"
 
 _GENERATOR_USAGE = '''```python
 import ctranslate2

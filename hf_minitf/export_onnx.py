@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from .export_source import EXPORT_FILE
 from .output_folder import atomic_output_dir
 
 QUANTIZED_FILE = "onnx/model_quint8_avx2.onnx"
@@ -94,7 +95,7 @@ def export_onnx(src: str | os.PathLike, out: str | os.PathLike, quantize: str | 
         if quantize == "int8":
             quantize_int8(work / MODEL_FILE, work / QUANTIZED_FILE)
             files.append(QUANTIZED_FILE)
-        (work / "minitf_export.json").write_text(json.dumps({
+        (work / EXPORT_FILE).write_text(json.dumps({
             "engine": "onnxruntime", "kind": "embedder", "family": "minitf_encoder", "files": files,
             "default_file": files[-1], "source": str(src),
         }, indent=2) + "\n", encoding="utf-8")

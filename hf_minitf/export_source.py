@@ -16,7 +16,7 @@ import torch
 
 from .hub_source import download_repo_files, looks_like_repo_id
 
-# What the engine exports write beside their files (hf_minitf.engines reads it; not imported: it imports the package).
+# What the engine exports write beside their files (hf_minitf.engines, which stays free of torch, names it too).
 EXPORT_FILE = "minitf_export.json"
 
 # model_type -> family name
