@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from hf_minitf.presets import FRAWDLLM_PRESETS, FrawdLLMSize
+from hf_minitf.catalog import FRAWDLLM_PRESETS, FrawdLLMSize
 
 # The FrawdLLM presets with learned positions, whose checkpoints this script writes.
 PRESETS = {name: size for name, size in FRAWDLLM_PRESETS.items() if not size.rope}
@@ -66,17 +66,26 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
     def rand(*shape):
         return torch.randn(*shape, generator=generator) * 0.02
 
-    state = {"embeddings.token_emb.weight": rand(preset.vocab_size, d),
-             "embeddings.pos_emb.weight": rand(context, d)}
+    state = {"embeddings.token_emb.weight": rand(preset.vocab_size, d), "embeddings.pos_emb.weight": rand(context, d)}
     for i in range(preset.num_layers):
         p = f"blocks.{i}."
-        state.update({p + "ln1.weight": torch.ones(d), p + "ln1.bias": torch.zeros(d),
-                      p + "attn.qkv_proj.weight": rand(3 * d, d), p + "attn.qkv_proj.bias": torch.zeros(3 * d),
-                      p + "attn.out_proj.weight": rand(d, d), p + "attn.out_proj.bias": torch.zeros(d),
-                      p + "attn.mask": torch.tril(torch.ones(context, context)).view(1, 1, context, context),
-                      p + "ln2.weight": torch.ones(d), p + "ln2.bias": torch.zeros(d),
-                      p + "mlp.fc1.weight": rand(4 * d, d), p + "mlp.fc1.bias": torch.zeros(4 * d),
-                      p + "mlp.fc2.weight": rand(d, 4 * d), p + "mlp.fc2.bias": torch.zeros(d)})
+        state.update(
+            {
+                p + "ln1.weight": torch.ones(d),
+                p + "ln1.bias": torch.zeros(d),
+                p + "attn.qkv_proj.weight": rand(3 * d, d),
+                p + "attn.qkv_proj.bias": torch.zeros(3 * d),
+                p + "attn.out_proj.weight": rand(d, d),
+                p + "attn.out_proj.bias": torch.zeros(d),
+                p + "attn.mask": torch.tril(torch.ones(context, context)).view(1, 1, context, context),
+                p + "ln2.weight": torch.ones(d),
+                p + "ln2.bias": torch.zeros(d),
+                p + "mlp.fc1.weight": rand(4 * d, d),
+                p + "mlp.fc1.bias": torch.zeros(4 * d),
+                p + "mlp.fc2.weight": rand(d, 4 * d),
+                p + "mlp.fc2.bias": torch.zeros(d),
+            }
+        )
     state["ln_f.weight"], state["ln_f.bias"] = torch.ones(d), torch.zeros(d)
     state["lm_head.weight"] = state["embeddings.token_emb.weight"]
     weight_bytes = sum(v.numel() * v.element_size() for k, v in state.items() if k != "lm_head.weight")
@@ -103,14 +112,38 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
     ModelConfig.__module__, ModelConfig.__qualname__ = "src.model.config", "ModelConfig"
     sys.modules["src.model.config"].ModelConfig = ModelConfig
     params = {k: v for k, v in state.items() if not k.endswith("attn.mask") and k != "lm_head.weight"}
-    optimizer_state = {"state": {i: {"step": torch.tensor(1000.0), "exp_avg": torch.zeros_like(v),
-                                     "exp_avg_sq": torch.zeros_like(v)} for i, v in enumerate(params.values())},
-                       "param_groups": [{"lr": 3e-4, "params": list(range(len(params)))}]} if optimizer else {}
-    config = ModelConfig(vocab_size=preset.vocab_size, n_embd=preset.hidden_size, n_layer=preset.num_layers,
-                         n_head=preset.num_heads, context_length=preset.context_length, dropout=preset.dropout)
+    optimizer_state = (
+        {
+            "state": {
+                i: {"step": torch.tensor(1000.0), "exp_avg": torch.zeros_like(v), "exp_avg_sq": torch.zeros_like(v)}
+                for i, v in enumerate(params.values())
+            },
+            "param_groups": [{"lr": 3e-4, "params": list(range(len(params)))}],
+        }
+        if optimizer
+        else {}
+    )
+    config = ModelConfig(
+        vocab_size=preset.vocab_size,
+        n_embd=preset.hidden_size,
+        n_layer=preset.num_layers,
+        n_head=preset.num_heads,
+        context_length=preset.context_length,
+        dropout=preset.dropout,
+    )
     pt = folder / "checkpoint.pt"
-    torch.save({"epoch": 3, "global_step": 1000, "model_state_dict": state, "optimizer_state_dict": optimizer_state,
-                "scheduler_state_dict": {}, "val_loss": 3.2, "config": config}, pt)
+    torch.save(
+        {
+            "epoch": 3,
+            "global_step": 1000,
+            "model_state_dict": state,
+            "optimizer_state_dict": optimizer_state,
+            "scheduler_state_dict": {},
+            "val_loss": 3.2,
+            "config": config,
+        },
+        pt,
+    )
     st = folder / "model.safetensors"
     save_file({k: v.contiguous() for k, v in state.items() if k != "lm_head.weight"}, str(st))
     return pt, st, weight_bytes
@@ -118,32 +151,42 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
 
 def measure(checkpoint: Path, tokenizer: Path, out: Path, preset: FrawdLLMSize) -> dict:
     """Convert in a fresh process; its peak and anonymous memory above the imports, and the time taken."""
-    result = subprocess.run([sys.executable, "-c", MEASURE, str(checkpoint), str(tokenizer), str(out),
-                             str(preset.num_heads)], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(checkpoint), str(tokenizer), str(out), str(preset.num_heads)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="base")
-    parser.add_argument("--no-optimizer", action="store_true",
-                        help="save the training checkpoint without optimizer state")
+    parser.add_argument(
+        "--no-optimizer", action="store_true", help="save the training checkpoint without optimizer state"
+    )
     args = parser.parse_args()
     preset = PRESETS[args.preset]
-    from hf_minitf.tokenization_minitf import train_bpe_tokenizer
+    from hf_minitf.tokenization.gpt import train_bpe_tokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         pt, st, weight_bytes = make_checkpoints(folder, preset, optimizer=not args.no_optimizer)
         tokenizer = train_bpe_tokenizer(["the quick brown fox jumps over the lazy dog"] * 20, vocab_size=300)
         tokenizer.backend_tokenizer.save(str(folder / "tokenizer.json"))
-        print(f"preset {args.preset}: weights {weight_bytes / 2**20:.0f} MiB (fp32, incl. mask buffers); checkpoint.pt "
-              f"{pt.stat().st_size / 2**20:.0f} MiB, model.safetensors {st.stat().st_size / 2**20:.0f} MiB")
+        print(
+            f"preset {args.preset}: weights {weight_bytes / 2**20:.0f} MiB (fp32, incl. mask buffers); checkpoint.pt "
+            f"{pt.stat().st_size / 2**20:.0f} MiB, model.safetensors {st.stat().st_size / 2**20:.0f} MiB"
+        )
         for index, checkpoint in enumerate((pt, st)):
             numbers = measure(checkpoint, folder / "tokenizer.json", folder / f"out{index}", preset)
-            print(f"{checkpoint.name:18s} peak RSS {numbers['peak_mb']:5.0f} MiB = {numbers['baseline_mb']:.0f} after "
-                  f"imports + {numbers['peak_mb'] - numbers['baseline_mb']:.0f} MiB for the conversion, of which "
-                  f"anonymous (not file-backed) at most {numbers['anon_mb']:.0f} MiB ({numbers['seconds']:.1f} s)")
+            print(
+                f"{checkpoint.name:18s} peak RSS {numbers['peak_mb']:5.0f} MiB = {numbers['baseline_mb']:.0f} after "
+                f"imports + {numbers['peak_mb'] - numbers['baseline_mb']:.0f} MiB for the conversion, of which "
+                f"anonymous (not file-backed) at most {numbers['anon_mb']:.0f} MiB ({numbers['seconds']:.1f} s)"
+            )
+
 
 if __name__ == "__main__":
     main()

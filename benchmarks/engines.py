@@ -51,9 +51,16 @@ def _minitf(folder: Path, fastest: bool) -> Generate:
     def generate(prompt: list[int], new_tokens: int) -> list[int]:
         ids = torch.tensor([prompt])
         with torch.inference_mode():
-            output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
-                                    min_new_tokens=new_tokens, do_sample=False, pad_token_id=0, **options)
-        return output[0, len(prompt):].tolist()
+            output = model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=0,
+                **options,
+            )
+        return output[0, len(prompt) :].tolist()
 
     return generate
 
@@ -97,11 +104,23 @@ REFERENCE = "minitf generate()"
 
 # ------------------------------------------------------------------------------------------------------- models
 MODELS = {
-    "nanogpt-char": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, max_position_embeddings=256,
-                         position_embedding_type="learned", tokenizer="char"),
-    "frawdllm-small-rope": dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8,
-                                max_position_embeddings=512, position_embedding_type="rope", tokenizer="bpe",
-                                vocab_size=8192),
+    "nanogpt-char": dict(
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=6,
+        max_position_embeddings=256,
+        position_embedding_type="learned",
+        tokenizer="char",
+    ),
+    "frawdllm-small-rope": dict(
+        hidden_size=512,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        max_position_embeddings=512,
+        position_embedding_type="rope",
+        tokenizer="bpe",
+        vocab_size=8192,
+    ),
 }
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n" * 40
@@ -120,8 +139,9 @@ def build_model(name: str, folder: Path, tiny: bool) -> list[int]:
     if kind == "char":
         tokenizer = char_tokenizer(sorted(set(TEXT)), special_tokens=None, model_max_length=None)
     else:
-        tokenizer = train_bpe_tokenizer([TEXT], vocab_size=min(vocab_size, 512) if tiny else vocab_size,
-                                        min_frequency=1)
+        tokenizer = train_bpe_tokenizer(
+            [TEXT], vocab_size=min(vocab_size, 512) if tiny else vocab_size, min_frequency=1
+        )
     torch.manual_seed(0)
     config = MiniTFGPTConfig(vocab_size=max(len(tokenizer), vocab_size or 0), initializer_range=0.05, **settings)
     MiniTFGPTForCausalLM(config).eval().save_pretrained(folder / "minitf")
@@ -146,8 +166,12 @@ def worker(engine: str, path: Path) -> None:
 
 class Worker:
     def __init__(self, engine: str, path: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, __file__, "--worker", engine, "--path", str(path)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", engine, "--path", str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self._read()
 
     def _read(self) -> dict:
@@ -186,11 +210,18 @@ def bench_model(name: str, engines: list[str], args) -> list[dict]:
             for worker_process in workers.values():
                 worker_process.close()
     reference = statistics.median(seconds[REFERENCE])
-    return [{"model": name, "engine": engine, "median_s": statistics.median(times),
-             "tokens_per_s": args.new_tokens / statistics.median(times),
-             "speed_vs_minitf_generate": reference / statistics.median(times),
-             "tokens_equal_minitf": tokens[engine] == tokens[REFERENCE], "runs": times}
-            for engine, times in seconds.items()]
+    return [
+        {
+            "model": name,
+            "engine": engine,
+            "median_s": statistics.median(times),
+            "tokens_per_s": args.new_tokens / statistics.median(times),
+            "speed_vs_minitf_generate": reference / statistics.median(times),
+            "tokens_equal_minitf": tokens[engine] == tokens[REFERENCE],
+            "runs": times,
+        }
+        for engine, times in seconds.items()
+    ]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -213,17 +244,29 @@ def main(argv: list[str] | None = None) -> dict:
     args.pause = args.pause if args.pause is not None else (0.0 if args.tiny else 2.0)
     import importlib.util
 
-    engines = [name for name in args.engines.split(",")
-               if not ENGINES[name].needs or importlib.util.find_spec(ENGINES[name].needs) is not None]
+    engines = [
+        name
+        for name in args.engines.split(",")
+        if not ENGINES[name].needs or importlib.util.find_spec(ENGINES[name].needs) is not None
+    ]
     if REFERENCE not in engines:
         engines.insert(0, REFERENCE)
     rows = [row for model in args.models.split(",") for row in bench_model(model, engines, args)]
     print(f"{'model':<22}{'engine':<34}{'median s':>10}{'tok/s':>9}{'x generate()':>14}  tokens equal")
     for row in rows:
-        print(f"{row['model']:<22}{row['engine']:<34}{row['median_s']:>10.3f}{row['tokens_per_s']:>9.1f}"
-              f"{row['speed_vs_minitf_generate']:>14.2f}  {row['tokens_equal_minitf']}")
-    report = {"date": datetime.date.today().isoformat(), "cpu_count": os.cpu_count(), "tiny": args.tiny,
-              "new_tokens": args.new_tokens, "repeats": args.repeats, "batch": 1, "rows": rows}
+        print(
+            f"{row['model']:<22}{row['engine']:<34}{row['median_s']:>10.3f}{row['tokens_per_s']:>9.1f}"
+            f"{row['speed_vs_minitf_generate']:>14.2f}  {row['tokens_equal_minitf']}"
+        )
+    report = {
+        "date": datetime.date.today().isoformat(),
+        "cpu_count": os.cpu_count(),
+        "tiny": args.tiny,
+        "new_tokens": args.new_tokens,
+        "repeats": args.repeats,
+        "batch": 1,
+        "rows": rows,
+    }
     if not args.no_save:
         path = HERE / "results" / f"engines-{report['date']}{'-tiny' if args.tiny else ''}.json"
         path.write_text(json.dumps(report, indent=2) + "\n")

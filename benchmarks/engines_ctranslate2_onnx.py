@@ -35,19 +35,51 @@ HERE = Path(__file__).resolve().parent
 # (vocab, hidden, layers, heads, context, position type) for the GPTs; the translator and encoder below.
 FULL = {
     "gpt": {"nanogpt-char": (65, 384, 6, 6, 256, "learned"), "frawdllm-small": (8192, 512, 8, 8, 512, "rope")},
-    "translator": dict(src_vocab_size=15000, vocab_size=22000, hidden_size=512, num_hidden_layers=6,
-                       num_attention_heads=8, intermediate_size=2048, max_position_embeddings=350),
-    "encoder": dict(vocab_size=30000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                    intermediate_size=1024, max_position_embeddings=128),
-    "new_tokens": 200, "translate_tokens": 64, "sentences": 256, "rounds": 3,
+    "translator": dict(
+        src_vocab_size=15000,
+        vocab_size=22000,
+        hidden_size=512,
+        num_hidden_layers=6,
+        num_attention_heads=8,
+        intermediate_size=2048,
+        max_position_embeddings=350,
+    ),
+    "encoder": dict(
+        vocab_size=30000,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        max_position_embeddings=128,
+    ),
+    "new_tokens": 200,
+    "translate_tokens": 64,
+    "sentences": 256,
+    "rounds": 3,
 }
 SMOKE = {
     "gpt": {"nanogpt-char": (65, 32, 2, 4, 64, "learned"), "frawdllm-small": (256, 32, 2, 4, 64, "rope")},
-    "translator": dict(src_vocab_size=60, vocab_size=70, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                       intermediate_size=64, max_position_embeddings=40),
-    "encoder": dict(vocab_size=80, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                    max_position_embeddings=32),
-    "new_tokens": 16, "translate_tokens": 12, "sentences": 16, "rounds": 1,
+    "translator": dict(
+        src_vocab_size=60,
+        vocab_size=70,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+    ),
+    "encoder": dict(
+        vocab_size=80,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    ),
+    "new_tokens": 16,
+    "translate_tokens": 12,
+    "sentences": 16,
+    "rounds": 1,
 }
 
 
@@ -61,30 +93,49 @@ def build_models(settings: dict, root: Path) -> dict:
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from hf_minitf import (MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM,
-                           MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer,
-                           char_tokenizer, save_sentence_transformer)
-    from hf_minitf.export_ctranslate2 import export_ctranslate2
-    from hf_minitf.export_onnx import export_onnx
-    from hf_minitf.tokenization_minitf_miniembed import train_wordlevel_tokenizer
+    from hf_minitf import (
+        MiniTFEncoderConfig,
+        MiniTFEncoderModel,
+        MiniTFGPTConfig,
+        MiniTFGPTForCausalLM,
+        MiniTFSeq2SeqConfig,
+        MiniTFSeq2SeqForConditionalGeneration,
+        MiniTFSeq2SeqTokenizer,
+        char_tokenizer,
+        save_sentence_transformer,
+    )
+    from hf_minitf.export.ctranslate2 import export_ctranslate2
+    from hf_minitf.export.onnx import export_onnx
+    from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
 
     torch.manual_seed(0)
     folders: dict = {}
     for name, (vocab, hidden, layers, heads, context, positions) in settings["gpt"].items():
         folder = root / name
         tokenizer = char_tokenizer([chr(0x4E00 + index) for index in range(vocab)], special_tokens=None)
-        config = MiniTFGPTConfig(vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
-                                 num_attention_heads=heads, max_position_embeddings=context,
-                                 position_embedding_type=positions, initializer_range=0.1)
+        config = MiniTFGPTConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            max_position_embeddings=context,
+            position_embedding_type=positions,
+            initializer_range=0.1,
+        )
         MiniTFGPTForCausalLM(config).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
-        folders[name] = {"minitf": folder, **{f"ct2 {q}": export_ctranslate2(folder, root / f"{name}_{q}",
-                                                                             quantization=q)
-                                              for q in ("float32", "int8")}}
+        folders[name] = {
+            "minitf": folder,
+            **{
+                f"ct2 {q}": export_ctranslate2(folder, root / f"{name}_{q}", quantization=q)
+                for q in ("float32", "int8")
+            },
+        }
 
     def word_level(prefix: str, size: int) -> Tokenizer:
-        vocab = {token: index for index, token in
-                 enumerate(["[UNK]", "[PAD]", "[SOS]", "[EOS]", *_words(prefix, size - 4)])}
+        vocab = {
+            token: index for index, token in enumerate(["[UNK]", "[PAD]", "[SOS]", "[EOS]", *_words(prefix, size - 4)])
+        }
         tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
         tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
         return tokenizer
@@ -92,16 +143,24 @@ def build_models(settings: dict, root: Path) -> dict:
     fields = settings["translator"]
     folder = root / "translator"
     MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqConfig(**fields, initializer_range=0.1)).save_pretrained(folder)
-    MiniTFSeq2SeqTokenizer(word_level("s", fields["src_vocab_size"]),
-                           word_level("t", fields["vocab_size"])).save_pretrained(folder)
-    folders["translator"] = {"minitf": folder, **{f"ct2 {q}": export_ctranslate2(folder, root / f"translator_{q}",
-                                                                                  quantization=q)
-                                                  for q in ("float32", "int8")}}
+    MiniTFSeq2SeqTokenizer(
+        word_level("s", fields["src_vocab_size"]), word_level("t", fields["vocab_size"])
+    ).save_pretrained(folder)
+    folders["translator"] = {
+        "minitf": folder,
+        **{
+            f"ct2 {q}": export_ctranslate2(folder, root / f"translator_{q}", quantization=q)
+            for q in ("float32", "int8")
+        },
+    }
 
     fields = settings["encoder"]
-    tokenizer = train_wordlevel_tokenizer([" ".join(_words("w", fields["vocab_size"]))],
-                                          vocab_size=fields["vocab_size"], min_frequency=1,
-                                          max_length=fields["max_position_embeddings"])
+    tokenizer = train_wordlevel_tokenizer(
+        [" ".join(_words("w", fields["vocab_size"]))],
+        vocab_size=fields["vocab_size"],
+        min_frequency=1,
+        max_length=fields["max_position_embeddings"],
+    )
     folder = root / "encoder"
     save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**fields)).eval(), tokenizer, folder)
     folders["encoder"] = {"minitf": folder, "onnx": export_onnx(folder, root / "encoder_onnx", quantize="int8")}
@@ -130,7 +189,7 @@ def make_case(spec: dict):
     engine, folder, data = spec["engine"], spec["folder"], spec["data"]
     if spec["family"] == "gpt":
         if engine.startswith("ct2"):
-            from hf_minitf.engines import CTranslate2Generator, export_info
+            from hf_minitf.export.run import CTranslate2Generator, export_info
 
             generator = CTranslate2Generator(Path(folder), export_info(folder))
             return lambda: generator.generate(data, spec["new_tokens"])
@@ -149,11 +208,11 @@ def make_case(spec: dict):
 
         def run_minitf():
             with torch.no_grad():
-                return model.generate(ids, attention_mask=torch.ones_like(ids), **generate)[:, ids.shape[1]:].tolist()
+                return model.generate(ids, attention_mask=torch.ones_like(ids), **generate)[:, ids.shape[1] :].tolist()
 
         return run_minitf
     if spec["family"] == "translator":
-        from hf_minitf.engines import CTranslate2Translator, export_info
+        from hf_minitf.export.run import CTranslate2Translator, export_info
 
         if engine.startswith("ct2"):
             translator = CTranslate2Translator(Path(folder), export_info(folder))
@@ -165,22 +224,26 @@ def make_case(spec: dict):
 
         def run_translate():
             with torch.no_grad():
-                output = model.generate(**tokenizer(data, padding=True, return_tensors="pt"),
-                                        max_new_tokens=spec["new_tokens"], do_sample=False)
+                output = model.generate(
+                    **tokenizer(data, padding=True, return_tensors="pt"),
+                    max_new_tokens=spec["new_tokens"],
+                    do_sample=False,
+                )
             return tokenizer.batch_decode(output, skip_special_tokens=True)
 
         return run_translate
     if engine.startswith("onnx"):
-        from hf_minitf.engines import OnnxEmbedder
+        from hf_minitf.export.run import OnnxEmbedder
 
-        embedder = OnnxEmbedder(Path(folder), {}, "onnx/model.onnx" if engine == "onnx fp32" else
-                                "onnx/model_quint8_avx2.onnx")
+        embedder = OnnxEmbedder(
+            Path(folder), {}, "onnx/model.onnx" if engine == "onnx fp32" else "onnx/model_quint8_avx2.onnx"
+        )
         order = sorted(range(len(data)), key=lambda index: len(data[index]))  # batches of similar lengths, as ST
 
         def run_onnx():
             vectors = [None] * len(data)
             for start in range(0, len(order), 32):
-                chunk = order[start:start + 32]
+                chunk = order[start : start + 32]
                 for index, vector in zip(chunk, embedder.encode([data[i] for i in chunk]).tolist()):
                     vectors[index] = vector
             return vectors
@@ -204,21 +267,45 @@ def cases(settings: dict, folders: dict, pause: float) -> list[dict]:
             prompts = [[rng.randrange(vocab) for _ in range(8)] for _ in range(batch)]
             for engine in ("minitf default", "minitf fastest", "ct2 float32", "ct2 int8"):
                 folder = folders[name]["minitf" if engine.startswith("minitf") else engine]
-                specs.append({"group": f"{name} batch {batch}", "family": "gpt", "engine": engine,
-                              "folder": str(folder), "data": prompts, "new_tokens": settings["new_tokens"]})
+                specs.append(
+                    {
+                        "group": f"{name} batch {batch}",
+                        "family": "gpt",
+                        "engine": engine,
+                        "folder": str(folder),
+                        "data": prompts,
+                        "new_tokens": settings["new_tokens"],
+                    }
+                )
     vocab = settings["translator"]["src_vocab_size"] - 4
     sources = [" ".join(f"s{rng.randrange(vocab)}" for _ in range(rng.randrange(8, 24))) for _ in range(32)]
     for engine in ("minitf default", "ct2 float32", "ct2 int8"):
         folder = folders["translator"]["minitf" if engine.startswith("minitf") else engine]
-        specs.append({"group": "translator batch 32", "family": "translator", "engine": engine, "folder": str(folder),
-                      "data": sources, "new_tokens": settings["translate_tokens"]})
+        specs.append(
+            {
+                "group": "translator batch 32",
+                "family": "translator",
+                "engine": engine,
+                "folder": str(folder),
+                "data": sources,
+                "new_tokens": settings["translate_tokens"],
+            }
+        )
     vocab = settings["encoder"]["vocab_size"] - 4
-    sentences = [" ".join(f"w{rng.randrange(vocab)}" for _ in range(rng.randrange(4, 40)))
-                 for _ in range(settings["sentences"])]
+    sentences = [
+        " ".join(f"w{rng.randrange(vocab)}" for _ in range(rng.randrange(4, 40))) for _ in range(settings["sentences"])
+    ]
     for engine in ("st fp32", "st bf16", "onnx fp32", "onnx int8"):
         folder = folders["encoder"]["minitf" if engine.startswith("st") else "onnx"]
-        specs.append({"group": f"encoder {len(sentences)} sentences", "family": "encoder", "engine": engine,
-                      "folder": str(folder), "data": sentences})
+        specs.append(
+            {
+                "group": f"encoder {len(sentences)} sentences",
+                "family": "encoder",
+                "engine": engine,
+                "folder": str(folder),
+                "data": sentences,
+            }
+        )
     for spec in specs:
         spec["pause"] = pause
     return specs
@@ -229,15 +316,18 @@ def agreement(reference, result, family: str) -> str:
         import numpy as np
 
         a, b = np.array(reference), np.array(result)
-        return f"least cosine {float(((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()):.6f}"
+        return (
+            f"least cosine {float(((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min()):.6f}"
+        )
     equal = sum(x == y for x, y in zip(reference, result))
     return f"{equal}/{len(reference)} rows equal"
 
 
 def start_worker(spec: dict) -> subprocess.Popen:
     """A worker process for one case, returned once it has loaded the case and run it once."""
-    process = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               text=True)
+    process = subprocess.Popen(
+        [sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     process.stdin.write(json.dumps(spec) + "\n")
     process.stdin.flush()
     if not json.loads(process.stdout.readline() or "{}").get("ready"):
@@ -250,9 +340,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--smoke", action="store_true", help="tiny dims, one round: check that everything runs")
     parser.add_argument("--rounds", type=int, default=None, help="timed runs per case (default: 3, smoke 1)")
     parser.add_argument("--pause", type=float, default=None, help="seconds of rest before each timed run (2; smoke 0)")
-    parser.add_argument("--only", nargs="+", default=None, metavar="GROUP",
-                        help="run only the groups whose name starts with one of these (nanogpt-char, frawdllm-small, "
-                             "translator, encoder)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=None,
+        metavar="GROUP",
+        help="run only the groups whose name starts with one of these (nanogpt-char, frawdllm-small, "
+        "translator, encoder)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     settings = SMOKE if args.smoke else FULL
@@ -260,8 +355,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     pause = args.pause if args.pause is not None else (0.0 if args.smoke else 2.0)
     with tempfile.TemporaryDirectory() as root:
         folders = build_models(settings, Path(root))
-        specs = [spec for spec in cases(settings, folders, pause)
-                 if args.only is None or spec["group"].startswith(tuple(args.only))]
+        specs = [
+            spec
+            for spec in cases(settings, folders, pause)
+            if args.only is None or spec["group"].startswith(tuple(args.only))
+        ]
         times: list[list[float]] = [[] for _ in specs]
         results: list = [None] * len(specs)
         for group in dict.fromkeys(spec["group"] for spec in specs):  # one group's workers at a time (memory)
@@ -283,12 +381,20 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if spec["group"] not in references:
             references[spec["group"]] = (median, result)
         reference_seconds, reference_result = references[spec["group"]]
-        rows.append({"group": spec["group"], "engine": spec["engine"], "seconds": median,
-                     "speed_vs_reference": reference_seconds / median,
-                     "agreement": agreement(reference_result, result, spec["family"])})
+        rows.append(
+            {
+                "group": spec["group"],
+                "engine": spec["engine"],
+                "seconds": median,
+                "speed_vs_reference": reference_seconds / median,
+                "agreement": agreement(reference_result, result, spec["family"]),
+            }
+        )
     for row in rows:
-        print(f"{row['group']:<28} {row['engine']:<16} {row['seconds']:9.4f} s  {row['speed_vs_reference']:5.2f}x  "
-              f"{row['agreement']}")
+        print(
+            f"{row['group']:<28} {row['engine']:<16} {row['seconds']:9.4f} s  {row['speed_vs_reference']:5.2f}x  "
+            f"{row['agreement']}"
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return rows

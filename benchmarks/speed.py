@@ -37,9 +37,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -68,10 +68,12 @@ TEXT = (
     "chief enemy to the people. All: We know't, we know't. First Citizen: Let us kill him, and we'll have corn at "
     "our own price. Is't a verdict? All: No more talking on't; let it be done: away, away!\n"
 ) * 40
-WORDS = ("time person year way day thing man world life hand part child eye woman place work week case point "
-         "government company number group problem fact be have do say get make go know take see come think look "
-         "want give use find tell ask seem feel try leave call good new first last long great little own other old "
-         "right big high different small large next early young important few public bad same able").split()
+WORDS = (
+    "time person year way day thing man world life hand part child eye woman place work week case point "
+    "government company number group problem fact be have do say get make go know take see come think look "
+    "want give use find tell ask seem feel try leave call good new first last long great little own other old "
+    "right big high different small large next early young important few public bad same able"
+).split()
 
 
 @dataclass
@@ -97,10 +99,24 @@ class Sizes:
     encode_batch: int = 32
 
     @classmethod
-    def tiny(cls) -> "Sizes":
-        return cls(hidden=32, layers=2, heads=2, context=64, new_tokens=8, train_batch=2, train_steps=2,
-                   encoder_vocab=300, encoder_hidden=32, encoder_layers=1, encoder_heads=2, encoder_ffn=64,
-                   encoder_max_length=32, sentences=16, encode_batch=8)
+    def tiny(cls) -> Sizes:
+        return cls(
+            hidden=32,
+            layers=2,
+            heads=2,
+            context=64,
+            new_tokens=8,
+            train_batch=2,
+            train_steps=2,
+            encoder_vocab=300,
+            encoder_hidden=32,
+            encoder_layers=1,
+            encoder_heads=2,
+            encoder_ffn=64,
+            encoder_max_length=32,
+            sentences=16,
+            encode_batch=8,
+        )
 
 
 @dataclass
@@ -131,8 +147,16 @@ def summary(cases: list[Case], reference: str) -> list[dict]:
     rows = []
     for case in cases:
         median = statistics.median(case.seconds)
-        rows.append(dict(case=case.name, median_s=median, min_s=min(case.seconds), max_s=max(case.seconds),
-                         speedup_vs_reference=base / median, reference=reference))
+        rows.append(
+            dict(
+                case=case.name,
+                median_s=median,
+                min_s=min(case.seconds),
+                max_s=max(case.seconds),
+                speedup_vs_reference=base / median,
+                reference=reference,
+            )
+        )
     return rows
 
 
@@ -146,11 +170,13 @@ def print_table(title: str, rows: list[dict], extra: Callable[[dict], str] = lam
     print(f"{'case':52s} {'median':>9s} {'spread':>19s} {'x ref':>7s}")
     for row in rows:
         spread = f"{row['min_s']:.3f}-{row['max_s']:.3f} s"
-        print(f"{row['case']:52s} {row['median_s']:8.3f}s {spread:>19s} {row['speedup_vs_reference']:6.2f}x "
-              f"{extra(row)}")
+        print(
+            f"{row['case']:52s} {row['median_s']:8.3f}s {spread:>19s} {row['speedup_vs_reference']:6.2f}x {extra(row)}"
+        )
 
 
 # --- models ---------------------------------------------------------------------------------------------------------
+
 
 def char_data(sizes: Sizes) -> tuple[torch.Tensor, dict[str, int]]:
     characters = sorted(set(TEXT))[: sizes.vocab]
@@ -160,25 +186,45 @@ def char_data(sizes: Sizes) -> tuple[torch.Tensor, dict[str, int]]:
 
 def gpt_models(sizes: Sizes) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    ours = MiniTFGPTForCausalLM(MiniTFGPTConfig(
-        vocab_size=sizes.vocab, hidden_size=sizes.hidden, num_hidden_layers=sizes.layers,
-        num_attention_heads=sizes.heads, max_position_embeddings=sizes.context, pad_token_id=0, eos_token_id=None))
+    ours = MiniTFGPTForCausalLM(
+        MiniTFGPTConfig(
+            vocab_size=sizes.vocab,
+            hidden_size=sizes.hidden,
+            num_hidden_layers=sizes.layers,
+            num_attention_heads=sizes.heads,
+            max_position_embeddings=sizes.context,
+            pad_token_id=0,
+            eos_token_id=None,
+        )
+    )
     return {"minitf": ours, "gpt2": gpt2_model(sizes)}
 
 
 def gpt2_model(sizes: Sizes, dropout: float = 0.1) -> GPT2LMHeadModel:
     """transformers' GPT-2 of the MiniTF GPT's dims; `dropout` 0.1 is GPT2Config's default, MiniTF's is 0."""
-    return GPT2LMHeadModel(GPT2Config(
-        vocab_size=sizes.vocab, n_embd=sizes.hidden, n_layer=sizes.layers, n_head=sizes.heads,
-        n_positions=sizes.context, activation_function="gelu", pad_token_id=0, bos_token_id=None, eos_token_id=None,
-        resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout))
+    return GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=sizes.vocab,
+            n_embd=sizes.hidden,
+            n_layer=sizes.layers,
+            n_head=sizes.heads,
+            n_positions=sizes.context,
+            activation_function="gelu",
+            pad_token_id=0,
+            bos_token_id=None,
+            eos_token_id=None,
+            resid_pdrop=dropout,
+            embd_pdrop=dropout,
+            attn_pdrop=dropout,
+        )
+    )
 
 
 def training_batch(data: torch.Tensor, sizes: Sizes, step: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(step)
     length = min(sizes.context, 256)
     starts = torch.randint(0, len(data) - length, (sizes.train_batch,), generator=generator)
-    return torch.stack([data[start: start + length] for start in starts.tolist()])
+    return torch.stack([data[start : start + length] for start in starts.tolist()])
 
 
 def train_section(models: dict, data: torch.Tensor, sizes: Sizes, repeats: int) -> list[dict]:
@@ -198,6 +244,7 @@ def train_section(models: dict, data: torch.Tensor, sizes: Sizes, repeats: int) 
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             return loss.item()
+
         return run
 
     cases = [Case(f"train step {name}", step(name)) for name in models]
@@ -209,9 +256,10 @@ def train_section(models: dict, data: torch.Tensor, sizes: Sizes, repeats: int) 
 
 # --- decode ---------------------------------------------------------------------------------------------------------
 
+
 def prompts(sizes: Sizes, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     data, _ = char_data(sizes)
-    ids = torch.stack([data[1000 + 37 * row: 1000 + 37 * row + sizes.prompt] for row in range(batch)])
+    ids = torch.stack([data[1000 + 37 * row : 1000 + 37 * row + sizes.prompt] for row in range(batch)])
     mask = torch.ones_like(ids)
     for row in range(1, batch):  # left padding of 0..7 tokens
         mask[row, : row % sizes.prompt] = 0
@@ -231,18 +279,26 @@ def paged_cache_config(sizes: Sizes, batch: int) -> dict:
     except ImportError:
         return {}
     tokens = batch * (sizes.prompt + sizes.new_tokens)
-    return dict(continuous_batching_config=ContinuousBatchingConfig(  # pages of 256 tokens by default
-        num_blocks=max(4, 2 * math.ceil(tokens / 256)), max_batch_tokens=max(64, batch * sizes.prompt)))
+    return dict(
+        continuous_batching_config=ContinuousBatchingConfig(  # pages of 256 tokens by default
+            num_blocks=max(4, 2 * math.ceil(tokens / 256)), max_batch_tokens=max(64, batch * sizes.prompt)
+        )
+    )
 
 
 def generate_case(name: str, model, ids, mask, sizes: Sizes, **options) -> Case:
-    kwargs = dict(attention_mask=mask, max_new_tokens=sizes.new_tokens, min_new_tokens=sizes.new_tokens,
-                  do_sample=False, **options)
+    kwargs = dict(
+        attention_mask=mask,
+        max_new_tokens=sizes.new_tokens,
+        min_new_tokens=sizes.new_tokens,
+        do_sample=False,
+        **options,
+    )
     result = {}
 
     def run():
         with torch.inference_mode():
-            result["tokens"] = model.generate(ids, **kwargs)[:, ids.shape[1]:]
+            result["tokens"] = model.generate(ids, **kwargs)[:, ids.shape[1] :]
         return result["tokens"]
 
     return Case(name, run, result=result)
@@ -250,14 +306,20 @@ def generate_case(name: str, model, ids, mask, sizes: Sizes, **options) -> Case:
 
 def generate_batch_case(name: str, model, ids, mask, sizes: Sizes) -> Case:
     requests = [row[row_mask.bool()].tolist() for row, row_mask in zip(ids, mask)]
-    config = GenerationConfig(max_new_tokens=sizes.new_tokens, min_new_tokens=sizes.new_tokens, do_sample=False,
-                              eos_token_id=None, pad_token_id=0)
+    config = GenerationConfig(
+        max_new_tokens=sizes.new_tokens,
+        min_new_tokens=sizes.new_tokens,
+        do_sample=False,
+        eos_token_id=None,
+        pad_token_id=0,
+    )
     result = {}
 
     def run():
         with torch.inference_mode():
-            outputs = model.generate_batch(requests, generation_config=config, warmup=False,
-                                           **paged_cache_config(sizes, len(requests)))
+            outputs = model.generate_batch(
+                requests, generation_config=config, warmup=False, **paged_cache_config(sizes, len(requests))
+            )
         ordered = sorted(outputs.values(), key=lambda output: int(output.request_id.split("_")[-1]))
         result["tokens"] = torch.tensor([output.generated_tokens for output in ordered])
         return result["tokens"]
@@ -277,7 +339,7 @@ def reduced_weights(model: MiniTFGPTForCausalLM, kind: str, folder: Path) -> Min
 
 def perplexity(model, data: torch.Tensor, sizes: Sizes) -> float:
     length = min(sizes.context, 256)
-    windows = torch.stack([data[start: start + length] for start in range(0, 4 * length, length)])
+    windows = torch.stack([data[start : start + length] for start in range(0, 4 * length, length)])
     with torch.inference_mode():
         return math.exp(model(windows, labels=windows).loss.float().item())
 
@@ -288,13 +350,20 @@ def load_char_gpt_original(source: Path, sizes: Sizes):
     spec = importlib.util.spec_from_loader("char_gpt_original", loader)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    original = module.GPT(vocab_size=sizes.vocab, n_embd=sizes.hidden, n_head=sizes.heads, n_layer=sizes.layers,
-                          block_size=sizes.context, dropout=0.0)
+    original = module.GPT(
+        vocab_size=sizes.vocab,
+        n_embd=sizes.hidden,
+        n_head=sizes.heads,
+        n_layer=sizes.layers,
+        block_size=sizes.context,
+        dropout=0.0,
+    )
     return original.eval()
 
 
-def decode_section(models: dict, sizes: Sizes, repeats: int, batch: int, args, notes: dict,
-                   bandwidth: float) -> list[dict]:
+def decode_section(
+    models: dict, sizes: Sizes, repeats: int, batch: int, args, notes: dict, bandwidth: float
+) -> list[dict]:
     """Every decoding path of both models; rows carry greedy agreement with MiniTF fp32 and, for MiniTF's default
     and reduced-weight paths, the time per step over the time to read the weights once at copy bandwidth."""
     ours, gpt2 = models["minitf"], models["gpt2"]
@@ -305,14 +374,32 @@ def decode_section(models: dict, sizes: Sizes, repeats: int, batch: int, args, n
         cases.append(generate_case(f"{name} default (dynamic cache)", model, ids, mask, sizes))
         cases.append(generate_case(f"{name} static cache", model, ids, mask, sizes, cache_implementation="static"))
         if not args.no_compile:
-            cases.append(generate_case(f"{name} static cache + compile", model, ids, mask, sizes,
-                                       cache_implementation="static", compile_config=compile_everywhere()))
+            cases.append(
+                generate_case(
+                    f"{name} static cache + compile",
+                    model,
+                    ids,
+                    mask,
+                    sizes,
+                    cache_implementation="static",
+                    compile_config=compile_everywhere(),
+                )
+            )
         cases.append(generate_batch_case(f"{name} continuous batching", model, ids, mask, sizes))
     if not args.no_compile:  # the fastest fp32 path: inductor fuses eager attention's softmax for one query
         eager = copy.deepcopy(ours)
         eager.set_attn_implementation("eager")
-        cases.append(generate_case("minitf static cache + compile, eager attention", eager, ids, mask, sizes,
-                                   cache_implementation="static", compile_config=compile_everywhere()))
+        cases.append(
+            generate_case(
+                "minitf static cache + compile, eager attention",
+                eager,
+                ids,
+                mask,
+                sizes,
+                cache_implementation="static",
+                compile_config=compile_everywhere(),
+            )
+        )
     with tempfile.TemporaryDirectory() as folder:
         for kind in ("bf16", "int8"):
             reduced = reduced_weights(ours, kind, Path(folder) / kind)
@@ -320,8 +407,17 @@ def decode_section(models: dict, sizes: Sizes, repeats: int, batch: int, args, n
             notes.setdefault("perplexity", {})[kind] = perplexity(reduced, char_data(sizes)[0], sizes)
             cases.append(generate_case(f"minitf {kind} default", reduced, ids, mask, sizes))
             if not args.no_compile:
-                cases.append(generate_case(f"minitf {kind} static cache + compile", reduced, ids, mask, sizes,
-                                           cache_implementation="static", compile_config=compile_everywhere()))
+                cases.append(
+                    generate_case(
+                        f"minitf {kind} static cache + compile",
+                        reduced,
+                        ids,
+                        mask,
+                        sizes,
+                        cache_implementation="static",
+                        compile_config=compile_everywhere(),
+                    )
+                )
     if args.char_gpt_source and batch == 1:
         original = load_char_gpt_original(args.char_gpt_source, sizes)
 
@@ -371,6 +467,7 @@ def _tensor_bytes(tensor: torch.Tensor) -> int:
 
 # --- encode ---------------------------------------------------------------------------------------------------------
 
+
 def sentences(sizes: Sizes) -> list[str]:
     generator = torch.Generator().manual_seed(0)
     result = []
@@ -386,25 +483,43 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 
     texts = sentences(sizes)
-    tokenizer = train_wordlevel_tokenizer(texts, vocab_size=sizes.encoder_vocab, min_frequency=1,
-                                          max_length=sizes.encoder_max_length)
+    tokenizer = train_wordlevel_tokenizer(
+        texts, vocab_size=sizes.encoder_vocab, min_frequency=1, max_length=sizes.encoder_max_length
+    )
     torch.manual_seed(0)
-    ours = MiniTFEncoderModel(MiniTFEncoderConfig(
-        vocab_size=sizes.encoder_vocab, hidden_size=sizes.encoder_hidden, num_hidden_layers=sizes.encoder_layers,
-        num_attention_heads=sizes.encoder_heads, intermediate_size=sizes.encoder_ffn,
-        max_position_embeddings=sizes.encoder_max_length))
+    ours = MiniTFEncoderModel(
+        MiniTFEncoderConfig(
+            vocab_size=sizes.encoder_vocab,
+            hidden_size=sizes.encoder_hidden,
+            num_hidden_layers=sizes.encoder_layers,
+            num_attention_heads=sizes.encoder_heads,
+            intermediate_size=sizes.encoder_ffn,
+            max_position_embeddings=sizes.encoder_max_length,
+        )
+    )
     save_sentence_transformer(ours, tokenizer, folder / "minitf")
-    bert = BertModel(BertConfig(
-        vocab_size=sizes.encoder_vocab, hidden_size=sizes.encoder_hidden, num_hidden_layers=sizes.encoder_layers,
-        num_attention_heads=sizes.encoder_heads, intermediate_size=sizes.encoder_ffn,
-        max_position_embeddings=sizes.encoder_max_length, hidden_act="gelu"))
+    bert = BertModel(
+        BertConfig(
+            vocab_size=sizes.encoder_vocab,
+            hidden_size=sizes.encoder_hidden,
+            num_hidden_layers=sizes.encoder_layers,
+            num_attention_heads=sizes.encoder_heads,
+            intermediate_size=sizes.encoder_ffn,
+            max_position_embeddings=sizes.encoder_max_length,
+            hidden_act="gelu",
+        )
+    )
     bert.save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
+
     def bert_embedder(**model_kwargs):
-        return SentenceTransformer(modules=[
-            Transformer(str(folder / "bert"), max_seq_length=sizes.encoder_max_length, model_kwargs=model_kwargs),
-            Pooling(sizes.encoder_hidden, "mean"),
-        ], device="cpu")
+        return SentenceTransformer(
+            modules=[
+                Transformer(str(folder / "bert"), max_seq_length=sizes.encoder_max_length, model_kwargs=model_kwargs),
+                Pooling(sizes.encoder_hidden, "mean"),
+            ],
+            device="cpu",
+        )
 
     bf16 = {"dtype": torch.bfloat16}
     embedders = {
@@ -419,8 +534,13 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
         outputs = []
         with torch.inference_mode():
             for start in range(0, len(texts), sizes.encode_batch):
-                batch = tokenizer(texts[start: start + sizes.encode_batch], padding="max_length", truncation=True,
-                                  max_length=sizes.encoder_max_length, return_tensors="pt")
+                batch = tokenizer(
+                    texts[start : start + sizes.encode_batch],
+                    padding="max_length",
+                    truncation=True,
+                    max_length=sizes.encoder_max_length,
+                    return_tensors="pt",
+                )
                 outputs.append(model(**batch).pooler_output)
         return torch.cat(outputs)
 
@@ -489,6 +609,7 @@ def peak_memory(case: str, tiny: bool) -> float:
 
 # --- main -----------------------------------------------------------------------------------------------------------
 
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs of each case (default 5)")
@@ -496,10 +617,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--tiny", action="store_true", help="tiny dims: checks the benchmark runs, measures nothing")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile paths (slow to warm up)")
-    parser.add_argument("--char-gpt-source", type=Path,
-                        help="the nanoGPT-style char GPT's model file, to time its own generate() too")
-    parser.add_argument("--sections", nargs="+", default=["train", "decode", "encode", "memory"],
-                        choices=["train", "decode", "encode", "memory"])
+    parser.add_argument(
+        "--char-gpt-source", type=Path, help="the nanoGPT-style char GPT's model file, to time its own generate() too"
+    )
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        default=["train", "decode", "encode", "memory"],
+        choices=["train", "decode", "encode", "memory"],
+    )
     parser.add_argument("--memory-case", choices=MEMORY_CASES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = Sizes.tiny() if args.tiny else Sizes()
@@ -508,15 +634,19 @@ def main(argv: list[str] | None = None) -> dict:
         return {"memory_case": args.memory_case}
     if args.new_tokens:
         sizes.new_tokens = args.new_tokens
-    report = dict(torch=torch.__version__, threads=torch.get_num_threads(), cpu=_cpu_name(), sizes=vars(sizes),
-                  date=time.strftime("%Y-%m-%d"))
+    report = dict(
+        torch=torch.__version__,
+        threads=torch.get_num_threads(),
+        cpu=_cpu_name(),
+        sizes=vars(sizes),
+        date=time.strftime("%Y-%m-%d"),
+    )
     print(f"torch {report['torch']}, {report['threads']} threads, {report['cpu']}")
     models = gpt_models(sizes)
     data, _ = char_data(sizes)
     if "train" in args.sections:
         report["train"] = train_section(models, data, sizes, args.repeats)
-        print_table("one AdamW training step, batch "
-                    f"{sizes.train_batch} x {min(sizes.context, 256)}", report["train"])
+        print_table(f"one AdamW training step, batch {sizes.train_batch} x {min(sizes.context, 256)}", report["train"])
     for model in models.values():
         model.eval()
     if "decode" in args.sections:
@@ -526,20 +656,30 @@ def main(argv: list[str] | None = None) -> dict:
         for batch in (1, 8):
             rows = decode_section(models, sizes, args.repeats, batch, args, notes, bandwidth)
             report[f"decode_batch_{batch}"] = rows
-            print_table(f"greedy decode, batch {batch}, {sizes.new_tokens} new tokens", rows,
-                        row_fields("greedy_agreement_with_fp32", "physical_limit_ratio"))
+            print_table(
+                f"greedy decode, batch {batch}, {sizes.new_tokens} new tokens",
+                rows,
+                row_fields("greedy_agreement_with_fp32", "physical_limit_ratio"),
+            )
         report["perplexity"] = notes["perplexity"]
-        print(f"\nperplexity on the training text: {json.dumps(notes['perplexity'])}; "
-              f"copy bandwidth {report['copy_bandwidth_GBps']:.1f} GB/s")
+        print(
+            f"\nperplexity on the training text: {json.dumps(notes['perplexity'])}; "
+            f"copy bandwidth {report['copy_bandwidth_GBps']:.1f} GB/s"
+        )
     if "encode" in args.sections:
         with tempfile.TemporaryDirectory() as folder:
             report["encode"] = encode_section(sizes, args.repeats, Path(folder))
-        print_table(f"SentenceTransformer.encode, {sizes.sentences} sentences of 5..120 words, batch "
-                    f"{sizes.encode_batch}", report["encode"], row_fields("min_cosine_with_fp32", digits=6))
+        print_table(
+            f"SentenceTransformer.encode, {sizes.sentences} sentences of 5..120 words, batch {sizes.encode_batch}",
+            report["encode"],
+            row_fields("min_cosine_with_fp32", digits=6),
+        )
     if "memory" in args.sections:
         report["peak_memory_MiB"] = {case: peak_memory(case, args.tiny) for case in MEMORY_CASES}
-        print("\n## peak memory added (MiB): " + ", ".join(
-            f"{name} {value:.0f}" for name, value in report["peak_memory_MiB"].items()))
+        print(
+            "\n## peak memory added (MiB): "
+            + ", ".join(f"{name} {value:.0f}" for name, value in report["peak_memory_MiB"].items())
+        )
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return report

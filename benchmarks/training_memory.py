@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_CLI = "import sys; from minitf_cli import main; sys.exit(main())"
+RUN_CLI = "import sys; from hf_minitf.cli import main; sys.exit(main())"
 
 
 def write_corpus(path: Path, megabytes: float, seed: int = 0) -> int:
@@ -51,9 +51,26 @@ def write_corpus(path: Path, megabytes: float, seed: int = 0) -> int:
 
 def run_case(corpus: Path, out: Path, code: Path, tokenizer: str, steps: int, cap_gib: float) -> dict:
     """`minitf train gpt` in a fresh process under an address-space cap; its peak RSS, time and exit status."""
-    command = [sys.executable, "-c", RUN_CLI, "train", "gpt", "--data", str(corpus), "--out", str(out),
-               "--preset", "tiny", "--tokenizer", tokenizer, "--max-steps", str(steps), "--batch-size", "8",
-               "--no-progress"]
+    command = [
+        sys.executable,
+        "-c",
+        RUN_CLI,
+        "train",
+        "gpt",
+        "--data",
+        str(corpus),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        "--tokenizer",
+        tokenizer,
+        "--max-steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--no-progress",
+    ]
     cap = int(cap_gib * 2**30)
 
     def limit() -> None:
@@ -63,15 +80,20 @@ def run_case(corpus: Path, out: Path, code: Path, tokenizer: str, steps: int, ca
     started = time.perf_counter()
     with tempfile.TemporaryFile() as stderr:
         # run from `code` itself: `python -c` puts the current folder before PYTHONPATH on sys.path
-        process = subprocess.Popen(command, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=stderr,
-                                   preexec_fn=limit)
+        process = subprocess.Popen(
+            command, env=env, cwd=code, stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=limit
+        )
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         stderr.seek(0)
         tail = stderr.read().decode("utf-8", "replace").strip().splitlines()[-1:]
-    return dict(peak_rss_mib=round(usage.ru_maxrss / 1024), seconds=round(time.perf_counter() - started, 1),
-                exit_status=process.returncode, ok=process.returncode == 0 and out.is_dir(),
-                last_stderr_line=tail[0][:300] if tail else "")
+    return dict(
+        peak_rss_mib=round(usage.ru_maxrss / 1024),
+        seconds=round(time.perf_counter() - started, 1),
+        exit_status=process.returncode,
+        ok=process.returncode == 0 and out.is_dir(),
+        last_stderr_line=tail[0][:300] if tail else "",
+    )
 
 
 def main() -> None:
@@ -94,19 +116,29 @@ def main() -> None:
             numbers = run_case(corpus, Path(tmp) / f"out-{size:g}", args.code, args.tokenizer, steps, args.memory_cap)
             corpus.unlink()
             cases.append(dict(megabytes=size, tokenizer=args.tokenizer, steps=steps, **numbers))
-            outcome = "ok" if numbers["ok"] else f"FAILED (exit {numbers['exit_status']}): {numbers['last_stderr_line']}"
-            print(f"{size:6g} MB  {args.tokenizer}  peak RSS {numbers['peak_rss_mib']:6d} MiB  "
-                  f"{numbers['seconds']:7.1f} s  {outcome}", flush=True)
+            outcome = (
+                "ok" if numbers["ok"] else f"FAILED (exit {numbers['exit_status']}): {numbers['last_stderr_line']}"
+            )
+            print(
+                f"{size:6g} MB  {args.tokenizer}  peak RSS {numbers['peak_rss_mib']:6d} MiB  "
+                f"{numbers['seconds']:7.1f} s  {outcome}",
+                flush=True,
+            )
     if args.smoke:
         if not cases[0]["ok"]:
             raise SystemExit("smoke run failed")
         return
     import torch
 
-    results = dict(label=args.label, code=str(args.code), memory_cap_gib=args.memory_cap, torch=torch.__version__,
-                   machine=f"{platform.machine()}, {os.cpu_count()} cores, "
-                           f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB",
-                   cases=cases)
+    results = dict(
+        label=args.label,
+        code=str(args.code),
+        memory_cap_gib=args.memory_cap,
+        torch=torch.__version__,
+        machine=f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB",
+        cases=cases,
+    )
     name = f"training-memory-{args.tokenizer}-{args.label or 'run'}-{time.strftime('%Y-%m-%d')}.json"
     (ROOT / "benchmarks" / "results" / name).write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote benchmarks/results/{name}")

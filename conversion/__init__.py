@@ -3,18 +3,18 @@
 One module per source: `char_gpt` (the nanoGPT-style char GPT), `frawdllm` (FrawdLLM: checkpoints, its
 published Hugging Face folders and Hub repo ids, its Embeddings layer), `miniembed` (MiniEmbed, and the
 Transformer-embedding layer), `hkproj` (hkproj's pytorch-transformer). Checkpoints are read without running
-pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hf_minitf.hub_source`), weights are streamed
-into the output file (`output`) and the output folder is written whole (`hf_minitf.output_folder`). `base.SOURCES`
+pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hf_minitf.hub.sources`), weights are streamed
+into the output file (`output`) and the output folder is written whole (`hf_minitf.safety.output_folders`). `hf_minitf.catalog.converters`
 names each source's function and module; `minitf convert SOURCE` runs them.
 """
 
 import importlib
 
-from .base import SOURCES
-from .checkpoint import ConversionError, open_checkpoint
+from hf_minitf.catalog.converters import CONVERTERS
+from hf_minitf.conversion.checkpoint import ConversionError, open_checkpoint
 
 # The converters, each imported on first use.
-_CONVERTERS = {source.function: source.module for source in SOURCES.values()}
+_CONVERTERS = {converter.function: converter.module for converter in CONVERTERS.values()}
 
 
 def __getattr__(name: str):
@@ -23,4 +23,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ConversionError", "SOURCES", "open_checkpoint", *_CONVERTERS]
+__all__ = ["ConversionError", "open_checkpoint", *_CONVERTERS]

@@ -2,6 +2,6 @@
 
 import sys
 
-from minitf_cli import main
+from hf_minitf.cli import main
 
 raise SystemExit(main(["convert", *sys.argv[1:]]))

@@ -10,22 +10,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.dynamic_module_utils import custom_object_save
 
-from hf_minitf.layers import SinusoidalPositionalEmbedding
-from hf_minitf.output_folder import OutputFolder, atomic_output_dir, existing_paths, output_folder
-
-from .checkpoint import Checkpoint, ConversionError
-from .output import TensorPlan, cast_for_output, write_safetensors
+from hf_minitf.catalog.converters import CONVERTERS
+from hf_minitf.catalog.limits import DTYPE_NAMES
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
+from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
+from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
+from hf_minitf.safety.output_folders import OutputFolder, atomic_output_dir, existing_paths, output_folder
 
 # The dtypes a conversion can write, by the names `dtype=` (and `minitf convert --dtype`) takes; "auto" keeps the
 # checkpoint's.
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = {name: getattr(torch, name) for name in DTYPE_NAMES}
 
 # Anchor keys that identify each original codebase (by its `minitf convert` source name), to name the right
 # converter when given the wrong one. Checked in this order: a whole model before its embedding layer.
@@ -38,30 +39,6 @@ SIGNATURES = {
     "frawdllm-embeddings": ("token_emb.weight",),
 }
 
-
-class Source(NamedTuple):
-    """One source of `minitf convert SOURCE`: what it is, the function that converts it from Python (as
-    `hf_minitf.conversion` exports it), and the module of this package whose `runner` runs a parsed command and
-    whose `description` attribute is the command's help."""
-
-    name: str
-    function: str
-    module: str
-    runner: str = "run"
-    description: str = "DESCRIPTION"
-
-
-SOURCES = {
-    "char-gpt": Source("nanoGPT-style character GPT", "convert_char_gpt", "char_gpt"),
-    "frawdllm": Source("FrawdLLM", "convert_frawdllm", "frawdllm"),
-    "miniembed": Source("MiniEmbed", "convert_miniembed", "miniembed"),
-    "hkproj": Source("hkproj pytorch-transformer", "convert_hkproj", "hkproj"),
-    "transformer-embedding": Source("Transformer-embedding layer (TransformerEmbedding)",
-                                    "convert_transformer_embedding", "miniembed", "run_embeddings",
-                                    "EMBEDDING_LAYER_DESCRIPTION"),
-    "frawdllm-embeddings": Source("FrawdLLM Embeddings layer", "convert_frawdllm_embeddings", "frawdllm",
-                                  "run_embeddings", "EMBEDDINGS_DESCRIPTION"),
-}
 
 # A key-map rule: a regex over the target model's parameter names, and the template (using the regex's
 # groups, as in `re.Match.expand`) of the original name the weight is copied from.
@@ -90,8 +67,10 @@ def require_architecture(checkpoint: Checkpoint, source: str, description: str) 
     found = identify(checkpoint)
     hint = ""
     if found:
-        hint = (f" It looks like a {SOURCES[found].name} checkpoint: use `minitf convert {found}` "
-                f"(or `hf_minitf.conversion.{SOURCES[found].function}`).")
+        hint = (
+            f" It looks like a {CONVERTERS[found].project} checkpoint: use `minitf convert {found}` "
+            f"(or `hf_minitf.conversion.{CONVERTERS[found].function}`)."
+        )
     raise ConversionError(
         f"{checkpoint.path} is not a {description} checkpoint: it lacks {', '.join(missing)}. "
         f"Its keys: {_short(sorted(checkpoint.keys()), 8)}.{hint}"
@@ -175,8 +154,11 @@ def read_json(path: str | Path | None, what: str) -> dict[str, Any]:
 
 def check_given(given: Mapping[str, Any], inferred: Mapping[str, Any], source: str) -> None:
     """Raise when values given by the user (or a stored config) contradict what the weights say."""
-    clashes = [f"{key}={given[key]} but the weights say {value}" for key, value in inferred.items()
-               if given.get(key) is not None and given[key] != value]
+    clashes = [
+        f"{key}={given[key]} but the weights say {value}"
+        for key, value in inferred.items()
+        if given.get(key) is not None and given[key] != value
+    ]
     if clashes:
         raise ConversionError(f"The {source} does not match the checkpoint: {'; '.join(clashes)}.")
 
@@ -242,12 +224,14 @@ def map_weights(
             mismatched.append(f"{original}: {list(shape)}, but {name} needs {list(target.shape)}")
             continue
         plan_dtype = dtype if target.dtype.is_floating_point else target.dtype
-        plans.append(TensorPlan(name, tuple(target.shape), plan_dtype, lambda key=original: checkpoint.get(key),
-                                origin=original))
+        plans.append(
+            TensorPlan(name, tuple(target.shape), plan_dtype, lambda key=original: checkpoint.get(key), origin=original)
+        )
     if unmapped:
         raise ConversionError(f"Internal key map error: no rule for target weights {_short(unmapped)}.")
-    unexpected = sorted(key for key in checkpoint.keys()
-                        if key not in used and not any(re.fullmatch(p, key) for p in ignore))
+    unexpected = sorted(
+        key for key in checkpoint.keys() if key not in used and not any(re.fullmatch(p, key) for p in ignore)
+    )
     problems = []
     if missing:
         problems.append(f"missing keys: {_short(missing)}")
@@ -256,8 +240,10 @@ def map_weights(
     if mismatched:
         problems.append(f"wrong shapes: {_short(mismatched)}")
     if problems:
-        raise ConversionError(f"{checkpoint.path} does not fit the model the checkpoint implies: "
-                              f"{'; '.join(problems)}.{' ' + hint if hint else ''}")
+        raise ConversionError(
+            f"{checkpoint.path} does not fit the model the checkpoint implies: "
+            f"{'; '.join(problems)}.{' ' + hint if hint else ''}"
+        )
     return plans
 
 
@@ -291,8 +277,10 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
     for plan in converted.plans:
         tensor = plan.produce()
         if tuple(tensor.shape) != tuple(plan.shape):
-            raise ConversionError(f"{plan.name} (from {plan.origin}) has shape {list(tensor.shape)}, "
-                                  f"the model expects {list(plan.shape)}.")
+            raise ConversionError(
+                f"{plan.name} (from {plan.origin}) has shape {list(tensor.shape)}, "
+                f"the model expects {list(plan.shape)}."
+            )
         state[plan.name] = cast_for_output(tensor, plan.dtype, plan.label)
     result = model.load_state_dict(state, strict=False, assign=True)
     tied = set(getattr(model, "all_tied_weights_keys", None) or {})
@@ -305,8 +293,9 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
     return model.eval()
 
 
-def save_converted(converted: ConvertedModel, out: str | Path | OutputFolder, overwrite: bool = False,
-                   inputs: Sequence[Path] = ()) -> Path:
+def save_converted(
+    converted: ConvertedModel, out: str | Path | OutputFolder, overwrite: bool = False, inputs: Sequence[Path] = ()
+) -> Path:
     """Write the folder atomically: model.safetensors (streamed), config.json with auto_map and the model
     code, generation_config.json, tokenizer files and README.md (or what `save_model` writes instead).
 
@@ -335,17 +324,26 @@ def save_converted(converted: ConvertedModel, out: str | Path | OutputFolder, ov
 
 # How a user loads each converted model class, `{out}` being the folder.
 LOADING = {
-    "MiniTFGPTForCausalLM": ('AutoModelForCausalLM.from_pretrained("{out}") or '
-                             'pipeline("text-generation", model="{out}")'),
+    "MiniTFGPTForCausalLM": (
+        'AutoModelForCausalLM.from_pretrained("{out}") or pipeline("text-generation", model="{out}")'
+    ),
     "MiniTFEncoderModel": 'SentenceTransformer("{out}") or AutoModel.from_pretrained("{out}")',
-    "MiniTFSeq2SeqForConditionalGeneration": ('AutoModelForSeq2SeqLM.from_pretrained("{out}") or '
-                                              'pipeline("minitf-translation", model="{out}")'),
+    "MiniTFSeq2SeqForConditionalGeneration": (
+        'AutoModelForSeq2SeqLM.from_pretrained("{out}") or pipeline("minitf-translation", model="{out}")'
+    ),
 }
 
 
-def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[str, Any],
-                         out: str | Path | OutputFolder, what: str, config_class: str, source: str | Path,
-                         dtype: str = "auto", overwrite: bool = False) -> str:
+def save_embedding_layer(
+    weights: Mapping[str, torch.Tensor],
+    fields: Mapping[str, Any],
+    out: str | Path | OutputFolder,
+    what: str,
+    config_class: str,
+    source: str | Path,
+    dtype: str = "auto",
+    overwrite: bool = False,
+) -> str:
     """Write an embedding layer's converted weights (`embeddings.safetensors`, MiniTF names) and the config fields
     they fix (`embedding_config.json`) into the folder `out`, atomically; returns what to tell the user."""
     if dtype != "auto" and dtype not in DTYPES:
@@ -355,17 +353,24 @@ def save_embedding_layer(weights: Mapping[str, torch.Tensor], fields: Mapping[st
         return DTYPES[dtype] if dtype != "auto" else tensor.dtype if tensor.is_floating_point() else torch.float32
 
     with atomic_output_dir(out, overwrite, existing_paths(source)) as work:
-        save_file({name: cast_for_output(tensor, target_dtype(tensor), name).contiguous()
-                   for name, tensor in weights.items()}, str(work / "embeddings.safetensors"))
+        save_file(
+            {
+                name: cast_for_output(tensor, target_dtype(tensor), name).contiguous()
+                for name, tensor in weights.items()
+            },
+            str(work / "embeddings.safetensors"),
+        )
         (work / "embedding_config.json").write_text(json.dumps(dict(fields), indent=2) + "\n", encoding="utf-8")
     count = sum(tensor.numel() for tensor in weights.values())
-    return "\n".join([
-        f"Converted {what} {source} into {Path(out)}",
-        f"  weights: embeddings.safetensors ({', '.join(weights)}; {count:,} parameters)",
-        f"  config:  embedding_config.json ({', '.join(f'{key}={value}' for key, value in fields.items())})",
-        f"  use:     model = <model class>({config_class}(**<embedding_config.json>, <the other sizes>)); "
-        "model.load_state_dict(safetensors.torch.load_file(\"embeddings.safetensors\"), strict=False)",
-    ])
+    return "\n".join(
+        [
+            f"Converted {what} {source} into {Path(out)}",
+            f"  weights: embeddings.safetensors ({', '.join(weights)}; {count:,} parameters)",
+            f"  config:  embedding_config.json ({', '.join(f'{key}={value}' for key, value in fields.items())})",
+            f"  use:     model = <model class>({config_class}(**<embedding_config.json>, <the other sizes>)); "
+            'model.load_state_dict(safetensors.torch.load_file("embeddings.safetensors"), strict=False)',
+        ]
+    )
 
 
 def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) -> str:
@@ -378,9 +383,10 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
     plans = converted.plans
     dtypes = sorted({str(plan.dtype).removeprefix("torch.") for plan in plans if plan.dtype.is_floating_point})
     name = converted.model_class.__name__
-    lines = [f"Converted {what} into {out}",
-             f"  model: {name} ({config.model_type}), {sizes}, {num_parameters(plans):,} parameters "
-             f"({'/'.join(dtypes)})"]
+    lines = [
+        f"Converted {what} into {out}",
+        f"  model: {name} ({config.model_type}), {sizes}, {num_parameters(plans):,} parameters ({'/'.join(dtypes)})",
+    ]
     lines += [f"  note:  {note}" for note in converted.notes]
     loading = LOADING.get(name, name + '.from_pretrained("{out}")')
     lines.append(f"  load:  {loading.format(out=out)}")
@@ -389,8 +395,27 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
 
 
 __all__ = [
-    "DTYPES", "LOADING", "SIGNATURES", "SOURCES", "ConvertedModel", "Rule", "Source", "check_given",
-    "conversion_summary", "count_layers", "expected_weights", "identify", "map_weights", "materialize", "meta_model",
-    "num_parameters", "original_name", "output_dtype", "read_json", "require_architecture", "require_heads",
-    "save_converted", "save_embedding_layer", "shape_of", "sinusoidal_length",
+    "DTYPES",
+    "LOADING",
+    "SIGNATURES",
+    "ConvertedModel",
+    "Rule",
+    "check_given",
+    "conversion_summary",
+    "count_layers",
+    "expected_weights",
+    "identify",
+    "map_weights",
+    "materialize",
+    "meta_model",
+    "num_parameters",
+    "original_name",
+    "output_dtype",
+    "read_json",
+    "require_architecture",
+    "require_heads",
+    "save_converted",
+    "save_embedding_layer",
+    "shape_of",
+    "sinusoidal_length",
 ]

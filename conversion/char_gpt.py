@@ -1,6 +1,6 @@
 """Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
 
-`DESCRIPTION` says what it reads, what it infers from the weights and what must be given, and how the converted
+Its help (`hf_minitf.catalog.converters`) says what it reads, what it infers from the weights and what must be given, and how the converted
 model continues past its context like the original (`minitf convert char-gpt --help` shows it).
 
 Run: `minitf convert char-gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out DIR`, or `convert_char_gpt`.
@@ -17,38 +17,39 @@ from typing import Any
 from transformers import GenerationConfig
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
-from hf_minitf.model_card import render_model_card
-from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
-from hf_minitf.tokenization_minitf import char_tokenizer
-
-from .base import (
-    ConvertedModel, check_given, conversion_summary, count_layers, num_parameters, output_dtype, read_json,
-    require_architecture, require_heads, save_converted, shape_of,
+from hf_minitf.conversion.base import (
+    ConvertedModel,
+    check_given,
+    conversion_summary,
+    count_layers,
+    num_parameters,
+    output_dtype,
+    read_json,
+    require_architecture,
+    require_heads,
+    save_converted,
+    shape_of,
 )
-from .checkpoint import Checkpoint, ConversionError, open_checkpoint
-from .gpt_common import gpt_rules, head_is_tied, plan_gpt
-
-# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
-# keeps the two equal).
-DESCRIPTION = """\
-Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
-
-Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
-Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
-the LM head is tied. Not in the weights: the number of heads (`num_heads`, or the original constructor
-arguments as JSON).
-
-The original `generate` feeds only the last `block_size` tokens at each step. The converted config sets
-`context_overflow="crop"` (the model cuts longer inputs to their last `max_position_embeddings` tokens) and
-the saved generation config `use_cache=False`, so a plain `generate()` continues past the context exactly
-like the original, recomputing the window at each step. For cached, faster generation inside the context,
-pass `use_cache=True` (and keep prompt plus new tokens within the context) or set `context_overflow="error"`."""
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
+from hf_minitf.hub.cards import render_model_card
+from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
+from hf_minitf.tokenization.gpt import char_tokenizer
 
 RULES = gpt_rules(
-    embed_tokens="wte", embed_positions="wpe", layers="blocks",
-    layer_parts={"self_attn_layer_norm": "ln1", "self_attn.qkv_proj": "attn.qkv", "self_attn.o_proj": "attn.proj",
-                 "mlp_layer_norm": "ln2", "mlp.fc1": "mlp.net.0", "mlp.fc2": "mlp.net.2"},
-    norm="ln_f", lm_head="lm_head",
+    embed_tokens="wte",
+    embed_positions="wpe",
+    layers="blocks",
+    layer_parts={
+        "self_attn_layer_norm": "ln1",
+        "self_attn.qkv_proj": "attn.qkv",
+        "self_attn.o_proj": "attn.proj",
+        "mlp_layer_norm": "ln2",
+        "mlp.fc1": "mlp.net.0",
+        "mlp.fc2": "mlp.net.2",
+    },
+    norm="ln_f",
+    lm_head="lm_head",
 )
 BUFFERS = [r"blocks\.\d+\.attn\.causal"]
 
@@ -57,8 +58,10 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
     """The characters in id order: a JSON list (or {char: id} map) file or a list, or the sorted distinct
     characters of the training text (how the original builds its vocabulary)."""
     if (vocab is None) == (training_text is None):
-        raise ConversionError("Give the character vocabulary: either --vocab (JSON list of characters in id order) "
-                              "or --training-text (the text the model was trained on).")
+        raise ConversionError(
+            "Give the character vocabulary: either --vocab (JSON list of characters in id order) "
+            "or --training-text (the text the model was trained on)."
+        )
     if training_text is not None:
         try:
             return sorted(set(Path(training_text).read_text(encoding="utf-8")))
@@ -80,27 +83,45 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
     return chars
 
 
-def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int | None = None,
-                  original_config: dict[str, Any] | None = None, dtype: str = "auto") -> ConvertedModel:
+def plan_char_gpt(
+    checkpoint: Checkpoint,
+    chars: Sequence[str],
+    num_heads: int | None = None,
+    original_config: dict[str, Any] | None = None,
+    dtype: str = "auto",
+) -> ConvertedModel:
     """Plan the conversion of an open char-GPT checkpoint (see `minitf convert char-gpt --help`)."""
     require_architecture(checkpoint, "char-gpt", "nanoGPT-style character GPT")
     original_config = dict(original_config or {})
     vocab_size, hidden_size = shape_of(checkpoint, "wte.weight")
     block_size = shape_of(checkpoint, "wpe.weight")[0]
-    inferred = dict(vocab_size=vocab_size, n_embd=hidden_size, block_size=block_size,
-                    n_layer=count_layers(checkpoint, r"blocks\.(\d+)\."))
+    inferred = dict(
+        vocab_size=vocab_size,
+        n_embd=hidden_size,
+        block_size=block_size,
+        n_layer=count_layers(checkpoint, r"blocks\.(\d+)\."),
+    )
     check_given(original_config, inferred, "original config")
     heads = require_heads(num_heads, hidden_size, "--num-heads", original_config.get("n_head"))
     if len(chars) != vocab_size:
-        raise ConversionError(f"The vocabulary has {len(chars)} characters but the model has {vocab_size} "
-                              "token embeddings; give the character list the model was trained with.")
+        raise ConversionError(
+            f"The vocabulary has {len(chars)} characters but the model has {vocab_size} "
+            "token embeddings; give the character list the model was trained with."
+        )
     tied = head_is_tied(checkpoint, "wte.weight", "lm_head.weight")
     dropout = float(original_config.get("dropout", 0.0))
     config = MiniTFGPTConfig(
-        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=inferred["n_layer"],
-        num_attention_heads=heads, intermediate_size=shape_of(checkpoint, "blocks.0.mlp.net.0.weight")[0],
-        max_position_embeddings=block_size, position_embedding_type="learned", context_overflow="crop",
-        hidden_dropout=dropout, attention_dropout=dropout, tie_word_embeddings=tied,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=inferred["n_layer"],
+        num_attention_heads=heads,
+        intermediate_size=shape_of(checkpoint, "blocks.0.mlp.net.0.weight")[0],
+        max_position_embeddings=block_size,
+        position_embedding_type="learned",
+        context_overflow="crop",
+        hidden_dropout=dropout,
+        attention_dropout=dropout,
+        tie_word_embeddings=tied,
     )
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
     plans = plan_gpt(checkpoint, config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype))
@@ -108,27 +129,39 @@ def plan_char_gpt(checkpoint: Checkpoint, chars: Sequence[str], num_heads: int |
     tokenizer = char_tokenizer(list(chars), special_tokens=None)
     prompt = "The" if set("The") <= set(chars) else next((c for c in chars if c.isalnum()), "")
     card = render_model_card(
-        "gpt", config, title="Character-level GPT (converted)", prompt=prompt,
+        "gpt",
+        config,
+        title="Character-level GPT (converted)",
+        prompt=prompt,
         summary="A character-level GPT: one token per character, "
-                f"{vocab_size} characters, a {block_size}-character context window.",
+        f"{vocab_size} characters, a {block_size}-character context window.",
         origin=f"Converted with `minitf convert char-gpt` from `{checkpoint.path.name}`, a checkpoint of the "
-               "nanoGPT-style character GPT (token + learned position embeddings, pre-LN blocks with fused qkv, "
-               "GELU MLP, tied LM head). The converted model gives the original's logits to float32 rounding.",
+        "nanoGPT-style character GPT (token + learned position embeddings, pre-LN blocks with fused qkv, "
+        "GELU MLP, tied LM head). The converted model gives the original's logits to float32 rounding.",
         notes="## Context window\n\nLike the original's `generate`, the model continues past its context by "
-              f"cropping the input to the last {block_size} characters (`context_overflow=\"crop\"`). That "
-              "recomputes the window at each step, so the saved generation config has `use_cache=False`. For "
-              "faster cached generation within the window, pass `use_cache=True` to `generate` and keep prompt "
-              "plus new tokens within it (or load with `context_overflow=\"error\"`).",
-        num_parameters=num_parameters(plans), original_project="nanoGPT", source_checkpoint=checkpoint.path,
+        f'cropping the input to the last {block_size} characters (`context_overflow="crop"`). That '
+        "recomputes the window at each step, so the saved generation config has `use_cache=False`. For "
+        "faster cached generation within the window, pass `use_cache=True` to `generate` and keep prompt "
+        'plus new tokens within it (or load with `context_overflow="error"`).',
+        num_parameters=num_parameters(plans),
+        original_project="nanoGPT",
+        source_checkpoint=checkpoint.path,
     )
     inferred.update(n_head=heads, tied_lm_head=tied)
     return ConvertedModel(MiniTFGPTForCausalLM, config, plans, tokenizer, generation_config, card, inferred)
 
 
-def convert_char_gpt(checkpoint: str | Path, out: str | Path | OutputFolder, *,
-                     vocab: str | Path | Sequence[str] | None = None, training_text: str | Path | None = None,
-                     num_heads: int | None = None, original_config: str | Path | dict[str, Any] | None = None,
-                     dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
+def convert_char_gpt(
+    checkpoint: str | Path,
+    out: str | Path | OutputFolder,
+    *,
+    vocab: str | Path | Sequence[str] | None = None,
+    training_text: str | Path | None = None,
+    num_heads: int | None = None,
+    original_config: str | Path | dict[str, Any] | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+) -> ConvertedModel:
     """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
     if not isinstance(original_config, dict):
@@ -142,9 +175,15 @@ def convert_char_gpt(checkpoint: str | Path, out: str | Path | OutputFolder, *,
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed char-gpt command; prints what was inferred."""
-    converted = convert_char_gpt(args.checkpoint, args.out, vocab=args.vocab, training_text=args.training_text,
-                                 num_heads=args.num_heads, original_config=args.config, dtype=args.dtype,
-                                 overwrite=args.overwrite)
+    converted = convert_char_gpt(
+        args.checkpoint,
+        args.out,
+        vocab=args.vocab,
+        training_text=args.training_text,
+        num_heads=args.num_heads,
+        original_config=args.config,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+    )
     print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0
-

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from hf_minitf.file_safety import refused_content
+from hf_minitf.safety.files import refused_content
 
 
 class ConversionError(ValueError):
@@ -28,8 +28,15 @@ class ConversionError(ValueError):
 
 
 SAFETENSORS_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
     "BOOL": torch.bool,
 }
 
@@ -118,12 +125,14 @@ def can_memory_map(path: Path) -> bool:
         with zipfile.ZipFile(path) as archive:
             entries = archive.infolist()
     except (zipfile.BadZipFile, OSError) as error:
-        raise ConversionError(f"Cannot read {path} as a torch.save checkpoint (truncated or corrupt zip?): {error}") \
-            from None
+        raise ConversionError(
+            f"Cannot read {path} as a torch.save checkpoint (truncated or corrupt zip?): {error}"
+        ) from None
     encrypted = [entry.filename for entry in entries if entry.flag_bits & 0x1]
     if encrypted:
-        raise ConversionError(f"{path}: the zip entry {encrypted[0]} is encrypted; re-save the checkpoint with "
-                              "torch.save, unencrypted.")
+        raise ConversionError(
+            f"{path}: the zip entry {encrypted[0]} is encrypted; re-save the checkpoint with torch.save, unencrypted."
+        )
     return all(entry.compress_type == zipfile.ZIP_STORED for entry in entries)
 
 
@@ -146,8 +155,10 @@ def _torch_load(path: Path, allowed_classes: Iterable[type]) -> Any:
             f"Cannot read {path} as a torch.save checkpoint (truncated or corrupt file?): {error}"
         ) from error
     except Exception as error:  # e.g. an allow-listed stand-in called with arguments by a crafted pickle
-        raise ConversionError(f"{path} holds pickled content that is not a checkpoint of this kind: {error!r}. "
-                              "Nothing else from the file was executed.") from error
+        raise ConversionError(
+            f"{path} holds pickled content that is not a checkpoint of this kind: {error!r}. "
+            "Nothing else from the file was executed."
+        ) from error
 
 
 def _is_state_dict(value: Any) -> bool:
@@ -162,8 +173,14 @@ class Checkpoint:
     as in FrawdLLM's own Hugging Face folders); other keys keep their names.
     """
 
-    def __init__(self, path: Path, tensors: Mapping[str, torch.Tensor] | None, extras: dict[str, Any],
-                 safetensors_handle=None, key_prefix: str = "") -> None:
+    def __init__(
+        self,
+        path: Path,
+        tensors: Mapping[str, torch.Tensor] | None,
+        extras: dict[str, Any],
+        safetensors_handle=None,
+        key_prefix: str = "",
+    ) -> None:
         self.path = path
         self.extras = extras
         self._tensors = tensors
@@ -262,6 +279,11 @@ def open_checkpoint(
 
 
 __all__ = [
-    "Checkpoint", "ConversionError", "PickledRecord", "can_memory_map", "check_weight", "open_checkpoint",
+    "Checkpoint",
+    "ConversionError",
+    "PickledRecord",
+    "can_memory_map",
+    "check_weight",
+    "open_checkpoint",
     "stand_in_class",
 ]

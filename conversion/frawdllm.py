@@ -2,7 +2,7 @@
 or its Hub repo id) to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer, and FrawdLLM's `Embeddings` layer to
 the GPT's embedding weights.
 
-`DESCRIPTION` says what it reads, what it infers from the weights and what must be given, its presets' inert
+Its help (`hf_minitf.catalog.converters`) says what it reads, what it infers from the weights and what must be given, its presets' inert
 use_rmsnorm / use_swiglu flags, the chat template and the loss (`minitf convert frawdllm --help` shows it).
 
 Run: `minitf convert frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, or
@@ -23,76 +23,64 @@ from tokenizers import AddedToken, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
-from hf_minitf.hub_source import HubSourceError, download_repo_files, looks_like_repo_id
-from hf_minitf.model_card import render_model_card
-from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
-from hf_minitf.presets import FRAWDLLM_PRESETS
-from hf_minitf.tokenization_minitf import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
-
-from .base import (
-    ConvertedModel, check_given, conversion_summary, count_layers, num_parameters,
-    output_dtype, read_json, require_architecture, require_heads, save_converted, save_embedding_layer, shape_of,
+from hf_minitf.catalog import FRAWDLLM_PRESETS
+from hf_minitf.conversion.base import (
+    ConvertedModel,
+    check_given,
+    conversion_summary,
+    count_layers,
+    num_parameters,
+    output_dtype,
+    read_json,
+    require_architecture,
+    require_heads,
+    save_converted,
+    save_embedding_layer,
+    shape_of,
 )
-from .checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
-from .gpt_common import gpt_rules, head_is_tied, plan_gpt
-
-# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
-# keeps the two equal).
-DESCRIPTION = """\
-Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
-`Embeddings` layer to the GPT's embedding weights).
-
-Input, one of:
-- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
-  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
-  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
-- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
-  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
-  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
-  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
-Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
-(no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
-which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
-against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
-size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
-Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
-the tokenizer.
-
-FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
-by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
-checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
-but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
-are refused, naming the keys.
-
-Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
-tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
-{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
-ids, as FrawdLLM's chat scripts add them.
-
-FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
-follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100."""
-
-EMBEDDINGS_DESCRIPTION = """\
-Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it
-uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) and
-embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions,
-max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."""
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
+from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
+from hf_minitf.hub.cards import render_model_card
+from hf_minitf.hub.sources import HubSourceError, download_repo_files, looks_like_repo_id
+from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
+from hf_minitf.tokenization.gpt import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 
 ModelConfigStandIn = stand_in_class("src.model.config.ModelConfig")
 
 RULES = gpt_rules(
-    embed_tokens="embeddings.token_emb", embed_positions="embeddings.pos_emb", layers="blocks",
-    layer_parts={"self_attn_layer_norm": "ln1", "self_attn.qkv_proj": "attn.qkv_proj",
-                 "self_attn.o_proj": "attn.out_proj", "mlp_layer_norm": "ln2", "mlp.fc1": "mlp.fc1",
-                 "mlp.fc2": "mlp.fc2"},
-    norm="ln_f", lm_head="lm_head",
+    embed_tokens="embeddings.token_emb",
+    embed_positions="embeddings.pos_emb",
+    layers="blocks",
+    layer_parts={
+        "self_attn_layer_norm": "ln1",
+        "self_attn.qkv_proj": "attn.qkv_proj",
+        "self_attn.o_proj": "attn.out_proj",
+        "mlp_layer_norm": "ln2",
+        "mlp.fc1": "mlp.fc1",
+        "mlp.fc2": "mlp.fc2",
+    },
+    norm="ln_f",
+    lm_head="lm_head",
 )
 BUFFERS = [r"blocks\.\d+\.attn\.mask"]
 # FrawdLLM's tokenizer: <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3.
 DEFAULT_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}
 # FrawdLLM's ModelConfig fields, and the Hugging Face aliases its published config.json repeats.
-FIELDS = ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "dropout", "use_rope", "use_rmsnorm",
-          "use_swiglu", "pad_token_id", "bos_token_id", "eos_token_id", "head_dim")
+FIELDS = (
+    "vocab_size",
+    "n_embd",
+    "n_layer",
+    "n_head",
+    "context_length",
+    "dropout",
+    "use_rope",
+    "use_rmsnorm",
+    "use_swiglu",
+    "pad_token_id",
+    "bos_token_id",
+    "eos_token_id",
+    "head_dim",
+)
 ALIASES = {"hidden_size": "n_embd", "num_hidden_layers": "n_layer", "num_attention_heads": "n_head"}
 INERT_FLAGS = {"use_rmsnorm": "RMSNorm", "use_swiglu": "SwiGLU"}
 # The files of a FrawdLLM Hugging Face folder that conversion reads (its .py files are never read).
@@ -104,14 +92,17 @@ _ALTERNATION = "FrawdLLM's chat format alternates user and assistant messages, s
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'user' -%}"
-    "{%- if loop.index0 % 2 != 0 -%}{{ raise_exception(\"" + _ALTERNATION + "\") }}{%- endif -%}"
+    '{%- if loop.index0 % 2 != 0 -%}{{ raise_exception("' + _ALTERNATION + '") }}{%- endif -%}'
     "{{ bos_token }}" + USER_TOKEN + "{{ message['content'] }}"
     "{%- elif message['role'] == 'assistant' -%}"
-    "{%- if loop.index0 % 2 != 1 -%}{{ raise_exception(\"" + _ALTERNATION + "\") }}{%- endif -%}"
-    + ASSISTANT_TOKEN + "{{ message['content'] }}{{ eos_token }}"
+    '{%- if loop.index0 % 2 != 1 -%}{{ raise_exception("'
+    + _ALTERNATION
+    + '") }}{%- endif -%}'
+    + ASSISTANT_TOKEN
+    + "{{ message['content'] }}{{ eos_token }}"
     "{%- else -%}"
     "{{ raise_exception(\"FrawdLLM's chat format has only user and assistant messages, not '\" ~ message['role'] "
-    "~ \"'.\") }}"
+    '~ "\'.") }}'
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}" + ASSISTANT_TOKEN + "{%- endif -%}"
@@ -138,8 +129,9 @@ def published_fields(config: Mapping[str, Any], origin: str) -> dict[str, Any]:
     for alias, name in ALIASES.items():
         if alias in config:
             if name in fields and fields[name] != config[alias]:
-                raise ConversionError(f"{origin} says {name}={fields[name]} but {alias}={config[alias]}; "
-                                      "they must agree.")
+                raise ConversionError(
+                    f"{origin} says {name}={fields[name]} but {alias}={config[alias]}; they must agree."
+                )
             fields.setdefault(name, config[alias])
     return fields
 
@@ -156,8 +148,13 @@ def check_layer_variant(checkpoint: Checkpoint) -> None:
     LayerNorm has a bias beside its weight, RMSNorm has none; FrawdLLM's MLP is fc1 -> GELU -> fc2 with
     fc1's output as wide as fc2's input, while SwiGLU adds a gate projection (or fuses it into a fc1 twice
     as wide)."""
-    norms = sorted({key.removesuffix(".weight") for key in checkpoint.keys()
-                    if re.fullmatch(r"(blocks\.\d+\.ln[12]|ln_f)\.weight", key)})
+    norms = sorted(
+        {
+            key.removesuffix(".weight")
+            for key in checkpoint.keys()
+            if re.fullmatch(r"(blocks\.\d+\.ln[12]|ln_f)\.weight", key)
+        }
+    )
     biasless = [f"{norm}.weight" for norm in norms if f"{norm}.bias" not in checkpoint]
     if biasless:
         raise ConversionError(
@@ -166,13 +163,19 @@ def check_layer_variant(checkpoint: Checkpoint) -> None:
             "says, and MiniTF GPT has no RMSNorm; this checkpoint was made by other code and cannot be converted."
         )
     mlp_parts = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
-    gates = sorted(key for key in checkpoint.keys()
-                   if (m := re.fullmatch(r"blocks\.\d+\.mlp\.(.+)", key)) and m.group(1) not in mlp_parts)
-    fused = [f"blocks.{index}.mlp.fc1.weight {list(checkpoint.shape(f'blocks.{index}.mlp.fc1.weight'))}"
-             for index in range(count_layers(checkpoint, r"blocks\.(\d+)\."))
-             if f"blocks.{index}.mlp.fc1.weight" in checkpoint and f"blocks.{index}.mlp.fc2.weight" in checkpoint
-             and checkpoint.shape(f"blocks.{index}.mlp.fc1.weight")[0]
-             != checkpoint.shape(f"blocks.{index}.mlp.fc2.weight")[1]]
+    gates = sorted(
+        key
+        for key in checkpoint.keys()
+        if (m := re.fullmatch(r"blocks\.\d+\.mlp\.(.+)", key)) and m.group(1) not in mlp_parts
+    )
+    fused = [
+        f"blocks.{index}.mlp.fc1.weight {list(checkpoint.shape(f'blocks.{index}.mlp.fc1.weight'))}"
+        for index in range(count_layers(checkpoint, r"blocks\.(\d+)\."))
+        if f"blocks.{index}.mlp.fc1.weight" in checkpoint
+        and f"blocks.{index}.mlp.fc2.weight" in checkpoint
+        and checkpoint.shape(f"blocks.{index}.mlp.fc1.weight")[0]
+        != checkpoint.shape(f"blocks.{index}.mlp.fc2.weight")[1]
+    ]
     if gates or fused:
         found = gates or [f"{fused[0]} (wider than fc2's input: a fused gate)"]
         raise ConversionError(
@@ -191,35 +194,47 @@ def preset_heads(vocab_size: int, n_embd: int, n_layer: int, context_length: int
     """The head count of the FrawdLLM preset with these sizes (chat models add tokens to a preset's vocabulary)."""
     for size in FRAWDLLM_PRESETS.values():
         if (size.hidden_size, size.num_layers, size.context_length, size.rope) == (
-                n_embd, n_layer, context_length, use_rope) and vocab_size >= size.vocab_size:
+            n_embd,
+            n_layer,
+            context_length,
+            use_rope,
+        ) and vocab_size >= size.vocab_size:
             return size.num_heads
     return None
 
 
-def infer_frawdllm_config(checkpoint: Checkpoint, given: Mapping[str, Any], num_heads: int | None,
-                          context_length: int | None) -> dict[str, Any]:
+def infer_frawdllm_config(
+    checkpoint: Checkpoint, given: Mapping[str, Any], num_heads: int | None, context_length: int | None
+) -> dict[str, Any]:
     """FrawdLLM ModelConfig fields from the weights, completed and checked by `given` and the options."""
     vocab_size, n_embd = shape_of(checkpoint, "embeddings.token_emb.weight")
     use_rope = "embeddings.pos_emb.weight" not in checkpoint
     check_layer_variant(checkpoint)
-    inferred: dict[str, Any] = dict(vocab_size=vocab_size, n_embd=n_embd,
-                                    n_layer=count_layers(checkpoint, r"blocks\.(\d+)\."), use_rope=use_rope)
+    inferred: dict[str, Any] = dict(
+        vocab_size=vocab_size, n_embd=n_embd, n_layer=count_layers(checkpoint, r"blocks\.(\d+)\."), use_rope=use_rope
+    )
     if not use_rope:
         inferred["context_length"] = shape_of(checkpoint, "embeddings.pos_emb.weight")[0]
     elif "blocks.0.attn.mask" in checkpoint:
         inferred["context_length"] = checkpoint.shape("blocks.0.attn.mask")[-1] // 4
     check_given(given, inferred, "FrawdLLM config")
     fields = {**given, **inferred}
-    for key, value, option in (("context_length", context_length, "--context-length"),
-                               ("n_head", num_heads, "--num-heads")):
+    for key, value, option in (
+        ("context_length", context_length, "--context-length"),
+        ("n_head", num_heads, "--num-heads"),
+    ):
         if value is not None:
             if fields.get(key) is not None and fields[key] != value:
-                raise ConversionError(f"{option} {value} contradicts the checkpoint's {key}={fields[key]}; "
-                                      f"leave {option} out (or give the value the model was trained with).")
+                raise ConversionError(
+                    f"{option} {value} contradicts the checkpoint's {key}={fields[key]}; "
+                    f"leave {option} out (or give the value the model was trained with)."
+                )
             fields[key] = value
     if fields.get("context_length") is None:
-        raise ConversionError("A RoPE checkpoint without its attention-mask buffer does not tell its context length; "
-                              "pass --context-length (the ModelConfig's context_length).")
+        raise ConversionError(
+            "A RoPE checkpoint without its attention-mask buffer does not tell its context length; "
+            "pass --context-length (the ModelConfig's context_length)."
+        )
     if fields.get("n_head") is None:
         fields["n_head"] = preset_heads(vocab_size, n_embd, fields["n_layer"], fields["context_length"], use_rope)
     fields["n_head"] = require_heads(fields.get("n_head"), n_embd, "--num-heads (or --config)")
@@ -238,13 +253,23 @@ def frawdllm_gpt_config(fields: Mapping[str, Any], tied: bool) -> MiniTFGPTConfi
     rope = bool(fields["use_rope"])
     dropout = float(fields.get("dropout") or 0.0)
     return MiniTFGPTConfig(
-        vocab_size=fields["vocab_size"], hidden_size=fields["n_embd"], num_hidden_layers=fields["n_layer"],
-        num_attention_heads=fields["n_head"], intermediate_size=fields["intermediate_size"],
+        vocab_size=fields["vocab_size"],
+        hidden_size=fields["n_embd"],
+        num_hidden_layers=fields["n_layer"],
+        num_attention_heads=fields["n_head"],
+        intermediate_size=fields["intermediate_size"],
         # FrawdLLM accepts 4 x context_length tokens with RoPE, exactly context_length with learned positions.
         max_position_embeddings=fields["context_length"] * (4 if rope else 1),
-        position_embedding_type="rope" if rope else "learned", rope_interleaved=True, rope_theta=10000.0,
-        hidden_dropout=dropout, attention_dropout=dropout, layer_norm_eps=1e-5, tie_word_embeddings=tied,
-        pad_token_id=fields["pad_token_id"], bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"],
+        position_embedding_type="rope" if rope else "learned",
+        rope_interleaved=True,
+        rope_theta=10000.0,
+        hidden_dropout=dropout,
+        attention_dropout=dropout,
+        layer_norm_eps=1e-5,
+        tie_word_embeddings=tied,
+        pad_token_id=fields["pad_token_id"],
+        bos_token_id=fields["bos_token_id"],
+        eos_token_id=fields["eos_token_id"],
     )
 
 
@@ -258,14 +283,16 @@ def bos_only_prompts(tokenizer: PreTrainedTokenizerFast) -> str | None:
     bos, eos = tokenizer.bos_token, tokenizer.eos_token
     if post.get("type") != "TemplateProcessing" or pieces != [bos, "A", eos]:
         return None
-    backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B:1",
-                                                           special_tokens=[(bos, tokenizer.bos_token_id)])
-    return (f"tokenizer(text) gives {bos} text, as FrawdLLM's own generation encodes prompts (its tokenizer file also "
-            f"appended {eos}, which ends a training document, not a prompt)")
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A", pair=f"{bos} $A $B:1", special_tokens=[(bos, tokenizer.bos_token_id)]
+    )
+    return (
+        f"tokenizer(text) gives {bos} text, as FrawdLLM's own generation encodes prompts (its tokenizer file also "
+        f"appended {eos}, which ends a training document, not a prompt)"
+    )
 
 
-def frawdllm_tokenizer(path: str | Path,
-                       fields: Mapping[str, Any]) -> tuple[PreTrainedTokenizerFast, list[str], bool]:
+def frawdllm_tokenizer(path: str | Path, fields: Mapping[str, Any]) -> tuple[PreTrainedTokenizerFast, list[str], bool]:
     """FrawdLLM's BPE JSON as a fast tokenizer whose special ids and size fit the model, with FrawdLLM's chat
     template when it has the chat tokens; returns it, notes on what was changed or added, and whether prompts
     were made `<|bos|> text` (see `bos_only_prompts`)."""
@@ -281,45 +308,73 @@ def frawdllm_tokenizer(path: str | Path,
     # FrawdLLM's SFT and chat scripts add the chat tokens in memory, after the saved vocabulary.
     add_chat_tokens = not held and fields["vocab_size"] == len(vocab) + len(chat_tokens)
     if len(held) == 1:
-        raise ConversionError(f"Tokenizer {path} holds {held[0]} but not the other chat token; FrawdLLM's chat "
-                              f"format needs both {USER_TOKEN} and {ASSISTANT_TOKEN}.")
+        raise ConversionError(
+            f"Tokenizer {path} holds {held[0]} but not the other chat token; FrawdLLM's chat "
+            f"format needs both {USER_TOKEN} and {ASSISTANT_TOKEN}."
+        )
     largest = max(vocab.values())
     if largest >= fields["vocab_size"]:
-        raise ConversionError(f"Tokenizer {path} has token id {largest}, past the model's "
-                              f"vocab_size={fields['vocab_size']}; give the tokenizer the model was trained with.")
+        raise ConversionError(
+            f"Tokenizer {path} has token id {largest}, past the model's "
+            f"vocab_size={fields['vocab_size']}; give the tokenizer the model was trained with."
+        )
     for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
         if getattr(tokenizer, key) != fields[key]:
             token = BPE_SPECIAL_TOKENS[key.replace("_id", "")]
-            raise ConversionError(f"Tokenizer {path} gives {token} id {getattr(tokenizer, key)}, the model's config "
-                                  f"says {key}={fields[key]}.")
+            raise ConversionError(
+                f"Tokenizer {path} gives {token} id {getattr(tokenizer, key)}, the model's config "
+                f"says {key}={fields[key]}."
+            )
     prompts = bos_only_prompts(tokenizer)
     if prompts:
         notes.append(prompts)
     if held or add_chat_tokens:
         # As special tokens: one id each wherever they appear in a text, dropped by skip_special_tokens.
-        tokenizer.add_tokens([AddedToken(token, special=True, normalized=False) for token in chat_tokens],
-                             special_tokens=True)
+        tokenizer.add_tokens(
+            [AddedToken(token, special=True, normalized=False) for token in chat_tokens], special_tokens=True
+        )
         tokenizer.chat_template = CHAT_TEMPLATE
         ids = tokenizer.convert_tokens_to_ids(chat_tokens)
-        added = (f"; the tokenizer file lacks them, so they were added as FrawdLLM's SFT and chat scripts add them "
-                 f"for a model of {fields['vocab_size']} tokens") if add_chat_tokens else ""
-        notes.append(f"chat template: FrawdLLM's <|bos|><|user|>{{instruction}}<|assistant|>{{response}}<|eos|> "
-                     f"({USER_TOKEN}={ids[0]}, {ASSISTANT_TOKEN}={ids[1]}{added}); use "
-                     "tokenizer.apply_chat_template(messages, add_generation_prompt=True) or pass messages to "
-                     "pipeline(\"text-generation\")")
+        added = (
+            (
+                f"; the tokenizer file lacks them, so they were added as FrawdLLM's SFT and chat scripts add them "
+                f"for a model of {fields['vocab_size']} tokens"
+            )
+            if add_chat_tokens
+            else ""
+        )
+        notes.append(
+            f"chat template: FrawdLLM's <|bos|><|user|>{{instruction}}<|assistant|>{{response}}<|eos|> "
+            f"({USER_TOKEN}={ids[0]}, {ASSISTANT_TOKEN}={ids[1]}{added}); use "
+            "tokenizer.apply_chat_template(messages, add_generation_prompt=True) or pass messages to "
+            'pipeline("text-generation")'
+        )
     return tokenizer, notes, prompts is not None
 
 
-def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[str, Any], plans,
-               tokenizer: PreTrainedTokenizerFast, bos_prompts: bool) -> str:
+def model_card(
+    checkpoint_name: str,
+    config: MiniTFGPTConfig,
+    fields: Mapping[str, Any],
+    plans,
+    tokenizer: PreTrainedTokenizerFast,
+    bos_prompts: bool,
+) -> str:
     """The converted folder's card: what FrawdLLM model this is, where it came from, how it differs."""
-    positions = ("rotary positions (RoPE, interleaved pairs as FrawdLLM computes them; up to 4 x the "
-                 f"{fields['context_length']}-token training context)") if fields["use_rope"] else \
-        f"learned positions ({fields['context_length']} tokens)"
-    sections = ["## Differences from FrawdLLM's own wrapper\n\nThis model has a KV cache, honours `attention_mask` "
-                "(left-padded batches generate what each prompt generates alone) and uses transformers' `generate`. "
-                "Its `labels` follow transformers (the input ids, shifted inside; -100 is ignored), while FrawdLLM's "
-                "loss took pre-shifted targets and ignored pad id 0."]
+    positions = (
+        (
+            "rotary positions (RoPE, interleaved pairs as FrawdLLM computes them; up to 4 x the "
+            f"{fields['context_length']}-token training context)"
+        )
+        if fields["use_rope"]
+        else f"learned positions ({fields['context_length']} tokens)"
+    )
+    sections = [
+        "## Differences from FrawdLLM's own wrapper\n\nThis model has a KV cache, honours `attention_mask` "
+        "(left-padded batches generate what each prompt generates alone) and uses transformers' `generate`. "
+        "Its `labels` follow transformers (the input ids, shifted inside; -100 is ignored), while FrawdLLM's "
+        "loss took pre-shifted targets and ignored pad id 0."
+    ]
     flags = inert_flags(fields)
     if flags:
         sections.append(
@@ -341,25 +396,36 @@ def model_card(checkpoint_name: str, config: MiniTFGPTConfig, fields: Mapping[st
             "## Chat format\n\nFrawdLLM's chat models were trained on "
             "`<|bos|><|user|>{instruction}<|assistant|>{response}<|eos|>`; the tokenizer's chat template writes "
             "exactly that, and generation stops at `<|eos|>`:\n\n```python\nfrom transformers import pipeline\n\n"
-            "chat = pipeline(\"text-generation\", model=\"path/to/this/folder\")\n"
-            "print(chat([{\"role\": \"user\", \"content\": \"Tell me a story.\"}], max_new_tokens=100))\n```\n\n"
+            'chat = pipeline("text-generation", model="path/to/this/folder")\n'
+            'print(chat([{"role": "user", "content": "Tell me a story."}], max_new_tokens=100))\n```\n\n'
             "FrawdLLM trained single exchanges; a longer conversation is written as its exchanges one after "
             "another, each in that format. There is no system role."
         )
     return render_model_card(
-        "gpt", config, title="FrawdLLM (converted)", prompt="Once upon a time",
+        "gpt",
+        config,
+        title="FrawdLLM (converted)",
+        prompt="Once upon a time",
         summary=f"A FrawdLLM decoder-only language model with {positions} and a byte-level BPE tokenizer"
-                f"{' and its chat tokens' if chat else ''}.",
+        f"{' and its chat tokens' if chat else ''}.",
         origin=f"Converted with `minitf convert frawdllm` from `{checkpoint_name}` (FrawdLLM, "
-               "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
-        notes="\n\n".join(sections), num_parameters=num_parameters(plans), original_project="FrawdLLM",
+        "tsingla1998/FrawdLLM). The converted model gives the original's logits to float32 rounding.",
+        notes="\n\n".join(sections),
+        num_parameters=num_parameters(plans),
+        original_project="FrawdLLM",
         base_model=checkpoint_name if "/" in checkpoint_name else None,  # a Hub repo id, not a file name
     )
 
 
-def plan_frawdllm(checkpoint: Checkpoint, tokenizer: str | Path, num_heads: int | None = None,
-                  config: Mapping[str, Any] | None = None, context_length: int | None = None,
-                  dtype: str = "auto", name: str | None = None) -> ConvertedModel:
+def plan_frawdllm(
+    checkpoint: Checkpoint,
+    tokenizer: str | Path,
+    num_heads: int | None = None,
+    config: Mapping[str, Any] | None = None,
+    context_length: int | None = None,
+    dtype: str = "auto",
+    name: str | None = None,
+) -> ConvertedModel:
     """Plan the conversion of an open FrawdLLM checkpoint (see `minitf convert frawdllm --help`); `name` is what the
     card says it was converted from (default: the file name)."""
     require_architecture(checkpoint, "frawdllm", "FrawdLLM")
@@ -374,48 +440,74 @@ def plan_frawdllm(checkpoint: Checkpoint, tokenizer: str | Path, num_heads: int 
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
     plans = plan_gpt(checkpoint, gpt_config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype))
     fast_tokenizer, notes, bos_prompts = frawdllm_tokenizer(tokenizer, fields)
-    generation_config = GenerationConfig(bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"],
-                                         pad_token_id=fields["pad_token_id"])
+    generation_config = GenerationConfig(
+        bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"], pad_token_id=fields["pad_token_id"]
+    )
     flags = inert_flags(fields)
     if flags:
-        notes.insert(0, f"{', '.join(f'{flag}=True' for flag in flags)} in the original config had no effect "
-                        "(FrawdLLM's model code never reads them); the weights are LayerNorm + GELU and were converted "
-                        "as such")
+        notes.insert(
+            0,
+            f"{', '.join(f'{flag}=True' for flag in flags)} in the original config had no effect "
+            "(FrawdLLM's model code never reads them); the weights are LayerNorm + GELU and were converted "
+            "as such",
+        )
     card = model_card(name or checkpoint.path.name, gpt_config, fields, plans, fast_tokenizer, bos_prompts)
     inferred = {key: fields[key] for key in ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "use_rope")}
-    inferred.update(tied_lm_head=tied, inert_flags=flags, chat_template=fast_tokenizer.chat_template is not None,
-                    bos_only_prompts=bos_prompts)
-    return ConvertedModel(MiniTFGPTForCausalLM, gpt_config, plans, fast_tokenizer, generation_config, card, inferred,
-                          notes=notes)
+    inferred.update(
+        tied_lm_head=tied,
+        inert_flags=flags,
+        chat_template=fast_tokenizer.chat_template is not None,
+        bos_only_prompts=bos_prompts,
+    )
+    return ConvertedModel(
+        MiniTFGPTForCausalLM, gpt_config, plans, fast_tokenizer, generation_config, card, inferred, notes=notes
+    )
 
 
 def _published_folder(folder: Path, tokenizer: str | Path | None) -> tuple[Path, dict[str, Any], Path]:
     """The weights file, ModelConfig fields and tokenizer file of a FrawdLLM Hugging Face folder."""
     config_path = folder / "config.json"
     if not config_path.is_file():
-        raise ConversionError(f"{folder} has no config.json: it is not a Hugging Face folder. Pass a FrawdLLM "
-                              "checkpoint file, or a folder made by FrawdLLM's scripts/convert_to_hf.py.")
+        raise ConversionError(
+            f"{folder} has no config.json: it is not a Hugging Face folder. Pass a FrawdLLM "
+            "checkpoint file, or a folder made by FrawdLLM's scripts/convert_to_hf.py."
+        )
     config = read_json(config_path, "FrawdLLM config")
     if config.get("model_type") != "frawdllm":
-        hint = " It is already a MiniTF folder: load it directly." if str(config.get("model_type", "")).startswith(
-            "minitf") else ""
-        raise ConversionError(f"{config_path} has model_type={config.get('model_type')!r}, not \"frawdllm\": this is "
-                              f"not a folder FrawdLLM published.{hint}")
+        hint = (
+            " It is already a MiniTF folder: load it directly."
+            if str(config.get("model_type", "")).startswith("minitf")
+            else ""
+        )
+        raise ConversionError(
+            f'{config_path} has model_type={config.get("model_type")!r}, not "frawdllm": this is '
+            f"not a folder FrawdLLM published.{hint}"
+        )
     weights = folder / "model.safetensors"
     if not weights.is_file():
         present = sorted(path.name for path in folder.iterdir() if path.suffix in (".safetensors", ".bin", ".json"))
-        raise ConversionError(f"{folder} has no model.safetensors (found: {', '.join(present) or 'nothing'}); "
-                              "FrawdLLM's convert_to_hf.py writes one. Sharded or .bin weights are not supported.")
+        raise ConversionError(
+            f"{folder} has no model.safetensors (found: {', '.join(present) or 'nothing'}); "
+            "FrawdLLM's convert_to_hf.py writes one. Sharded or .bin weights are not supported."
+        )
     tokenizer_path = Path(tokenizer) if tokenizer is not None else folder / "tokenizer.json"
     if not tokenizer_path.is_file():
         raise ConversionError(f"{folder} has no tokenizer.json; pass --tokenizer with FrawdLLM's tokenizer JSON.")
     return weights, published_fields(config, str(config_path)), tokenizer_path
 
 
-def convert_frawdllm(checkpoint: str | Path, out: str | Path | OutputFolder, *, tokenizer: str | Path | None = None,
-                     num_heads: int | None = None, config: str | Path | Mapping[str, Any] | None = None,
-                     context_length: int | None = None, revision: str | None = None, dtype: str = "auto",
-                     overwrite: bool = False) -> ConvertedModel:
+def convert_frawdllm(
+    checkpoint: str | Path,
+    out: str | Path | OutputFolder,
+    *,
+    tokenizer: str | Path | None = None,
+    num_heads: int | None = None,
+    config: str | Path | Mapping[str, Any] | None = None,
+    context_length: int | None = None,
+    revision: str | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+) -> ConvertedModel:
     """Convert a FrawdLLM checkpoint file, published Hugging Face folder or Hub repo id into the Hugging Face
     folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
@@ -433,24 +525,29 @@ def convert_frawdllm(checkpoint: str | Path, out: str | Path | OutputFolder, *, 
         raise ConversionError(f"--revision applies to a Hub repo id, but {checkpoint} is a local path.")
     checkpoint = Path(checkpoint)
     if not checkpoint.exists():
-        raise ConversionError(f"{checkpoint} does not exist. Pass a FrawdLLM checkpoint file, a folder FrawdLLM's "
-                              "convert_to_hf.py wrote, or the Hub repo id (owner/name) of one.")
+        raise ConversionError(
+            f"{checkpoint} does not exist. Pass a FrawdLLM checkpoint file, a folder FrawdLLM's "
+            "convert_to_hf.py wrote, or the Hub repo id (owner/name) of one."
+        )
     if checkpoint.is_dir():
         checkpoint, published, tokenizer = _published_folder(checkpoint, tokenizer)
         check_given(config, published, "given FrawdLLM config (compared with the folder's config.json)")
         config, prefix = {**published, **config}, "model."
         name = name or checkpoint.parent.name
     elif tokenizer is None:
-        raise ConversionError("Pass --tokenizer (FrawdLLM's tokenizer JSON): a checkpoint file does not hold it. "
-                              "A published Hugging Face folder or repo id holds its own.")
+        raise ConversionError(
+            "Pass --tokenizer (FrawdLLM's tokenizer JSON): a checkpoint file does not hold it. "
+            "A published Hugging Face folder or repo id holds its own."
+        )
     with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
         converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
         save_converted(converted, target)
     return converted
 
 
-def convert_frawdllm_embeddings(checkpoint: str | Path,
-                                prefix: str = "model.") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def convert_frawdllm_embeddings(
+    checkpoint: str | Path, prefix: str = "model."
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """FrawdLLM's `Embeddings` state_dict as MiniTF GPT embedding weights under `prefix`.
 
     Returns the weights (load them into a larger `MiniTFGPTModel`/`ForCausalLM` with `strict=False`; prefix ""
@@ -478,9 +575,17 @@ def convert_frawdllm_embeddings(checkpoint: str | Path,
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm command; prints what was converted and how to load it."""
-    converted = convert_frawdllm(args.checkpoint, args.out, tokenizer=args.tokenizer, num_heads=args.num_heads,
-                                 config=args.config, context_length=args.context_length, revision=args.revision,
-                                 dtype=args.dtype, overwrite=args.overwrite)
+    converted = convert_frawdllm(
+        args.checkpoint,
+        args.out,
+        tokenizer=args.tokenizer,
+        num_heads=args.num_heads,
+        config=args.config,
+        context_length=args.context_length,
+        revision=args.revision,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+    )
     print(conversion_summary(converted, f"FrawdLLM {args.checkpoint}", args.out))
     return 0
 
@@ -488,7 +593,16 @@ def run(args: argparse.Namespace) -> int:
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm-embeddings command."""
     weights, fields = convert_frawdllm_embeddings(args.checkpoint, prefix=args.prefix)
-    print(save_embedding_layer(weights, fields, args.out, "FrawdLLM Embeddings layer", "MiniTFGPTConfig",
-                               args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
+    print(
+        save_embedding_layer(
+            weights,
+            fields,
+            args.out,
+            "FrawdLLM Embeddings layer",
+            "MiniTFGPTConfig",
+            args.checkpoint,
+            dtype=args.dtype,
+            overwrite=args.overwrite,
+        )
+    )
     return 0
-

@@ -1,7 +1,7 @@
 """Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
 `MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
 
-`DESCRIPTION` says what it reads, what it infers from the weights (the norm variant included) and what must be
+Its help (`hf_minitf.catalog.converters`) says what it reads, what it infers from the weights (the norm variant included) and what must be
 given, what the model returns and when generation recomputes the prefix (`minitf convert hkproj --help` shows it).
 
 Run: `minitf convert hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json --target-tokenizer tokenizer_it.json
@@ -18,42 +18,29 @@ from typing import Any
 from transformers import GenerationConfig
 
 from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer
-from hf_minitf.configuration_minitf_seq2seq import NORM_TYPES as SEQ2SEQ_NORM_TYPES
-from hf_minitf.model_card import render_model_card
-from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
-
-from .base import (
-    ConvertedModel, Rule, check_given, conversion_summary, count_layers, map_weights, meta_model, num_parameters,
-    output_dtype, read_json, require_architecture, require_heads, save_converted, shape_of, sinusoidal_length,
+from hf_minitf.catalog.limits import HKPROJ_NORM_TYPES as NORM_TYPES
+from hf_minitf.conversion.base import (
+    ConvertedModel,
+    Rule,
+    check_given,
+    conversion_summary,
+    count_layers,
+    map_weights,
+    meta_model,
+    num_parameters,
+    output_dtype,
+    read_json,
+    require_architecture,
+    require_heads,
+    save_converted,
+    shape_of,
+    sinusoidal_length,
 )
-from .checkpoint import Checkpoint, ConversionError, open_checkpoint
-
-# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
-# keeps the two equal).
-DESCRIPTION = """\
-Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
-`MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
-
-Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
-or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
-Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
-length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
-versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
-version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
-from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
-build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
-model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
-The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
-log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
-With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
-to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
-generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
-greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes)."""
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.hub.cards import render_model_card
+from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]
-# `norm_type` choices: the LayerNormalization formulas of hkproj's versions, or "auto" to infer the formula from the
-# gains where they can tell.
-NORM_TYPES = ("auto", *(norm for norm in SEQ2SEQ_NORM_TYPES if norm != "layer_norm"))
 # Scalar norm gains below this can only come from training the early version's `std * eps` norm (with `std + eps` they
 # would scale every sublayer input down to nothing).
 SMALL_GAIN = 1e-2
@@ -67,21 +54,27 @@ def hkproj_rules(projection: str) -> list[Rule]:
         (r"model\.decoder\.embed_tokens\.weight", "tgt_embed.embedding.weight"),
         (r"lm_head\.(weight|bias)", rf"projection_layer.{projection}.\1"),
     ]
-    norms = {"encoder": ("self_attn_layer_norm", "mlp_layer_norm"),
-             "decoder": ("self_attn_layer_norm", "cross_attn_layer_norm", "mlp_layer_norm")}
+    norms = {
+        "encoder": ("self_attn_layer_norm", "mlp_layer_norm"),
+        "decoder": ("self_attn_layer_norm", "cross_attn_layer_norm", "mlp_layer_norm"),
+    }
     attention = {"self_attn": "self_attention_block", "cross_attn": "cross_attention_block"}
     for stack, layer_norms in norms.items():
         layer = rf"model\.{stack}\.layers\.(\d+)\."
         original = rf"{stack}.layers.\1."
         for index, norm in enumerate(layer_norms):
-            rules += [(rf"{layer}{norm}\.weight", rf"{original}residual_connections.{index}.norm.alpha"),
-                      (rf"{layer}{norm}\.bias", rf"{original}residual_connections.{index}.norm.bias")]
+            rules += [
+                (rf"{layer}{norm}\.weight", rf"{original}residual_connections.{index}.norm.alpha"),
+                (rf"{layer}{norm}\.bias", rf"{original}residual_connections.{index}.norm.bias"),
+            ]
         for target, block in attention.items():
             rules.append((rf"{layer}{target}\.(q|k|v|o)_proj\.(weight|bias)", rf"{original}{block}.w_\2.\3"))
-        rules += [(rf"{layer}mlp\.fc1\.(weight|bias)", rf"{original}feed_forward_block.linear_1.\2"),
-                  (rf"{layer}mlp\.fc2\.(weight|bias)", rf"{original}feed_forward_block.linear_2.\2"),
-                  (rf"model\.{stack}\.norm\.weight", f"{stack}.norm.alpha"),
-                  (rf"model\.{stack}\.norm\.bias", f"{stack}.norm.bias")]
+        rules += [
+            (rf"{layer}mlp\.fc1\.(weight|bias)", rf"{original}feed_forward_block.linear_1.\2"),
+            (rf"{layer}mlp\.fc2\.(weight|bias)", rf"{original}feed_forward_block.linear_2.\2"),
+            (rf"model\.{stack}\.norm\.weight", f"{stack}.norm.alpha"),
+            (rf"model\.{stack}\.norm\.bias", f"{stack}.norm.bias"),
+        ]
     return rules
 
 
@@ -102,8 +95,9 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
     elif sizes == {(1,)}:
         found = "scalar_std_times_eps" if gain < SMALL_GAIN else None
     else:
-        raise ConversionError(f"{checkpoint.path}: the norm gains have shapes {sorted(sizes)}; expected all (1,) or "
-                              f"all ({hidden_size},).")
+        raise ConversionError(
+            f"{checkpoint.path}: the norm gains have shapes {sorted(sizes)}; expected all (1,) or all ({hidden_size},)."
+        )
     if norm_type == "auto":
         if found is None:
             raise ConversionError(
@@ -118,30 +112,45 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
     if (norm_type == "per_feature_std_plus_eps") != (found == "per_feature_std_plus_eps"):
         raise ConversionError(f"norm_type={norm_type} does not fit the checkpoint's gains of shape {sorted(sizes)[0]}.")
     if found == "scalar_std_times_eps" and norm_type != found:
-        raise ConversionError(f"norm_type={norm_type} does not fit gains below {SMALL_GAIN}, which only the early "
-                              "version's std * eps norm produces.")
+        raise ConversionError(
+            f"norm_type={norm_type} does not fit gains below {SMALL_GAIN}, which only the early "
+            "version's std * eps norm produces."
+        )
     return norm_type
 
 
-def pair_tokenizer(source: str | Path, target: str | Path, src_vocab_size: int, tgt_vocab_size: int,
-                   max_length: int) -> MiniTFSeq2SeqTokenizer:
+def pair_tokenizer(
+    source: str | Path, target: str | Path, src_vocab_size: int, tgt_vocab_size: int, max_length: int
+) -> MiniTFSeq2SeqTokenizer:
     """The paired tokenizer from hkproj's two files, checked against the model's vocabularies."""
     try:
-        tokenizer = MiniTFSeq2SeqTokenizer(source_tokenizer_file=str(source), target_tokenizer_file=str(target),
-                                           model_max_length=max_length)
+        tokenizer = MiniTFSeq2SeqTokenizer(
+            source_tokenizer_file=str(source), target_tokenizer_file=str(target), model_max_length=max_length
+        )
     except Exception as error:
         raise ConversionError(f"Tokenizers {source}, {target}: {error}") from error
-    for side, size, limit in (("source", tokenizer.source_vocab_size, src_vocab_size),
-                              ("target", tokenizer.target_vocab_size, tgt_vocab_size)):
+    for side, size, limit in (
+        ("source", tokenizer.source_vocab_size, src_vocab_size),
+        ("target", tokenizer.target_vocab_size, tgt_vocab_size),
+    ):
         if size > limit:
-            raise ConversionError(f"The {side} tokenizer has {size} tokens but the model's {side} vocabulary {limit}; "
-                                  "give the tokenizer files the model was trained with (and in the right order).")
+            raise ConversionError(
+                f"The {side} tokenizer has {size} tokens but the model's {side} vocabulary {limit}; "
+                "give the tokenizer files the model was trained with (and in the right order)."
+            )
     return tokenizer
 
 
-def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tokenizer: str | Path,
-                num_heads: int | None = None, norm_type: str = "auto", config: Mapping[str, Any] | None = None,
-                max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
+def plan_hkproj(
+    checkpoint: Checkpoint,
+    source_tokenizer: str | Path,
+    target_tokenizer: str | Path,
+    num_heads: int | None = None,
+    norm_type: str = "auto",
+    config: Mapping[str, Any] | None = None,
+    max_length: int | None = None,
+    dtype: str = "auto",
+) -> ConvertedModel:
     """Plan the conversion of an open hkproj checkpoint (see `minitf convert hkproj --help`)."""
     require_architecture(checkpoint, "hkproj", "hkproj pytorch-transformer")
     given = dict(config or {})
@@ -149,88 +158,156 @@ def plan_hkproj(checkpoint: Checkpoint, source_tokenizer: str | Path, target_tok
     tgt_vocab = shape_of(checkpoint, "tgt_embed.embedding.weight")[0]
     layers = count_layers(checkpoint, r"encoder\.layers\.(\d+)\.")
     if count_layers(checkpoint, r"decoder\.layers\.(\d+)\.") != layers:
-        raise ConversionError(f"{checkpoint.path}: the encoder and decoder have different layer counts; "
-                              "MiniTF seq2seq uses one count for both.")
-    inferred: dict[str, Any] = dict(src_vocab_size=src_vocab, tgt_vocab_size=tgt_vocab, d_model=d_model, N=layers,
-                                    d_ff=shape_of(checkpoint, "encoder.layers.0.feed_forward_block.linear_1.weight")[0])
+        raise ConversionError(
+            f"{checkpoint.path}: the encoder and decoder have different layer counts; "
+            "MiniTF seq2seq uses one count for both."
+        )
+    inferred: dict[str, Any] = dict(
+        src_vocab_size=src_vocab,
+        tgt_vocab_size=tgt_vocab,
+        d_model=d_model,
+        N=layers,
+        d_ff=shape_of(checkpoint, "encoder.layers.0.feed_forward_block.linear_1.weight")[0],
+    )
     for key, name in (("src_pos.pe", "src_seq_len"), ("tgt_pos.pe", "tgt_seq_len")):
         if key in checkpoint:
             inferred[name] = sinusoidal_length(checkpoint, key, d_model)
     check_given(given, inferred, "build_transformer arguments")
     fields = {**given, **inferred}
-    heads = require_heads(num_heads, d_model, "--num-heads (hkproj's train.py uses build_transformer's default, 8)",
-                          fields.get("h"))
+    heads = require_heads(
+        num_heads, d_model, "--num-heads (hkproj's train.py uses build_transformer's default, 8)", fields.get("h")
+    )
     lengths = [fields[name] for name in ("src_seq_len", "tgt_seq_len") if fields.get(name) is not None]
     max_positions = max_length or (max(lengths) if lengths else None)
     if max_positions is None:
-        raise ConversionError("The checkpoint has no positional tables (src_pos.pe, tgt_pos.pe) to tell the maximum "
-                              "length; pass --max-length (the config's seq_len).")
+        raise ConversionError(
+            "The checkpoint has no positional tables (src_pos.pe, tgt_pos.pe) to tell the maximum "
+            "length; pass --max-length (the config's seq_len)."
+        )
     projection = "proj" if "projection_layer.proj.weight" in checkpoint else "project"
     norm = infer_norm_type(checkpoint, d_model, norm_type)
     tokenizer = pair_tokenizer(source_tokenizer, target_tokenizer, src_vocab, tgt_vocab, max_positions)
-    specials = {"pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.bos_token_id,
-                "eos_token_id": tokenizer.eos_token_id}
+    specials = {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+    }
     seq2seq_config = MiniTFSeq2SeqConfig(
-        src_vocab_size=src_vocab, vocab_size=tgt_vocab, hidden_size=d_model, num_hidden_layers=layers,
-        num_attention_heads=heads, intermediate_size=inferred["d_ff"], max_position_embeddings=max_positions,
-        hidden_act="relu", hidden_dropout=float(fields.get("dropout", 0.1)),
-        attention_dropout=float(fields.get("dropout", 0.1)), norm_type=norm, layer_norm_eps=1e-6,
-        attention_bias="encoder.layers.0.self_attention_block.w_q.bias" in checkpoint, attention_mask_value=-1e9,
-        scale_embedding=True, lm_head_bias=f"projection_layer.{projection}.bias" in checkpoint,
-        output_log_softmax=norm != "per_feature_std_plus_eps", decoder_start_token_id=specials["bos_token_id"],
+        src_vocab_size=src_vocab,
+        vocab_size=tgt_vocab,
+        hidden_size=d_model,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=inferred["d_ff"],
+        max_position_embeddings=max_positions,
+        hidden_act="relu",
+        hidden_dropout=float(fields.get("dropout", 0.1)),
+        attention_dropout=float(fields.get("dropout", 0.1)),
+        norm_type=norm,
+        layer_norm_eps=1e-6,
+        attention_bias="encoder.layers.0.self_attention_block.w_q.bias" in checkpoint,
+        attention_mask_value=-1e9,
+        scale_embedding=True,
+        lm_head_bias=f"projection_layer.{projection}.bias" in checkpoint,
+        output_log_softmax=norm != "per_feature_std_plus_eps",
+        decoder_start_token_id=specials["bos_token_id"],
         **specials,
     )
-    plans = map_weights(checkpoint, meta_model(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config),
-                        hkproj_rules(projection), BUFFERS, output_dtype(checkpoint, checkpoint.keys(), dtype))
+    plans = map_weights(
+        checkpoint,
+        meta_model(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config),
+        hkproj_rules(projection),
+        BUFFERS,
+        output_dtype(checkpoint, checkpoint.keys(), dtype),
+    )
     # With the early version's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so
     # the original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier
     # ones, and a decoder state depends on how long the prefix is. Only recomputing the whole prefix at each step,
     # as the original's greedy_decode does, reproduces its outputs; a KV cache keeps states from shorter prefixes.
     leaky_mask = norm == "scalar_std_times_eps" and largest_norm_gain(checkpoint) >= SMALL_GAIN
-    generation_config = GenerationConfig(decoder_start_token_id=specials["bos_token_id"], max_length=max_positions,
-                                         use_cache=not leaky_mask, **specials)
-    card = render_model_card(
-        "seq2seq", seq2seq_config, title="hkproj Transformer translation model (converted)", prompt="Hello world",
-        summary="An encoder-decoder Transformer (\"Attention Is All You Need\") for translation, with separate source "
-                "and target word-level vocabularies.",
-        origin=f"Converted with `minitf convert hkproj` from `{checkpoint.path.name}` (hkproj/pytorch-transformer). "
-               f"The norm is `{norm}` as in the original code, so the converted model gives the original's numbers "
-               "(to float32 rounding, relative where activations are large).",
-        notes=" ".join(note for note, shown in (
-            ("`logits` are log-probabilities, as the original's ProjectionLayer returns.",
-             seq2seq_config.output_log_softmax),
-            ("With this norm and gains near 1 the attention scores are so large that the original's masking (-1e9) "
-             "leaks; the generation config sets `use_cache=False` so `generate` recomputes the prefix at each step "
-             "and reproduces the original's decoding.", leaky_mask)) if shown),
-        num_parameters=num_parameters(plans), original_project="pytorch-transformer", source_checkpoint=checkpoint.path,
+    generation_config = GenerationConfig(
+        decoder_start_token_id=specials["bos_token_id"], max_length=max_positions, use_cache=not leaky_mask, **specials
     )
-    inferred.update(h=heads, norm_type=norm, attention_bias=seq2seq_config.attention_bias,
-                    output_log_softmax=seq2seq_config.output_log_softmax, generate_use_cache=not leaky_mask)
-    return ConvertedModel(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config, plans, tokenizer, generation_config,
-                          card, inferred)
+    card = render_model_card(
+        "seq2seq",
+        seq2seq_config,
+        title="hkproj Transformer translation model (converted)",
+        prompt="Hello world",
+        summary='An encoder-decoder Transformer ("Attention Is All You Need") for translation, with separate source '
+        "and target word-level vocabularies.",
+        origin=f"Converted with `minitf convert hkproj` from `{checkpoint.path.name}` (hkproj/pytorch-transformer). "
+        f"The norm is `{norm}` as in the original code, so the converted model gives the original's numbers "
+        "(to float32 rounding, relative where activations are large).",
+        notes=" ".join(
+            note
+            for note, shown in (
+                (
+                    "`logits` are log-probabilities, as the original's ProjectionLayer returns.",
+                    seq2seq_config.output_log_softmax,
+                ),
+                (
+                    "With this norm and gains near 1 the attention scores are so large that the original's masking (-1e9) "
+                    "leaks; the generation config sets `use_cache=False` so `generate` recomputes the prefix at each step "
+                    "and reproduces the original's decoding.",
+                    leaky_mask,
+                ),
+            )
+            if shown
+        ),
+        num_parameters=num_parameters(plans),
+        original_project="pytorch-transformer",
+        source_checkpoint=checkpoint.path,
+    )
+    inferred.update(
+        h=heads,
+        norm_type=norm,
+        attention_bias=seq2seq_config.attention_bias,
+        output_log_softmax=seq2seq_config.output_log_softmax,
+        generate_use_cache=not leaky_mask,
+    )
+    return ConvertedModel(
+        MiniTFSeq2SeqForConditionalGeneration, seq2seq_config, plans, tokenizer, generation_config, card, inferred
+    )
 
 
-def convert_hkproj(checkpoint: str | Path, out: str | Path | OutputFolder, *, source_tokenizer: str | Path,
-                   target_tokenizer: str | Path, num_heads: int | None = None, norm_type: str = "auto",
-                   config: str | Path | Mapping[str, Any] | None = None, max_length: int | None = None,
-                   dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
+def convert_hkproj(
+    checkpoint: str | Path,
+    out: str | Path | OutputFolder,
+    *,
+    source_tokenizer: str | Path,
+    target_tokenizer: str | Path,
+    num_heads: int | None = None,
+    norm_type: str = "auto",
+    config: str | Path | Mapping[str, Any] | None = None,
+    max_length: int | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+) -> ConvertedModel:
     """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, source_tokenizer, target_tokenizer, config))
     if not isinstance(config, Mapping):
         config = read_json(config, "build_transformer arguments")
     with open_checkpoint(checkpoint) as source:
-        converted = plan_hkproj(source, source_tokenizer, target_tokenizer, num_heads, norm_type, config,
-                                max_length, dtype)
+        converted = plan_hkproj(
+            source, source_tokenizer, target_tokenizer, num_heads, norm_type, config, max_length, dtype
+        )
         save_converted(converted, target)
     return converted
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed hkproj command; prints what was inferred."""
-    converted = convert_hkproj(args.checkpoint, args.out, source_tokenizer=args.source_tokenizer,
-                               target_tokenizer=args.target_tokenizer, num_heads=args.num_heads,
-                               norm_type=args.norm_type, config=args.config, max_length=args.max_length,
-                               dtype=args.dtype, overwrite=args.overwrite)
+    converted = convert_hkproj(
+        args.checkpoint,
+        args.out,
+        source_tokenizer=args.source_tokenizer,
+        target_tokenizer=args.target_tokenizer,
+        num_heads=args.num_heads,
+        norm_type=args.norm_type,
+        config=args.config,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+    )
     print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0
-

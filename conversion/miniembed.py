@@ -2,7 +2,7 @@
 both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
 to the encoder's embedding weights).
 
-`DESCRIPTION` says what it reads, what it infers from the weights and what must be given (`minitf convert
+Its help (`hf_minitf.catalog.converters`) says what it reads, what it infers from the weights and what must be given (`minitf convert
 miniembed --help` shows it).
 
 Run: `minitf convert miniembed model.safetensors --config config.json --tokenizer tokenizer.json --out DIR`, or
@@ -19,38 +19,26 @@ from typing import Any
 import torch
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokenizer, save_sentence_transformer
-from hf_minitf.model_card import render_model_card
-from hf_minitf.output_folder import OutputFolder, existing_paths, output_folder
-
-from .base import (
-    ConvertedModel, check_given, conversion_summary, count_layers, map_weights,
-    meta_model, num_parameters, output_dtype, read_json, require_architecture, require_heads, save_converted,
-    save_embedding_layer, shape_of, sinusoidal_length,
+from hf_minitf.conversion.base import (
+    ConvertedModel,
+    check_given,
+    conversion_summary,
+    count_layers,
+    map_weights,
+    meta_model,
+    num_parameters,
+    output_dtype,
+    read_json,
+    require_architecture,
+    require_heads,
+    save_converted,
+    save_embedding_layer,
+    shape_of,
+    sinusoidal_length,
 )
-from .checkpoint import Checkpoint, ConversionError, open_checkpoint
-
-# What `minitf convert` shows as this source's help (minitf_cli mirrors it for a torch-free --help; a test
-# keeps the two equal).
-DESCRIPTION = """\
-Convert a MiniEmbed embedding model to `MiniTFEncoderModel` + a fast tokenizer, saved as a folder that is
-both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
-to the encoder's embedding weights).
-
-Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
-`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
-dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
-Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
-(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
-count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
-the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`."""
-
-EMBEDDING_LAYER_DESCRIPTION = """\
-Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by
-sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes
-embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size,
-max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig
-model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's pad_idx,
-0 by default)."""
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.hub.cards import render_model_card
+from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 
 RULES = [
     (r"embed_tokens\.weight", "token_embedding.weight"),
@@ -75,16 +63,25 @@ def miniembed_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     return dict(config)
 
 
-def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, config: Mapping[str, Any] | None = None,
-                   num_heads: int | None = None, max_length: int | None = None, dtype: str = "auto") -> ConvertedModel:
+def plan_miniembed(
+    checkpoint: Checkpoint,
+    tokenizer: str | Path | Mapping,
+    config: Mapping[str, Any] | None = None,
+    num_heads: int | None = None,
+    max_length: int | None = None,
+    dtype: str = "auto",
+) -> ConvertedModel:
     """Plan the conversion of an open MiniEmbed checkpoint (see `minitf convert miniembed --help`)."""
     require_architecture(checkpoint, "miniembed", "MiniEmbed")
     stored = checkpoint.extras.get("config")
     given = miniembed_fields({**(stored if isinstance(stored, Mapping) else {}), **(config or {})})
     vocab_size, hidden_size = shape_of(checkpoint, "token_embedding.weight")
-    inferred: dict[str, Any] = dict(vocab_size=vocab_size, d_model=hidden_size,
-                                    num_layers=count_layers(checkpoint, r"layers\.(\d+)\."),
-                                    d_ff=shape_of(checkpoint, "layers.0.feed_forward.linear1.weight")[0])
+    inferred: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        d_model=hidden_size,
+        num_layers=count_layers(checkpoint, r"layers\.(\d+)\."),
+        d_ff=shape_of(checkpoint, "layers.0.feed_forward.linear1.weight")[0],
+    )
     if "positional_encoding.pe" in checkpoint:
         inferred["max_seq_len"] = sinusoidal_length(checkpoint, "positional_encoding.pe", hidden_size)
     check_given(given, inferred, "MiniEmbed config")
@@ -95,45 +92,84 @@ def plan_miniembed(checkpoint: Checkpoint, tokenizer: str | Path | Mapping, conf
                 raise ConversionError(f"The given {key}={value} contradicts the checkpoint's {key}={fields[key]}.")
             fields[key] = value
     if fields.get("max_seq_len") is None:
-        raise ConversionError("The checkpoint has no positional table (positional_encoding.pe) to tell the maximum "
-                              "length; pass --config with max_seq_len or --max-length.")
+        raise ConversionError(
+            "The checkpoint has no positional table (positional_encoding.pe) to tell the maximum "
+            "length; pass --config with max_seq_len or --max-length."
+        )
     heads = require_heads(fields.get("num_heads"), hidden_size, "--config (MiniEmbed's config.json) or --num-heads")
     dropout = float(fields.get("dropout", 0.1))
     encoder_config = MiniTFEncoderConfig(
-        vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=inferred["num_layers"],
-        num_attention_heads=heads, intermediate_size=inferred["d_ff"], max_position_embeddings=fields["max_seq_len"],
-        position_embedding_type="sinusoidal", scale_embeddings=True, hidden_act="gelu", layer_norm_eps=1e-5,
-        hidden_dropout=dropout, attention_dropout=dropout, pad_token_id=int(fields.get("pad_token_id", 0)),
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=inferred["num_layers"],
+        num_attention_heads=heads,
+        intermediate_size=inferred["d_ff"],
+        max_position_embeddings=fields["max_seq_len"],
+        position_embedding_type="sinusoidal",
+        scale_embeddings=True,
+        hidden_act="gelu",
+        layer_norm_eps=1e-5,
+        hidden_dropout=dropout,
+        attention_dropout=dropout,
+        pad_token_id=int(fields.get("pad_token_id", 0)),
     )
-    plans = map_weights(checkpoint, meta_model(MiniTFEncoderModel, encoder_config), RULES, BUFFERS,
-                        output_dtype(checkpoint, checkpoint.keys(), dtype))
+    plans = map_weights(
+        checkpoint,
+        meta_model(MiniTFEncoderModel, encoder_config),
+        RULES,
+        BUFFERS,
+        output_dtype(checkpoint, checkpoint.keys(), dtype),
+    )
     try:
         fast_tokenizer = miniembed_tokenizer(tokenizer, max_length=fields["max_seq_len"])
     except (OSError, ValueError) as error:
         raise ConversionError(f"MiniEmbed tokenizer {tokenizer}: {error}") from error
     largest = max(fast_tokenizer.get_vocab().values())
     if largest >= vocab_size:
-        raise ConversionError(f"The tokenizer has word id {largest}, past the model's vocab_size={vocab_size}; "
-                              "give the tokenizer.json the model was trained with.")
+        raise ConversionError(
+            f"The tokenizer has word id {largest}, past the model's vocab_size={vocab_size}; "
+            "give the tokenizer.json the model was trained with."
+        )
     card = render_model_card(
-        "encoder", encoder_config, title="MiniEmbed (converted)", prompt="How to train an embedding model?",
+        "encoder",
+        encoder_config,
+        title="MiniEmbed (converted)",
+        prompt="How to train an embedding model?",
         summary=f"A MiniEmbed sentence-embedding model: {hidden_size}-dimensional, L2-normalized sentence vectors "
-                "for semantic similarity, search and clustering, with MiniEmbed's lowercasing word-level tokenizer.",
+        "for semantic similarity, search and clustering, with MiniEmbed's lowercasing word-level tokenizer.",
         origin=f"Converted with `minitf convert miniembed` from `{checkpoint.path.name}` (MiniEmbed, "
-               "bhandarisuraz/miniembed, MIT). Token states equal MiniEmbed's `forward` and sentence embeddings its "
-               "`encode`, to float32 rounding.",
+        "bhandarisuraz/miniembed, MIT). Token states equal MiniEmbed's `forward` and sentence embeddings its "
+        "`encode`, to float32 rounding.",
         notes="Inputs longer than the maximum length are truncated by the tokenizer. A text that is all padding "
-              "embeds to the zero vector (MiniEmbed returned NaN).",
-        num_parameters=num_parameters(plans), original_project="MiniEmbed", source_checkpoint=checkpoint.path,
+        "embeds to the zero vector (MiniEmbed returned NaN).",
+        num_parameters=num_parameters(plans),
+        original_project="MiniEmbed",
+        source_checkpoint=checkpoint.path,
     )
     inferred["num_heads"] = heads
-    return ConvertedModel(MiniTFEncoderModel, encoder_config, plans, fast_tokenizer, None, card, inferred,
-                          save_model=lambda model, tok, folder: save_sentence_transformer(model, tok, folder))
+    return ConvertedModel(
+        MiniTFEncoderModel,
+        encoder_config,
+        plans,
+        fast_tokenizer,
+        None,
+        card,
+        inferred,
+        save_model=lambda model, tok, folder: save_sentence_transformer(model, tok, folder),
+    )
 
 
-def convert_miniembed(checkpoint: str | Path, out: str | Path | OutputFolder, *, tokenizer: str | Path | Mapping,
-                      config: str | Path | Mapping[str, Any] | None = None, num_heads: int | None = None,
-                      max_length: int | None = None, dtype: str = "auto", overwrite: bool = False) -> ConvertedModel:
+def convert_miniembed(
+    checkpoint: str | Path,
+    out: str | Path | OutputFolder,
+    *,
+    tokenizer: str | Path | Mapping,
+    config: str | Path | Mapping[str, Any] | None = None,
+    num_heads: int | None = None,
+    max_length: int | None = None,
+    dtype: str = "auto",
+    overwrite: bool = False,
+) -> ConvertedModel:
     """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
     if not isinstance(config, Mapping):
@@ -144,8 +180,9 @@ def convert_miniembed(checkpoint: str | Path, out: str | Path | OutputFolder, *,
     return converted
 
 
-def convert_transformer_embedding(checkpoint: str | Path,
-                                  prefix: str = "") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def convert_transformer_embedding(
+    checkpoint: str | Path, prefix: str = ""
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """A Transformer-embedding layer's (`TransformerEmbedding`) state_dict as MiniTF encoder embedding weights
     under `prefix`.
 
@@ -162,16 +199,28 @@ def convert_transformer_embedding(checkpoint: str | Path,
         vocab_size, hidden_size = source.shape("token_embedding.weight")
         length = sinusoidal_length(source, "pe", hidden_size)
         weights = {f"{prefix}embed_tokens.weight": source.get("token_embedding.weight").clone()}
-    fields = dict(vocab_size=vocab_size, hidden_size=hidden_size, max_position_embeddings=length,
-                  position_embedding_type="sinusoidal", scale_embeddings=True)
+    fields = dict(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        max_position_embeddings=length,
+        position_embedding_type="sinusoidal",
+        scale_embeddings=True,
+    )
     return weights, fields
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed miniembed command; prints what was inferred."""
-    converted = convert_miniembed(args.checkpoint, args.out, tokenizer=args.tokenizer, config=args.config,
-                                  num_heads=args.num_heads, max_length=args.max_length, dtype=args.dtype,
-                                  overwrite=args.overwrite)
+    converted = convert_miniembed(
+        args.checkpoint,
+        args.out,
+        tokenizer=args.tokenizer,
+        config=args.config,
+        num_heads=args.num_heads,
+        max_length=args.max_length,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+    )
     print(conversion_summary(converted, f"MiniEmbed {args.checkpoint}", args.out))
     return 0
 
@@ -179,7 +228,16 @@ def run(args: argparse.Namespace) -> int:
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed transformer-embedding command."""
     weights, fields = convert_transformer_embedding(args.checkpoint, prefix=args.prefix)
-    print(save_embedding_layer(weights, fields, args.out, "Transformer-embedding layer", "MiniTFEncoderConfig",
-                               args.checkpoint, dtype=args.dtype, overwrite=args.overwrite))
+    print(
+        save_embedding_layer(
+            weights,
+            fields,
+            args.out,
+            "Transformer-embedding layer",
+            "MiniTFEncoderConfig",
+            args.checkpoint,
+            dtype=args.dtype,
+            overwrite=args.overwrite,
+        )
+    )
     return 0
-

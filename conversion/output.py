@@ -1,6 +1,6 @@
 """Write converted weights: a safetensors file written one tensor at a time (peak memory: about one tensor, not
 one model), each tensor checked against its plan and cast to the output dtype. The folder around it is written
-whole by `hf_minitf.output_folder`."""
+whole by `hf_minitf.safety.output_folders`."""
 
 from __future__ import annotations
 
@@ -12,11 +12,18 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import ConversionError, check_weight
+from hf_minitf.conversion.checkpoint import ConversionError, check_weight
 
 TORCH_TO_SAFETENSORS = {
-    torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-    torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
     torch.bool: "BOOL",
 }
 
@@ -63,8 +70,11 @@ def write_safetensors(path: str | Path, plans: Sequence[TensorPlan], metadata: d
         if plan.dtype not in TORCH_TO_SAFETENSORS:
             raise ConversionError(f"Cannot write {plan.name} with dtype {plan.dtype}.")
         size = torch.Size(plan.shape).numel() * torch.empty((), dtype=plan.dtype).element_size()
-        header[plan.name] = {"dtype": TORCH_TO_SAFETENSORS[plan.dtype], "shape": list(plan.shape),
-                             "data_offsets": [offset, offset + size]}
+        header[plan.name] = {
+            "dtype": TORCH_TO_SAFETENSORS[plan.dtype],
+            "shape": list(plan.shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     header_bytes = json.dumps(header, separators=(",", ":")).encode()
     header_bytes += b" " * (-len(header_bytes) % 8)

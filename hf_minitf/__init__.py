@@ -1,69 +1,121 @@
 """hf_minitf: small from-scratch transformers as first-class Hugging Face models.
 
-Importing this package registers every MiniTF config, model and tokenizer with the transformers Auto classes,
-and the `minitf-translation` pipeline task. Saved and pushed models carry their code and a model card
+Importing it registers every MiniTF config, model and tokenizer with the transformers Auto classes, and the
+`minitf-translation` pipeline task, as transformers loads them (`hf_minitf.registration`). Saved and pushed models carry their code and a model card
 (`update_model_card` adds measured figures; `push_folder` is `minitf push`).
+
+The package itself imports nothing heavy: each public name is imported on first use, so `hf_minitf.catalog` and
+the `minitf` parser need no torch.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForSeq2SeqLM,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-)
-from transformers.pipelines import PIPELINE_REGISTRY
+from __future__ import annotations
 
-from .configuration_minitf_encoder import MiniTFEncoderConfig
-from .configuration_minitf_gpt import MiniTFGPTConfig
-from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
-from .modeling_minitf_encoder import (
-    MiniTFEncoderForSequenceClassification,
-    MiniTFEncoderModel,
-    MiniTFEncoderPreTrainedModel,
-)
-from .modeling_minitf_gpt import MiniTFGPTForCausalLM, MiniTFGPTModel, MiniTFGPTPreTrainedModel
-from .model_card import update_model_card
-from .modeling_minitf_seq2seq import (
-    MiniTFSeq2SeqForConditionalGeneration,
-    MiniTFSeq2SeqModel,
-    MiniTFSeq2SeqPreTrainedModel,
-)
-from .pipeline_minitf_translation import TASK as TRANSLATION_TASK
-from .pipeline_minitf_translation import MiniTFTranslationPipeline
-from .publishing import PushError, push_folder
-from .sentence_transformers_export import save_sentence_transformer
-from .tokenization_minitf import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
-from .tokenization_minitf_miniembed import miniembed_tokenizer, train_encoder_bpe_tokenizer, train_wordlevel_tokenizer
-from .tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from hf_minitf.registration import install as _install_registration
 
 __version__ = "0.1.0"
+_install_registration()
 
-# Each config with the model classes it loads, by Auto class.
-_AUTO_CLASSES = {
-    MiniTFGPTConfig: {AutoModel: MiniTFGPTModel, AutoModelForCausalLM: MiniTFGPTForCausalLM},
-    MiniTFEncoderConfig: {
-        AutoModel: MiniTFEncoderModel,
-        AutoModelForSequenceClassification: MiniTFEncoderForSequenceClassification,
-    },
-    MiniTFSeq2SeqConfig: {AutoModel: MiniTFSeq2SeqModel, AutoModelForSeq2SeqLM: MiniTFSeq2SeqForConditionalGeneration},
+
+def _card_writer() -> ModuleType:
+    from hf_minitf.hub import cards
+
+    return cards
+
+
+def _pickle_diagnosis() -> ModuleType:
+    from hf_minitf.safety import files
+
+    return files
+
+
+def _fill_in_model_hooks() -> None:
+    """What the model code asks of the package (hf_minitf.modeling.modeling_minitf_hooks), light to fill in."""
+    from hf_minitf.modeling.modeling_minitf_hooks import PACKAGE_HOOKS
+
+    PACKAGE_HOOKS.card_writer = _card_writer
+    PACKAGE_HOOKS.pickle_diagnosis = _pickle_diagnosis
+
+
+_fill_in_model_hooks()
+
+# Each public name, by the module that defines it.
+_PUBLIC = {
+    "hf_minitf.modeling.configuration_minitf_gpt": ["MiniTFGPTConfig"],
+    "hf_minitf.modeling.modeling_minitf_gpt": ["MiniTFGPTModel", "MiniTFGPTForCausalLM", "MiniTFGPTPreTrainedModel"],
+    "hf_minitf.modeling.configuration_minitf_encoder": ["MiniTFEncoderConfig"],
+    "hf_minitf.modeling.modeling_minitf_encoder": [
+        "MiniTFEncoderModel",
+        "MiniTFEncoderForSequenceClassification",
+        "MiniTFEncoderPreTrainedModel",
+    ],
+    "hf_minitf.modeling.configuration_minitf_seq2seq": ["MiniTFSeq2SeqConfig"],
+    "hf_minitf.modeling.modeling_minitf_seq2seq": [
+        "MiniTFSeq2SeqModel",
+        "MiniTFSeq2SeqForConditionalGeneration",
+        "MiniTFSeq2SeqPreTrainedModel",
+    ],
+    "hf_minitf.modeling.tokenization_minitf_seq2seq": ["MiniTFSeq2SeqTokenizer", "train_translation_tokenizers"],
+    "hf_minitf.pipelines.translation": ["MiniTFTranslationPipeline", "TRANSLATION_TASK"],
+    "hf_minitf.tokenization.gpt": ["char_tokenizer", "train_bpe_tokenizer", "load_bpe_tokenizer"],
+    "hf_minitf.tokenization.miniembed": [
+        "miniembed_tokenizer",
+        "train_wordlevel_tokenizer",
+        "train_encoder_bpe_tokenizer",
+    ],
+    "hf_minitf.sentence_transformers_folder": ["save_sentence_transformer"],
+    "hf_minitf.hub.cards": ["update_model_card"],
+    "hf_minitf.hub.push": ["push_folder", "PushError"],
+    "hf_minitf.registration": ["register"],
 }
+_MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
+_ALIASES = {"TRANSLATION_TASK": "TASK"}
 
-for _config_class, _models in _AUTO_CLASSES.items():
-    AutoConfig.register(_config_class.model_type, _config_class, exist_ok=True)
-    # Saving also copies the code and writes `auto_map`, so users without hf_minitf can load the folder.
-    _config_class.register_for_auto_class()
-    for _auto_class, _model_class in _models.items():
-        _auto_class.register(_config_class, _model_class, exist_ok=True)
-        _model_class.register_for_auto_class(_auto_class.__name__)
+if TYPE_CHECKING:
+    from hf_minitf.hub.cards import update_model_card
+    from hf_minitf.hub.push import PushError, push_folder
+    from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
+    from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+    from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+    from hf_minitf.modeling.modeling_minitf_encoder import (
+        MiniTFEncoderForSequenceClassification,
+        MiniTFEncoderModel,
+        MiniTFEncoderPreTrainedModel,
+    )
+    from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM, MiniTFGPTModel, MiniTFGPTPreTrainedModel
+    from hf_minitf.modeling.modeling_minitf_seq2seq import (
+        MiniTFSeq2SeqForConditionalGeneration,
+        MiniTFSeq2SeqModel,
+        MiniTFSeq2SeqPreTrainedModel,
+    )
+    from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
+    from hf_minitf.pipelines.translation import TASK as TRANSLATION_TASK
+    from hf_minitf.pipelines.translation import MiniTFTranslationPipeline
+    from hf_minitf.registration import register
+    from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+    from hf_minitf.tokenization.gpt import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
+    from hf_minitf.tokenization.miniembed import (
+        miniembed_tokenizer,
+        train_encoder_bpe_tokenizer,
+        train_wordlevel_tokenizer,
+    )
 
-AutoTokenizer.register(MiniTFSeq2SeqConfig, fast_tokenizer_class=MiniTFSeq2SeqTokenizer, exist_ok=True)
-MiniTFSeq2SeqTokenizer.register_for_auto_class("AutoTokenizer")
-# transformers 5 refuses the task names "translation*" and "text2text-generation": this one is ours.
-PIPELINE_REGISTRY.register_pipeline(
-    TRANSLATION_TASK, pipeline_class=MiniTFTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
-)
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use."""
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_MODULE_OF[name]), _ALIASES.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULE_OF])
+
 
 __all__ = [
     "MiniTFGPTConfig",
@@ -79,6 +131,7 @@ __all__ = [
     "MiniTFSeq2SeqForConditionalGeneration",
     "MiniTFSeq2SeqPreTrainedModel",
     "MiniTFSeq2SeqTokenizer",
+    "train_translation_tokenizers",
     "MiniTFTranslationPipeline",
     "TRANSLATION_TASK",
     "char_tokenizer",
@@ -87,9 +140,9 @@ __all__ = [
     "miniembed_tokenizer",
     "train_wordlevel_tokenizer",
     "train_encoder_bpe_tokenizer",
-    "train_translation_tokenizers",
     "save_sentence_transformer",
     "update_model_card",
     "push_folder",
     "PushError",
+    "register",
 ]

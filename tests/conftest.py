@@ -1,5 +1,6 @@
 """Test setup: never touch the network, keep every Hugging Face cache in a temporary folder."""
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ os.environ.update(
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hub_server import hub  # noqa: E402, F401  (the loopback Hub fixture)
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -46,12 +48,33 @@ from hf_minitf import (  # noqa: E402
 )
 
 TINY_SIZES = {
-    "gpt": dict(vocab_size=61, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=96,
-                pad_token_id=0, initializer_range=0.3),
-    "encoder": dict(vocab_size=100, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                    max_position_embeddings=24),
-    "seq2seq": dict(src_vocab_size=37, vocab_size=41, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=64, max_position_embeddings=40, initializer_range=1.0),
+    "gpt": dict(
+        vocab_size=61,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=96,
+        pad_token_id=0,
+        initializer_range=0.3,
+    ),
+    "encoder": dict(
+        vocab_size=100,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=24,
+    ),
+    "seq2seq": dict(
+        src_vocab_size=37,
+        vocab_size=41,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        initializer_range=1.0,
+    ),
 }
 TINY_CLASSES = {
     "gpt": (MiniTFGPTConfig, MiniTFGPTForCausalLM),
@@ -78,3 +101,43 @@ def tiny_model(family: str, seed: int | None = None, model_class: type | None = 
     config = tiny_config(family, **overrides)
     torch.manual_seed(TINY_SEEDS[family] if seed is None else seed)
     return (model_class or TINY_CLASSES[family][1])(config).eval()
+
+
+# Tokenizer files of the original codebases, shared by the conversion and fault-injection tests.
+@pytest.fixture(scope="module")
+def tokenizer_files(tmp_path_factory):
+    """Tokenizer files of the kinds the original codebases write, sized to the fixtures' vocabularies."""
+    root = tmp_path_factory.mktemp("tokenizers")
+    # FrawdLLM: a `tokenizers` byte-level BPE, <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3, here 96 tokens.
+    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())[:92]
+    bpe_vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>", *symbols])}
+    bpe = Tokenizer(models.BPE(vocab=bpe_vocab, merges=[], unk_token="<|unk|>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.save(str(root / "frawdllm_tokenizer.json"))
+    # hkproj: WordLevel + Whitespace per language, [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3.
+    for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
+        vocab = {
+            token: index
+            for index, token in enumerate(
+                ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))]
+            )
+        }
+        word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        word_level.pre_tokenizer = pre_tokenizers.Whitespace()
+        word_level.save(str(root / name))
+    return root
+
+
+@pytest.fixture(scope="module")
+def miniembed_tokenizer_file(tmp_path_factory, data_dir_module):
+    """MiniEmbed's released tokenizer.json cut to the fixture model's 97 ids."""
+    words = json.loads((data_dir_module / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
+    path = tmp_path_factory.mktemp("miniembed") / "tokenizer.json"
+    path.write_text(json.dumps({"vocab_size": 97, "word_to_id": {w: i for w, i in words.items() if i < 97}}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_dir_module():
+    return DATA

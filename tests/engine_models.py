@@ -42,14 +42,22 @@ SENTENCES = ["the quick brown fox", "a lazy dog sleeps in the sun", "time saves 
 GPT_PROMPTS = ["the qu", "a stitch", "fox"]
 
 
-def make_gpt(folder: Path, position_embedding_type: str = "learned", rope_interleaved: bool = True,
-             seed: int = 0) -> Path:
+def make_gpt(
+    folder: Path, position_embedding_type: str = "learned", rope_interleaved: bool = True, seed: int = 0
+) -> Path:
     torch.manual_seed(seed)
     tokenizer = char_tokenizer(TEXT)
     config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        max_position_embeddings=64, position_embedding_type=position_embedding_type, rope_interleaved=rope_interleaved,
-        initializer_range=0.3, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        position_embedding_type=position_embedding_type,
+        rope_interleaved=rope_interleaved,
+        initializer_range=0.3,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
     MiniTFGPTForCausalLM(config).save_pretrained(folder)
@@ -61,9 +69,15 @@ def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
     torch.manual_seed(seed)
     tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
     config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=16,
-        initializer_range=0.3, **config_fields,
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        initializer_range=0.3,
+        **config_fields,
     )
     MiniTFSeq2SeqForConditionalGeneration(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -73,8 +87,14 @@ def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
 def make_encoder(folder: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     tokenizer = train_wordlevel_tokenizer(SENTENCES + [TEXT], vocab_size=64, min_frequency=1, max_length=32)
-    config = MiniTFEncoderConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                 intermediate_size=64, max_position_embeddings=32)
+    config = MiniTFEncoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
     save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, folder)
     return folder
 
@@ -82,8 +102,9 @@ def make_encoder(folder: Path, seed: int = 0) -> Path:
 def run_python(code: str, timeout: int = 300) -> dict:
     """Run `code` in a fresh Python process; it prints one JSON object last, which is returned."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                            timeout=timeout)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert result.returncode == 0, f"subprocess failed:\n{result.stdout}\n{result.stderr}"
     last_line = (result.stdout.strip().splitlines() or [""])[-1]
     try:
@@ -94,15 +115,28 @@ def run_python(code: str, timeout: int = 300) -> dict:
 
 def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`minitf ARGS` in a fresh process."""
-    return subprocess.run([sys.executable, "-m", "minitf_cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "hf_minitf.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
-GPT_KINDS = {"learned": {}, "rope_interleaved": {"position_embedding_type": "rope"},
-             "rope_halves": {"position_embedding_type": "rope", "rope_interleaved": False}}
-SEQ2SEQ_KINDS = {"layer_norm": {},
-                 "hkproj_first_norm": {"norm_type": "scalar_std_times_eps", "attention_mask_value": -1e9,
-                                       "output_log_softmax": True}}
+GPT_KINDS = {
+    "learned": {},
+    "rope_interleaved": {"position_embedding_type": "rope"},
+    "rope_halves": {"position_embedding_type": "rope", "rope_interleaved": False},
+}
+SEQ2SEQ_KINDS = {
+    "layer_norm": {},
+    "hkproj_first_norm": {
+        "norm_type": "scalar_std_times_eps",
+        "attention_mask_value": -1e9,
+        "output_log_softmax": True,
+    },
+}
 
 
 @functools.cache
@@ -123,8 +157,12 @@ def convert_miniembed_fixture(folder: Path) -> Path:
 
     words = json.loads((DATA / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
     vocabulary = {"vocab_size": 97, "word_to_id": {word: index for word, index in words.items() if index < 97}}
-    convert_miniembed(DATA / "minitf_embedding" / "checkpoint.pt", folder, tokenizer=vocabulary,
-                      config=DATA / "minitf_embedding" / "config.json")
+    convert_miniembed(
+        DATA / "minitf_embedding" / "checkpoint.pt",
+        folder,
+        tokenizer=vocabulary,
+        config=DATA / "minitf_embedding" / "config.json",
+    )
     return folder
 
 
@@ -142,15 +180,17 @@ def model_folder(family: str, kind: str) -> Path:
 
 @functools.cache
 def ctranslate2_export(family: str, kind: str, quantization: str = "float32") -> Path:
-    from hf_minitf.export_ctranslate2 import export_ctranslate2
+    from hf_minitf.export.ctranslate2 import export_ctranslate2
 
-    return export_ctranslate2(model_folder(family, kind), workspace() / f"{family}_{kind}_ct2_{quantization}",
-                              quantization=quantization)
+    return export_ctranslate2(
+        model_folder(family, kind), workspace() / f"{family}_{kind}_ct2_{quantization}", quantization=quantization
+    )
 
 
 @functools.cache
 def onnx_export(quantize: str | None = "int8") -> Path:
-    from hf_minitf.export_onnx import export_onnx
+    from hf_minitf.export.onnx import export_onnx
 
-    return export_onnx(model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{quantize}",
-                       quantize=quantize)
+    return export_onnx(
+        model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{quantize}", quantize=quantize
+    )

@@ -96,8 +96,14 @@ class LoopbackHub:
     def subprocess_env(self, **extra: str) -> dict[str, str]:
         """Environment for a child process that should talk to this Hub (online)."""
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(HF_ENDPOINT=self.url, HF_TOKEN=self.token, HF_HUB_OFFLINE="0", TRANSFORMERS_OFFLINE="0",
-                   HF_HUB_DISABLE_XET="1", **extra)
+        env.update(
+            HF_ENDPOINT=self.url,
+            HF_TOKEN=self.token,
+            HF_HUB_OFFLINE="0",
+            TRANSFORMERS_OFFLINE="0",
+            HF_HUB_DISABLE_XET="1",
+            **extra,
+        )
         return env
 
     @contextlib.contextmanager
@@ -127,8 +133,9 @@ class LoopbackHub:
                     del files[path]
             elif line["key"] == "lfsFile":
                 raise ValueError("LFS uploads are not supported by the loopback Hub (preupload answers regular)")
-        digest = hashlib.sha1(json.dumps([header.get("summary"), sorted(paths), parent, len(repo.commits)])
-                              .encode()).hexdigest()
+        digest = hashlib.sha1(
+            json.dumps([header.get("summary"), sorted(paths), parent, len(repo.commits)]).encode()
+        ).hexdigest()
         commit = Commit(repo.repo_id, digest, header.get("summary", ""), files, sorted(paths), revision)
         repo.commits[digest] = commit
         repo.branches[revision] = digest
@@ -162,8 +169,12 @@ def _handler_for(hub: LoopbackHub):
 
         def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
             body = json.dumps({"error": message}).encode()
-            self._send(status, body, {"Content-Type": "application/json", "X-Error-Code": code,
-                                      "X-Error-Message": message}, head=head)
+            self._send(
+                status,
+                body,
+                {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message},
+                head=head,
+            )
 
         def _body(self) -> bytes:
             length = int(self.headers.get("Content-Length") or 0)
@@ -187,9 +198,17 @@ def _handler_for(hub: LoopbackHub):
             return repo.commits[oid]
 
         def _model_info(self, repo: Repo, commit: Commit) -> dict:
-            return {"id": repo.repo_id, "modelId": repo.repo_id, "sha": commit.oid, "private": repo.private,
-                    "siblings": [{"rfilename": path} for path in sorted(commit.files)], "tags": [],
-                    "downloads": 0, "likes": 0, "author": repo.repo_id.split("/")[0]}
+            return {
+                "id": repo.repo_id,
+                "modelId": repo.repo_id,
+                "sha": commit.oid,
+                "private": repo.private,
+                "siblings": [{"rfilename": path} for path in sorted(commit.files)],
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "author": repo.repo_id.split("/")[0],
+            }
 
         # --- verbs ---
         def do_HEAD(self) -> None:
@@ -205,9 +224,15 @@ def _handler_for(hub: LoopbackHub):
                 if path == "/api/whoami-v2":
                     if not self._authorized():
                         return self._error(401, "Unauthorized", "Invalid credentials in Authorization header")
-                    return self._json(200, {"type": "user", "name": USER, "orgs": [],
-                                            "auth": {"type": "access_token",
-                                                     "accessToken": {"displayName": "test", "role": "write"}}})
+                    return self._json(
+                        200,
+                        {
+                            "type": "user",
+                            "name": USER,
+                            "orgs": [],
+                            "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}},
+                        },
+                    )
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
                 if match:
                     repo = self._repo(match[1], head)
@@ -216,9 +241,17 @@ def _handler_for(hub: LoopbackHub):
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/refs", path)
                 if match:
                     repo = self._repo(match[1], head)
-                    return repo and self._json(200, {"branches": [
-                        {"name": name, "ref": f"refs/heads/{name}", "targetCommit": oid}
-                        for name, oid in repo.branches.items()], "tags": [], "converts": []})
+                    return repo and self._json(
+                        200,
+                        {
+                            "branches": [
+                                {"name": name, "ref": f"refs/heads/{name}", "targetCommit": oid}
+                                for name, oid in repo.branches.items()
+                            ],
+                            "tags": [],
+                            "converts": [],
+                        },
+                    )
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
                 if match:
                     repo = self._repo(match[1], head)
@@ -242,8 +275,12 @@ def _handler_for(hub: LoopbackHub):
             if filename not in commit.files:
                 return self._error(404, "EntryNotFound", f"{filename} does not exist on {revision}", head=head)
             data = commit.files[filename]
-            self._send(200, data, {"X-Repo-Commit": commit.oid, "ETag": f'"{_etag(data)}"',
-                                   "Content-Type": "application/octet-stream"}, head=head)
+            self._send(
+                200,
+                data,
+                {"X-Repo-Commit": commit.oid, "ETag": f'"{_etag(data)}"', "Content-Type": "application/octet-stream"},
+                head=head,
+            )
 
         def do_POST(self) -> None:
             path = unquote(urlparse(self.path).path)
@@ -259,8 +296,9 @@ def _handler_for(hub: LoopbackHub):
                     if request.get("type", "model") not in (None, "model"):
                         return self._error(400, "BadRequest", "the loopback Hub only holds model repos")
                     if repo_id in hub.repos:
-                        return self._json(409, {"error": "You already created this model repo", "url":
-                                                f"{hub.url}/{repo_id}"})
+                        return self._json(
+                            409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"}
+                        )
                     private = bool(request.get("private")) or request.get("visibility") == "private"
                     repo = Repo(repo_id, private=private)
                     hub.repos[repo_id] = repo
@@ -271,8 +309,15 @@ def _handler_for(hub: LoopbackHub):
                     if not self._repo(match[1]):
                         return None
                     files = json.loads(body)["files"]
-                    return self._json(200, {"files": [
-                        {"path": entry["path"], "uploadMode": "regular", "shouldIgnore": False} for entry in files]})
+                    return self._json(
+                        200,
+                        {
+                            "files": [
+                                {"path": entry["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                for entry in files
+                            ]
+                        },
+                    )
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/commit/(.+)", path)
                 if match:
                     repo = self._repo(match[1])
@@ -282,8 +327,14 @@ def _handler_for(hub: LoopbackHub):
                         return self._error(404, "RevisionNotFound", f"Invalid rev id: {match[2]}")
                     lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
                     commit = hub._commit(repo, match[2], lines)
-                    return self._json(200, {"commitUrl": f"{hub.url}/{repo.repo_id}/commit/{commit.oid}",
-                                            "commitOid": commit.oid, "pullRequestUrl": None})
+                    return self._json(
+                        200,
+                        {
+                            "commitUrl": f"{hub.url}/{repo.repo_id}/commit/{commit.oid}",
+                            "commitOid": commit.oid,
+                            "pullRequestUrl": None,
+                        },
+                    )
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/branch/(.+)", path)
                 if match:
                     repo = self._repo(match[1])
@@ -305,7 +356,7 @@ def _tree_entries(files: dict[str, bytes], prefix: str, recursive: bool) -> list
     for path in sorted(files):
         if prefix and not path.startswith(prefix + "/"):
             continue
-        rest = path[len(prefix) + 1:] if prefix else path
+        rest = path[len(prefix) + 1 :] if prefix else path
         if "/" in rest and not recursive:
             folders.add(f"{prefix}/{rest.split('/')[0]}" if prefix else rest.split("/")[0])
             continue
@@ -327,8 +378,9 @@ def serve_hub():
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(constants, "ENDPOINT", hub.url)
-            patch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                          hub.url + "/{repo_id}/resolve/{revision}/{filename}")
+            patch.setattr(
+                constants, "HUGGINGFACE_CO_URL_TEMPLATE", hub.url + "/{repo_id}/resolve/{revision}/{filename}"
+            )
             patch.setattr(constants, "HF_HUB_OFFLINE", False)
             patch.setattr(constants, "HF_HUB_DISABLE_XET", True)
             patch.setattr(huggingface_hub.hf_api.api, "endpoint", hub.url)

@@ -3,6 +3,7 @@ batching, and half-precision / int8 weight-only models."""
 
 import pytest
 import torch
+from conftest import tiny_model
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -12,9 +13,8 @@ from transformers import (
     TorchAoConfig,
 )
 
-from conftest import tiny_model
 from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
-from hf_minitf.layers import DecodingLinear
+from hf_minitf.modeling.layers import DecodingLinear
 
 BACKENDS = ["eager", "sdpa", "flex_attention"]
 VOCAB = 40
@@ -25,8 +25,17 @@ WIDE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermed
 
 
 def gpt(position_embedding_type: str = "rope", **overrides) -> MiniTFGPTForCausalLM:
-    return tiny_model("gpt", seed=0, **WIDE, vocab_size=VOCAB, max_position_embeddings=64, pad_token_id=0,
-                      position_embedding_type=position_embedding_type, initializer_range=0.2, **overrides)
+    return tiny_model(
+        "gpt",
+        seed=0,
+        **WIDE,
+        vocab_size=VOCAB,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        position_embedding_type=position_embedding_type,
+        initializer_range=0.2,
+        **overrides,
+    )
 
 
 def encoder() -> MiniTFEncoderModel:
@@ -34,8 +43,15 @@ def encoder() -> MiniTFEncoderModel:
 
 
 def seq2seq() -> MiniTFSeq2SeqForConditionalGeneration:
-    return tiny_model("seq2seq", seed=0, **WIDE, src_vocab_size=VOCAB, vocab_size=VOCAB + 5,
-                      max_position_embeddings=64, initializer_range=0.2)
+    return tiny_model(
+        "seq2seq",
+        seed=0,
+        **WIDE,
+        src_vocab_size=VOCAB,
+        vocab_size=VOCAB + 5,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
 
 
 def left_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:
@@ -44,8 +60,8 @@ def left_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:
     ids = torch.zeros(len(lengths), width, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, length in enumerate(lengths):
-        ids[row, width - length:] = torch.randint(4, VOCAB, (length,), generator=generator)
-        mask[row, width - length:] = 1
+        ids[row, width - length :] = torch.randint(4, VOCAB, (length,), generator=generator)
+        mask[row, width - length :] = 1
     return ids, mask
 
 
@@ -59,6 +75,7 @@ def distinct_tokens(sequences: torch.Tensor, prompt_length: int) -> int:
 
 
 # --- attention backends -------------------------------------------------------------------------------------------
+
 
 def outputs_per_backend(build, run) -> dict[str, torch.Tensor]:
     model = build()
@@ -74,8 +91,9 @@ def outputs_per_backend(build, run) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
 def test_gpt_backends_agree_with_left_padding(position_embedding_type):
     ids, mask = left_padded_batch()
-    results = outputs_per_backend(lambda: gpt(position_embedding_type),
-                                  lambda model: model(ids, attention_mask=mask).logits)
+    results = outputs_per_backend(
+        lambda: gpt(position_embedding_type), lambda model: model(ids, attention_mask=mask).logits
+    )
     real = mask.bool()  # padding positions attend to nothing: their outputs are undefined in every backend
     for backend in ("sdpa", "flex_attention"):
         assert close(results[backend][real], results["eager"][real]), backend
@@ -95,8 +113,14 @@ def test_seq2seq_backends_agree_with_padding():
     source, source_mask = source.flip(-1), source_mask.flip(-1)
     target, target_mask = left_padded_batch((6, 6, 3))
     target, target_mask = target.flip(-1), target_mask.flip(-1)
-    results = outputs_per_backend(seq2seq, lambda model: model(
-        source, attention_mask=source_mask, decoder_input_ids=target, decoder_attention_mask=target_mask).logits)
+    results = outputs_per_backend(
+        seq2seq,
+        lambda model: (
+            model(
+                source, attention_mask=source_mask, decoder_input_ids=target, decoder_attention_mask=target_mask
+            ).logits
+        ),
+    )
     real = target_mask.bool()
     for backend in ("sdpa", "flex_attention"):
         assert close(results[backend][real], results["eager"][real]), backend
@@ -114,8 +138,9 @@ def test_fixed_mask_value_runs_eager_whatever_is_asked(tmp_path):
 
 # --- static cache ---------------------------------------------------------------------------------------------------
 
-DECODINGS = pytest.mark.parametrize("decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)],
-                                    ids=["greedy", "beam3"])
+DECODINGS = pytest.mark.parametrize(
+    "decoding", [dict(do_sample=False), dict(do_sample=False, num_beams=3)], ids=["greedy", "beam3"]
+)
 
 
 @pytest.mark.parametrize("position_embedding_type", ["learned", "rope"])
@@ -143,6 +168,7 @@ def test_seq2seq_static_cache_equals_dynamic_cache(decoding):
 
 
 # --- torch.compile --------------------------------------------------------------------------------------------------
+
 
 def test_compiled_forward_equals_eager_forward():
     model = gpt()
@@ -187,6 +213,7 @@ def test_compiled_greedy_equals_eager_greedy(family):
 
 # --- continuous batching ---------------------------------------------------------------------------------------------
 
+
 def small_paged_cache() -> dict:
     """A paged cache sized for the test: by default continuous batching reserves most of the free memory."""
     try:
@@ -205,10 +232,11 @@ def test_generate_batch_gives_each_prompt_what_generate_gives_it():
     by_prompt = {tuple(result.prompt_ids): result.generated_tokens for result in results.values()}
     for prompt in prompts:
         alone = model.generate(torch.tensor([prompt]), max_new_tokens=8, min_new_tokens=8, do_sample=False)
-        assert by_prompt[tuple(prompt)] == alone[0, len(prompt):].tolist()
+        assert by_prompt[tuple(prompt)] == alone[0, len(prompt) :].tolist()
 
 
 # --- half precision and int8 weight-only ---------------------------------------------------------------------------
+
 
 def int8_weight_only() -> TorchAoConfig:
     from torchao.quantization import Int8WeightOnlyConfig
@@ -274,6 +302,7 @@ def test_seq2seq_loads_and_translates_in_reduced_precision(tmp_path, weights):
 
 # --- DecodingLinear: few-row products on CPU as a batched GEMM over output blocks ---
 
+
 class CallRecorder(torch.overrides.TorchFunctionMode):
     """Records the torch functions called inside it."""
 
@@ -317,6 +346,7 @@ def test_decoding_linear_falls_back_to_linear(case):
     if case == "int8 weights":
         pytest.importorskip("torchao")
         from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
         quantize_(layer, Int8WeightOnlyConfig())
     output, calls = linear_calls(layer, inputs)
     assert "linear" in calls and "bmm" not in calls and "baddbmm" not in calls
@@ -343,8 +373,11 @@ def test_generation_steps_do_not_recompute_the_forward_signature(family, monkeyp
     model = gpt() if family == "gpt" else seq2seq()
     computed = []
     original = inspect._signature_from_function
-    monkeypatch.setattr(inspect, "_signature_from_function",
-                        lambda *args, **kwargs: computed.append(args[1].__qualname__) or original(*args, **kwargs))
+    monkeypatch.setattr(
+        inspect,
+        "_signature_from_function",
+        lambda *args, **kwargs: computed.append(args[1].__qualname__) or original(*args, **kwargs),
+    )
     model.generate(torch.tensor([[5, 6, 7]]), max_new_tokens=30, min_new_tokens=30, do_sample=False)
     ours = [name for name in computed if name.startswith("MiniTF")]
     assert len(ours) < 10, f"transformers asks for forward's signature every step; it must be stored: {ours}"

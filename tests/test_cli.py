@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from transformers import AutoModel, AutoModelForCausalLM
 
-from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
-from hf_minitf.conversion.base import DTYPES, SOURCES
-from minitf_cli import (
-    CONVERT_SOURCES, DTYPE_NAMES, FAMILIES, FRAWDLLM_PRESET_NAMES, HKPROJ_NORM_TYPES, PRESET_NAMES,
-    add_convert_arguments, add_push_arguments, main,
-)
+from hf_minitf.catalog.converters import CONVERTERS as SOURCES
+from hf_minitf.cli import main
+from hf_minitf.commands.convert import add_convert_arguments
+from hf_minitf.commands.push import add_arguments as add_push_arguments
+from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
+
+CONVERT_SOURCES = SOURCES
 
 RHYME = "Twinkle, twinkle, little star,\nHow I wonder what you are!\n" * 30
 
@@ -31,9 +32,9 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     offset, chunks, pixels = 8, [], b""
     while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset:offset + 4])
-        kind, body = data[offset + 4:offset + 8], data[offset + 8:offset + 8 + length]
-        (crc,) = struct.unpack(">I", data[offset + 8 + length:offset + 12 + length])
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
         assert zlib.crc32(kind + body) == crc, kind
         chunks.append(kind)
         pixels += body if kind == b"IDAT" else b""
@@ -69,15 +70,33 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("cli")
     (root / "rhyme.txt").write_text(RHYME)
     (root / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in paraphrase_pairs(120, 10).train))
-    (root / "en_it.jsonl").write_text("".join(json.dumps({"en": a, "it": b}) + "\n"
-                                              for a, b in english_italian_pairs(120, 10).train))
-    common = ["--max-steps", "12", "--batch-size", "8", "--learning-rate", "3e-3", "--logging-steps", "2",
-              "--no-progress"]
+    (root / "en_it.jsonl").write_text(
+        "".join(json.dumps({"en": a, "it": b}) + "\n" for a, b in english_italian_pairs(120, 10).train)
+    )
+    common = [
+        "--max-steps",
+        "12",
+        "--batch-size",
+        "8",
+        "--learning-rate",
+        "3e-3",
+        "--logging-steps",
+        "2",
+        "--no-progress",
+    ]
     commands = {
         "gpt": ["train", "gpt", "--data", root / "rhyme.txt", "--out", root / "gpt", "--block-size", "32"],
         "encoder": ["train", "embedding", "--data", root / "pairs.tsv", "--out", root / "encoder"],
-        "seq2seq": ["train", "seq2seq", "--data", root / "en_it.jsonl", "--columns", "en,it", "--out",
-                    root / "seq2seq"],
+        "seq2seq": [
+            "train",
+            "seq2seq",
+            "--data",
+            root / "en_it.jsonl",
+            "--columns",
+            "en,it",
+            "--out",
+            root / "seq2seq",
+        ],
     }
     for family, argv in commands.items():
         assert main([str(arg) for arg in argv + common]) == 0, family
@@ -129,8 +148,19 @@ def test_embed_prints_unit_vectors_and_a_similarity_table(trained, capsys):
 
 
 def test_translate_prints_one_line_per_text(trained, capsys):
-    status, out, _ = run_cli(["translate", trained / "seq2seq", "the red cat sees a dog", "a small girl loves "
-                              "the old house", "--num-beams", "2", "--max-new-tokens", "12"], capsys)
+    status, out, _ = run_cli(
+        [
+            "translate",
+            trained / "seq2seq",
+            "the red cat sees a dog",
+            "a small girl loves the old house",
+            "--num-beams",
+            "2",
+            "--max-new-tokens",
+            "12",
+        ],
+        capsys,
+    )
     assert status == 0 and len(out.splitlines()) == 2
 
 
@@ -147,16 +177,31 @@ def test_info_describes_the_folder(trained, capsys):
 
 def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
     before = {path: path.stat().st_mtime_ns for path in (trained / "gpt").iterdir()}
-    status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", trained / "gpt",
-                              "--max-steps", "1"], capsys)
+    status, _, err = run_cli(
+        ["train", "gpt", "--data", trained / "rhyme.txt", "--out", trained / "gpt", "--max-steps", "1"], capsys
+    )
     assert_one_line_error(status, err, "not empty", "--overwrite")
     assert {path: path.stat().st_mtime_ns for path in (trained / "gpt").iterdir()} == before
     for out in (trained, trained / "rhyme.txt"):
-        status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", out, "--overwrite",
-                                  "--max-steps", "1"], capsys)
+        status, _, err = run_cli(
+            ["train", "gpt", "--data", trained / "rhyme.txt", "--out", out, "--overwrite", "--max-steps", "1"], capsys
+        )
         assert_one_line_error(status, err, f"--out {out}", "the input", "would delete it")
-    status, _, err = run_cli(["train", "gpt", "--data", trained / "rhyme.txt", "--out", trained / "new",
-                              "--checkpoint-dir", trained / "new" / "checkpoints", "--max-steps", "1"], capsys)
+    status, _, err = run_cli(
+        [
+            "train",
+            "gpt",
+            "--data",
+            trained / "rhyme.txt",
+            "--out",
+            trained / "new",
+            "--checkpoint-dir",
+            trained / "new" / "checkpoints",
+            "--max-steps",
+            "1",
+        ],
+        capsys,
+    )
     assert_one_line_error(status, err, f"--out {trained / 'new'} holds the input", "checkpoints")
     assert (trained / "rhyme.txt").read_text() == RHYME and not (trained / "new").exists()
 
@@ -168,26 +213,28 @@ def test_overwrite_replaces_the_folder(tmp_path, capsys):
     out.mkdir()
     (out / "config.json").write_text("{}")  # a model folder: --overwrite replaces nothing else
     (out / "old.txt").write_text("old")
-    argv = ["train", "encoder", "--data", data, "--out", out, "--max-steps", "1", "--no-progress",
-            "--batch-size", "8"]
+    argv = ["train", "encoder", "--data", data, "--out", out, "--max-steps", "1", "--no-progress", "--batch-size", "8"]
     assert run_cli([*argv, "--overwrite"], capsys)[0] == 0
     assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "pairs.tsv"]
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["train", "gpt", "--data", "x.txt", "--out", "y", "--max-steps", "-5"], ["--max-steps", ">= 1", "-5"]),
-    (["train", "gpt", "--data", "x.txt", "--out", "y", "--learning-rate", "0"], ["--learning-rate", "> 0"]),
-    (["train", "gpt", "--data", "x.txt", "--out", "y", "--eval-fraction", "1.5"], ["--eval-fraction"]),
-    (["train", "gpt", "--data", "x.txt", "--out", "y", "--preset", "huge"], ["--preset", "huge"]),
-    (["train", "gpt", "--data", "x.txt"], ["--out"]),
-    (["train", "bert"], ["bert", "gpt", "encoder", "seq2seq"]),
-    (["quickstart", "--steps-scale", "0"], ["--steps-scale"]),
-    (["generate", "somewhere"], ["PROMPT"]),
-    (["generate", "somewhere", "hi", "--max-new-tokens", "lots"], ["--max-new-tokens", "integer"]),
-    (["translate", "somewhere", "hi", "--num-beams", "0"], ["--num-beams"]),
-    (["fly"], ["fly"]),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["train", "gpt", "--data", "x.txt", "--out", "y", "--max-steps", "-5"], ["--max-steps", ">= 1", "-5"]),
+        (["train", "gpt", "--data", "x.txt", "--out", "y", "--learning-rate", "0"], ["--learning-rate", "> 0"]),
+        (["train", "gpt", "--data", "x.txt", "--out", "y", "--eval-fraction", "1.5"], ["--eval-fraction"]),
+        (["train", "gpt", "--data", "x.txt", "--out", "y", "--preset", "huge"], ["--preset", "huge"]),
+        (["train", "gpt", "--data", "x.txt"], ["--out"]),
+        (["train", "bert"], ["bert", "gpt", "encoder", "seq2seq"]),
+        (["quickstart", "--steps-scale", "0"], ["--steps-scale"]),
+        (["generate", "somewhere"], ["PROMPT"]),
+        (["generate", "somewhere", "hi", "--max-new-tokens", "lots"], ["--max-new-tokens", "integer"]),
+        (["translate", "somewhere", "hi", "--num-beams", "0"], ["--num-beams"]),
+        (["fly"], ["fly"]),
+    ],
+)
 def test_wrong_arguments_give_one_line_and_status_2(argv, words, capsys):
     status, _, err = run_cli(argv, capsys)
     assert_one_line_error(status, err, *words)
@@ -195,17 +242,19 @@ def test_wrong_arguments_give_one_line_and_status_2(argv, words, capsys):
 
 def test_unusable_input_gives_one_line_and_status_2(tmp_path, trained, capsys):
     missing = tmp_path / "missing"
-    for command in (["generate", missing, "hi"], ["embed", missing, "hi"], ["translate", missing, "hi"],
-                    ["info", missing]):
+    for command in (
+        ["generate", missing, "hi"],
+        ["embed", missing, "hi"],
+        ["translate", missing, "hi"],
+        ["info", missing],
+    ):
         status, _, err = run_cli(command, capsys)
         assert_one_line_error(status, err, "is not a folder")
     status, _, err = run_cli(["train", "gpt", "--data", missing / "x.txt", "--out", tmp_path / "out"], capsys)
     assert_one_line_error(status, err, "does not exist")
-    status, _, err = run_cli(["train", "seq2seq", "--data", trained / "en_it.jsonl", "--out", tmp_path / "out"],
-                             capsys)
+    status, _, err = run_cli(["train", "seq2seq", "--data", trained / "en_it.jsonl", "--out", tmp_path / "out"], capsys)
     assert_one_line_error(status, err, "no column 'source'", "en, it", "--columns")
-    status, _, err = run_cli(["train", "encoder", "--data", trained / "rhyme.txt", "--out", tmp_path / "out"],
-                             capsys)
+    status, _, err = run_cli(["train", "encoder", "--data", trained / "rhyme.txt", "--out", tmp_path / "out"], capsys)
     assert_one_line_error(status, err, "line 1 has no tab")
     status, _, err = run_cli(["push", tmp_path, "someone/model"], capsys)
     assert_one_line_error(status, err, "config.json")
@@ -214,8 +263,12 @@ def test_unusable_input_gives_one_line_and_status_2(tmp_path, trained, capsys):
 
 def option_names(parser: argparse.ArgumentParser) -> list[str]:
     """What a parser's help must name: every option string and every positional's metavar or name."""
-    return [name for action in parser._actions if action.dest != "help"
-            for name in (action.option_strings or [action.metavar or action.dest])]
+    return [
+        name
+        for action in parser._actions
+        if action.dest != "help"
+        for name in (action.option_strings or [action.metavar or action.dest])
+    ]
 
 
 def convert_parser(source: str) -> argparse.ArgumentParser:
@@ -232,11 +285,24 @@ WRONG_CONVERT_AND_PUSH_ARGUMENTS = [
     (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--training-text", "t.txt", "--out", "o"], "not allowed"),
     (["convert", "frawdllm", "model.pt", "--out", "o", "--num-heads", "0"], "--num-heads"),
     (["convert", "frawdllm", "model.pt", "--out", "o", "--context-length", str(10**30)], "<= 1,000,000,000"),
-    (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--out", "o", "--num-heads", str(2**63)],
-     "--num-heads"),
+    (["convert", "char-gpt", "model.pt", "--vocab", "v.json", "--out", "o", "--num-heads", str(2**63)], "--num-heads"),
     (["convert", "miniembed", "model.safetensors", "--out", "o"], "--tokenizer"),
-    (["convert", "hkproj", "t.pt", "--source-tokenizer", "a", "--target-tokenizer", "b", "--out", "o",
-      "--norm-type", "layer"], "--norm-type"),
+    (
+        [
+            "convert",
+            "hkproj",
+            "t.pt",
+            "--source-tokenizer",
+            "a",
+            "--target-tokenizer",
+            "b",
+            "--out",
+            "o",
+            "--norm-type",
+            "layer",
+        ],
+        "--norm-type",
+    ),
     (["convert", "transformer-embedding", "embedding.pt"], "--out"),
     (["convert", "frawdllm-embeddings", "embeddings.pt", "--out", "o", "--dtype", "float64"], "--dtype"),
     (["push", "folder"], "REPO_ID"),
@@ -249,20 +315,27 @@ def test_convert_and_push_help_and_argument_errors_need_no_torch():
     that never imports torch, transformers or hf_minitf; each help names every option of its parser."""
     helps = [["convert", "--help"], ["push", "--help"], *(["convert", source, "--help"] for source in CONVERT_SOURCES)]
     argvs = helps + [argv for argv, _ in WRONG_CONVERT_AND_PUSH_ARGUMENTS]
-    code = ("import contextlib, io, json, sys, minitf_cli\n"
-            "results = []\n"
-            "for argv in json.loads(sys.argv[1]):\n"
-            "    out, err = io.StringIO(), io.StringIO()\n"
-            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-            "        try:\n"
-            "            status = minitf_cli.main(argv)\n"
-            "        except SystemExit as exit:\n"
-            "            status = exit.code\n"
-            "    results.append([status, out.getvalue(), err.getvalue()])\n"
-            "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'hf_minitf'})\n"
-            "print(json.dumps({'results': results, 'heavy': heavy}))\n")
-    completed = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
-                               timeout=60, env=dict(os.environ, COLUMNS="120"))
+    code = (
+        "import contextlib, io, json, sys\nimport hf_minitf.cli as minitf_cli\n"
+        "results = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        try:\n"
+        "            status = minitf_cli.main(argv)\n"
+        "        except SystemExit as exit:\n"
+        "            status = exit.code\n"
+        "    results.append([status, out.getvalue(), err.getvalue()])\n"
+        "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'sentence_transformers'})\n"
+        "print(json.dumps({'results': results, 'heavy': heavy}))\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COLUMNS="120"),
+    )
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     assert report["heavy"] == []
@@ -279,8 +352,17 @@ def test_convert_and_push_help_and_argument_errors_need_no_torch():
         assert not missing, (source, missing)
     push_parser = argparse.ArgumentParser()
     add_push_arguments(push_parser)
-    assert set(option_names(push_parser)) == {"DIR", "REPO_ID", "--private", "--revision", "--license",
-                                              "--commit-message", "--token", "--native", "--gguf"}
+    assert set(option_names(push_parser)) == {
+        "DIR",
+        "REPO_ID",
+        "--private",
+        "--revision",
+        "--license",
+        "--commit-message",
+        "--token",
+        "--native",
+        "--gguf",
+    }
     assert all(name in results[("push", "--help")][1] for name in option_names(push_parser))
     for argv, word in WRONG_CONVERT_AND_PUSH_ARGUMENTS:
         status, out, err = results[tuple(argv)]
@@ -327,49 +409,28 @@ def test_each_convert_option_reaches_the_converter_and_each_converter_parameter_
     assert all(value in {f"<{dest}>" for dest in dests} for value in given.values()), given
 
 
-def test_the_parsers_mirrors_equal_the_packages_names():
-    """minitf_cli repeats what its torch-free help needs; each mirror is the package's own list or text."""
-    from hf_minitf.conversion.hkproj import NORM_TYPES
-    from hf_minitf.presets import FAMILIES as PACKAGE_FAMILIES
-    from hf_minitf.presets import FRAWDLLM_PRESETS, PRESETS
-
-    assert FAMILIES == PACKAGE_FAMILIES
-    assert {family: tuple(presets) for family, presets in PRESETS.items()} == PRESET_NAMES
-    assert tuple(FRAWDLLM_PRESETS) == FRAWDLLM_PRESET_NAMES
-    assert DTYPE_NAMES == tuple(DTYPES) and HKPROJ_NORM_TYPES == NORM_TYPES
-    import minitf_cli
-    from hf_minitf import quickstart, serving, tokenization_minitf, training
-
-    assert (minitf_cli.MAX_STEPS, minitf_cli.MAX_EPOCHS, minitf_cli.SEED_LIMIT) == (
-        training.MAX_STEPS, training.MAX_EPOCHS, training.SEED_LIMIT)
-    assert minitf_cli.MAX_STEPS_SCALE == quickstart.MAX_STEPS_SCALE
-    assert minitf_cli.MAX_VOCAB_SIZE == tokenization_minitf.MAX_VOCAB_SIZE
-    assert minitf_cli.GREEDY_BELOW_TEMPERATURE == serving.GREEDY_BELOW_TEMPERATURE
-    assert list(CONVERT_SOURCES) == list(SOURCES)
-    for name, source in SOURCES.items():
-        module = importlib.import_module(f"hf_minitf.conversion.{source.module}")
-        assert CONVERT_SOURCES[name].description == getattr(module, source.description), name
-
-
 @pytest.mark.parametrize("alias, family", [("embedding", "encoder"), ("translation", "seq2seq")])
 def test_old_family_names_are_aliases(alias, family):
-    from minitf_cli import build_parser
+    from hf_minitf.cli import build_parser
 
     args = build_parser().parse_args(["train", alias, "--data", "d.tsv", "--out", "o"])
     assert args.family == family and args.columns == ("anchor,positive" if family == "encoder" else "source,target")
 
 
 def test_help_and_version_answer_without_importing_torch():
-    code = ("import sys, minitf_cli\n"
-            "for argv in (['--help'], ['train', 'gpt', '--help'], ['--version'], ['generate', '--max-new-tokens']):\n"
-            "    try:\n"
-            "        minitf_cli.main(argv)\n"
-            "    except SystemExit as exit:\n"
-            "        print('exit', exit.code)\n"
-            "print('torch imported:', 'torch' in sys.modules,\n"
-            "      'transformers imported:', 'transformers' in sys.modules)\n")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                               env=dict(os.environ, COLUMNS="120"))
+    code = (
+        "import sys\nimport hf_minitf.cli as minitf_cli\n"
+        "for argv in (['--help'], ['train', 'gpt', '--help'], ['--version'], ['generate', '--max-new-tokens']):\n"
+        "    try:\n"
+        "        minitf_cli.main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        print('exit', exit.code)\n"
+        "print('torch imported:', 'torch' in sys.modules,\n"
+        "      'transformers imported:', 'transformers' in sys.modules)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ, COLUMNS="120")
+    )
     assert completed.stdout.count("exit 0") == 3 and "exit 2" in completed.stdout, completed.stdout
     assert "torch imported: False transformers imported: False" in completed.stdout
     assert "shakespeare-char" in completed.stdout and "--checkpoint-dir" in completed.stdout
@@ -379,8 +440,19 @@ def test_checkpoints_are_kept_and_training_resumes_from_the_last(tmp_path, capsy
     data = tmp_path / "pairs.tsv"
     data.write_text("".join(f"{a}\t{b}\n" for a, b in english_italian_pairs(40, 4).train))
     checkpoints = tmp_path / "checkpoints"
-    argv = ["train", "seq2seq", "--data", data, "--checkpoint-dir", checkpoints, "--save-steps", "2",
-            "--batch-size", "8", "--no-progress"]
+    argv = [
+        "train",
+        "seq2seq",
+        "--data",
+        data,
+        "--checkpoint-dir",
+        checkpoints,
+        "--save-steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--no-progress",
+    ]
     assert run_cli([*argv, "--out", tmp_path / "first", "--max-steps", "4"], capsys)[0] == 0
     assert sorted(path.name for path in checkpoints.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
     written = (checkpoints / "checkpoint-4" / "trainer_state.json").stat().st_mtime_ns
@@ -396,8 +468,12 @@ def test_checkpoints_are_kept_and_training_resumes_from_the_last(tmp_path, capsy
 
 def minitf_process(*argv: str | bytes, close_stdout: bool = False, **options) -> subprocess.Popen:
     """`minitf ARGV` in its own process (arguments may be bytes, as a shell passes them), stderr captured."""
-    return subprocess.Popen([sys.executable, "-m", "minitf_cli", *argv], stderr=subprocess.PIPE,
-                            preexec_fn=(lambda: os.close(1)) if close_stdout else None, **options)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hf_minitf.cli", *argv],
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: os.close(1)) if close_stdout else None,
+        **options,
+    )
 
 
 def test_text_arguments_that_are_not_utf8_are_one_line_errors(trained):
@@ -405,12 +481,19 @@ def test_text_arguments_that_are_not_utf8_are_one_line_errors(trained):
     refused with a TypeError traceback (and safetensors in a folder's name): refused before any work, naming the
     argument."""
     gpt, encoder = bytes(trained / "gpt"), bytes(trained / "encoder")
-    for argv, words in (((b"generate", gpt, b"ab\xff"), "generate: error: PROMPT is not UTF-8 (byte 0xff at "
-                                                        "character 2); give it in UTF-8"),
-                        ((b"embed", encoder, b"hi", b"\xfe"), "embed: error: TEXT 2 is not UTF-8 (byte 0xfe"),
-                        ((b"info", b"model-\xff"), "info: error: DIR is not UTF-8 (byte 0xff at character 6); give it "
-                                                   "in UTF-8 (a file or folder name too: safetensors and tokenizers "
-                                                   "open only UTF-8 paths)")):
+    for argv, words in (
+        (
+            (b"generate", gpt, b"ab\xff"),
+            "generate: error: PROMPT is not UTF-8 (byte 0xff at character 2); give it in UTF-8",
+        ),
+        ((b"embed", encoder, b"hi", b"\xfe"), "embed: error: TEXT 2 is not UTF-8 (byte 0xfe"),
+        (
+            (b"info", b"model-\xff"),
+            "info: error: DIR is not UTF-8 (byte 0xff at character 6); give it "
+            "in UTF-8 (a file or folder name too: safetensors and tokenizers "
+            "open only UTF-8 paths)",
+        ),
+    ):
         process = minitf_process(*argv, stdout=subprocess.PIPE)
         _, err = process.communicate(timeout=60)
         assert process.returncode == 2 and err.decode().count("\n") == 1 and words in err.decode(), err
@@ -420,8 +503,7 @@ def test_a_closed_stdout_is_a_one_line_error(tmp_path):
     process = minitf_process("info", str(tmp_path), close_stdout=True)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 2, err
-    assert err.decode() == "minitf info: error: standard output is closed; redirect it to a file or /dev/null " \
-                           "instead\n"
+    assert err.decode() == "minitf info: error: standard output is closed; redirect it to a file or /dev/null instead\n"
 
 
 def test_a_reader_that_leaves_ends_the_command_quietly(trained):

@@ -4,17 +4,17 @@ default one as the field says (its parameters, its outputs on the same weights, 
 Each family's cases must cover exactly the fields its config checks (`field_checks`), so a new field without a case
 fails `test_every_field_has_a_case`."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import pytest
 import torch
+from conftest import TINY_CLASSES, tiny_model
 from torch import nn
 
-from conftest import TINY_CLASSES, tiny_model
 from hf_minitf import MiniTFEncoderForSequenceClassification
-from hf_minitf.compat import CACHE_FIELD
-from hf_minitf.layers import HkprojLayerNorm
+from hf_minitf.modeling.compat import CACHE_FIELD
+from hf_minitf.modeling.layers import HkprojLayerNorm
 
 IDS = torch.tensor([[5, 9, 14, 3, 22, 7], [8, 2, 30, 11, 0, 0]])
 MASK = (IDS != 0).long()
@@ -37,7 +37,9 @@ def outputs(model: nn.Module, family: str, train: bool = False, **inputs) -> tor
 
 def differ(first: torch.Tensor, second: torch.Tensor) -> bool:
     """Different beyond float32 rounding relative to their magnitude."""
-    return first.shape != second.shape or (first - second).abs().max().item() > 1e-4 * max(1.0, first.abs().max().item())
+    return first.shape != second.shape or (first - second).abs().max().item() > 1e-4 * max(
+        1.0, first.abs().max().item()
+    )
 
 
 def attentions(model: nn.Module) -> list[nn.Module]:
@@ -70,8 +72,11 @@ def outputs_differ(family: str, train: bool = False) -> Callable[[nn.Module, nn.
 
 
 def weight_std(model: nn.Module) -> float:
-    return model.get_output_embeddings().weight.std().item() if model.get_output_embeddings() is not None \
+    return (
+        model.get_output_embeddings().weight.std().item()
+        if model.get_output_embeddings() is not None
         else model.layers[0].mlp.fc1.weight.std().item()
+    )
 
 
 def raises_value_error(action: Callable[[], object]) -> bool:
@@ -84,11 +89,21 @@ def raises_value_error(action: Callable[[], object]) -> bool:
 
 def no_attention_bias(default: nn.Module, changed: nn.Module) -> bool:
     """Biases on every attention projection by default, on none with attention_bias=False; the MLP keeps its own."""
+
     def biases(model):
-        return [linear.bias is not None for attention in attentions(model) for linear in attention.children()
-                if isinstance(linear, nn.Linear)]
-    return all(biases(default)) and not any(biases(changed)) and changed.get_submodule(
-        next(name for name, _ in changed.named_modules() if name.endswith("mlp.fc1"))).bias is not None
+        return [
+            linear.bias is not None
+            for attention in attentions(model)
+            for linear in attention.children()
+            if isinstance(linear, nn.Linear)
+        ]
+
+    return (
+        all(biases(default))
+        and not any(biases(changed))
+        and changed.get_submodule(next(name for name, _ in changed.named_modules() if name.endswith("mlp.fc1"))).bias
+        is not None
+    )
 
 
 def counts(getter: Callable[[nn.Module], int], expected: int) -> Callable[[nn.Module, nn.Module], bool]:
@@ -104,36 +119,62 @@ def shared_cases(family: str) -> dict[str, Case]:
     """Fields every family has, with the same meaning."""
     return {
         "hidden_size": Case({"hidden_size": 48}, counts(lambda m: m.get_input_embeddings().embedding_dim, 48)),
-        "num_hidden_layers": Case({"num_hidden_layers": 3}, lambda default, changed: all(
-            len(stack.layers) == 3 for stack in stacks(changed, family)) and len(stacks(default, family)[0].layers) == 2),
-        "num_attention_heads": Case({"num_attention_heads": 1}, lambda default, changed: all(
-            attention.num_heads == 1 for attention in attentions(changed)) and outputs_differ(family)(default, changed),
-            base={"initializer_range": 1.0}, same_weights=True),  # large weights: attention far from uniform
-        "intermediate_size": Case({"intermediate_size": 24}, counts(
-            lambda m: first_layer(m, family).mlp.fc1.out_features, 24)),
+        "num_hidden_layers": Case(
+            {"num_hidden_layers": 3},
+            lambda default, changed: (
+                all(len(stack.layers) == 3 for stack in stacks(changed, family))
+                and len(stacks(default, family)[0].layers) == 2
+            ),
+        ),
+        "num_attention_heads": Case(
+            {"num_attention_heads": 1},
+            lambda default, changed: (
+                all(attention.num_heads == 1 for attention in attentions(changed))
+                and outputs_differ(family)(default, changed)
+            ),
+            base={"initializer_range": 1.0},
+            same_weights=True,
+        ),  # large weights: attention far from uniform
+        "intermediate_size": Case(
+            {"intermediate_size": 24}, counts(lambda m: first_layer(m, family).mlp.fc1.out_features, 24)
+        ),
         "hidden_act": Case({"hidden_act": "silu"}, outputs_differ(family), same_weights=True),
         "layer_norm_eps": Case({"layer_norm_eps": 0.5}, outputs_differ(family), same_weights=True),
-        "hidden_dropout": Case({"hidden_dropout": 0.5}, outputs_differ(family, train=True), base={"hidden_dropout": 0.0},
-                               same_weights=True),
-        "attention_dropout": Case({"attention_dropout": 0.5}, outputs_differ(family, train=True),
-                                  base={"attention_dropout": 0.0, "hidden_dropout": 0.0}, same_weights=True),
+        "hidden_dropout": Case(
+            {"hidden_dropout": 0.5}, outputs_differ(family, train=True), base={"hidden_dropout": 0.0}, same_weights=True
+        ),
+        "attention_dropout": Case(
+            {"attention_dropout": 0.5},
+            outputs_differ(family, train=True),
+            base={"attention_dropout": 0.0, "hidden_dropout": 0.0},
+            same_weights=True,
+        ),
         "attention_bias": Case({"attention_bias": False}, no_attention_bias),
-        "initializer_range": Case({"initializer_range": 0.001}, lambda default, changed: weight_std(changed) < 0.002
-                                  < weight_std(default)),
+        "initializer_range": Case(
+            {"initializer_range": 0.001}, lambda default, changed: weight_std(changed) < 0.002 < weight_std(default)
+        ),
     }
 
 
 def generation_setting(name: str, value) -> Case:
     """A token id `generate` is told through the model's generation config."""
-    return Case({name: value}, lambda default, changed: getattr(changed.generation_config, name) == value
-                != getattr(default.generation_config, name))
+    return Case(
+        {name: value},
+        lambda default, changed: (
+            getattr(changed.generation_config, name) == value != getattr(default.generation_config, name)
+        ),
+    )
 
 
 def cache_returned(family: str) -> Case:
     def holds(default, changed):
-        return getattr(default(IDS, decoder_input_ids=TARGET) if family == "seq2seq" else default(IDS), CACHE_FIELD) \
-            is not None and getattr(changed(IDS, decoder_input_ids=TARGET) if family == "seq2seq" else changed(IDS),
-                                    CACHE_FIELD) is None
+        return (
+            getattr(default(IDS, decoder_input_ids=TARGET) if family == "seq2seq" else default(IDS), CACHE_FIELD)
+            is not None
+            and getattr(changed(IDS, decoder_input_ids=TARGET) if family == "seq2seq" else changed(IDS), CACHE_FIELD)
+            is None
+        )
+
     return Case({"use_cache": False}, holds)
 
 
@@ -145,23 +186,42 @@ def tied(model: nn.Module) -> bool:
 
 GPT_CASES = {
     **shared_cases("gpt"),
-    "vocab_size": Case({"vocab_size": 50}, lambda default, changed: changed.lm_head.out_features == 50
-                       and changed.model.embed_tokens.num_embeddings == 50 != default.lm_head.out_features),
-    "max_position_embeddings": Case({"max_position_embeddings": 80}, counts(
-        lambda m: m.model.embed_positions.num_embeddings, 80)),
-    "position_embedding_type": Case({"position_embedding_type": "rope"}, lambda default, changed: hasattr(
-        changed.model, "rotary_emb") and not hasattr(changed.model, "embed_positions")
-        and hasattr(default.model, "embed_positions")),
-    "context_overflow": Case({"context_overflow": "crop"}, lambda default, changed: raises_value_error(
-        lambda: default(torch.ones(1, 12, dtype=torch.long))) and changed(torch.ones(1, 12, dtype=torch.long)).logits.shape[1] == 8,
-        base={"max_position_embeddings": 8}),
-    "rope_theta": Case({"rope_theta": 10.0}, outputs_differ("gpt"), base={"position_embedding_type": "rope"},
-                       same_weights=True),
-    "rope_interleaved": Case({"rope_interleaved": False}, outputs_differ("gpt"), base={"position_embedding_type": "rope"},
-                             same_weights=True),
+    "vocab_size": Case(
+        {"vocab_size": 50},
+        lambda default, changed: (
+            changed.lm_head.out_features == 50
+            and changed.model.embed_tokens.num_embeddings == 50 != default.lm_head.out_features
+        ),
+    ),
+    "max_position_embeddings": Case(
+        {"max_position_embeddings": 80}, counts(lambda m: m.model.embed_positions.num_embeddings, 80)
+    ),
+    "position_embedding_type": Case(
+        {"position_embedding_type": "rope"},
+        lambda default, changed: (
+            hasattr(changed.model, "rotary_emb")
+            and not hasattr(changed.model, "embed_positions")
+            and hasattr(default.model, "embed_positions")
+        ),
+    ),
+    "context_overflow": Case(
+        {"context_overflow": "crop"},
+        lambda default, changed: (
+            raises_value_error(lambda: default(torch.ones(1, 12, dtype=torch.long)))
+            and changed(torch.ones(1, 12, dtype=torch.long)).logits.shape[1] == 8
+        ),
+        base={"max_position_embeddings": 8},
+    ),
+    "rope_theta": Case(
+        {"rope_theta": 10.0}, outputs_differ("gpt"), base={"position_embedding_type": "rope"}, same_weights=True
+    ),
+    "rope_interleaved": Case(
+        {"rope_interleaved": False}, outputs_differ("gpt"), base={"position_embedding_type": "rope"}, same_weights=True
+    ),
     "use_cache": cache_returned("gpt"),
-    "tie_word_embeddings": Case({"tie_word_embeddings": False}, lambda default, changed: tied(default)
-                                and not tied(changed)),
+    "tie_word_embeddings": Case(
+        {"tie_word_embeddings": False}, lambda default, changed: tied(default) and not tied(changed)
+    ),
     "pad_token_id": generation_setting("pad_token_id", 5),
     "bos_token_id": generation_setting("bos_token_id", 2),
     "eos_token_id": generation_setting("eos_token_id", 3),
@@ -170,19 +230,38 @@ GPT_CASES = {
 ENCODER_CASES = {
     **shared_cases("encoder"),
     "vocab_size": Case({"vocab_size": 50}, counts(lambda m: m.embed_tokens.num_embeddings, 50)),
-    "max_position_embeddings": Case({"max_position_embeddings": 4}, lambda default, changed: raises_value_error(
-        lambda: changed(IDS)) and not raises_value_error(lambda: default(IDS))),
-    "position_embedding_type": Case({"position_embedding_type": "learned"}, lambda default, changed: hasattr(
-        changed, "embed_positions") and not hasattr(default, "embed_positions")),
+    "max_position_embeddings": Case(
+        {"max_position_embeddings": 4},
+        lambda default, changed: (
+            raises_value_error(lambda: changed(IDS)) and not raises_value_error(lambda: default(IDS))
+        ),
+    ),
+    "position_embedding_type": Case(
+        {"position_embedding_type": "learned"},
+        lambda default, changed: hasattr(changed, "embed_positions") and not hasattr(default, "embed_positions"),
+    ),
     "scale_embeddings": Case({"scale_embeddings": False}, outputs_differ("encoder"), same_weights=True),
     "classifier_dropout": Case(
-        {"classifier_dropout": 0.9}, lambda default, changed: default.dropout.p == 0.1 and changed.dropout.p == 0.9,
-        base={"num_labels": 3}, model_class=MiniTFEncoderForSequenceClassification),
-    "pad_token_id": Case({"pad_token_id": 5}, lambda default, changed: changed.embed_tokens.padding_idx == 5
-                         and not changed.embed_tokens.weight[5].any() and default.embed_tokens.weight[5].any()),
+        {"classifier_dropout": 0.9},
+        lambda default, changed: default.dropout.p == 0.1 and changed.dropout.p == 0.9,
+        base={"num_labels": 3},
+        model_class=MiniTFEncoderForSequenceClassification,
+    ),
+    "pad_token_id": Case(
+        {"pad_token_id": 5},
+        lambda default, changed: (
+            changed.embed_tokens.padding_idx == 5
+            and not changed.embed_tokens.weight[5].any()
+            and default.embed_tokens.weight[5].any()
+        ),
+    ),
 }
 
-SEQ2SEQ_NORMS = {"scalar_std_times_eps": (1, True), "scalar_std_plus_eps": (1, False), "per_feature_std_plus_eps": (32, False)}
+SEQ2SEQ_NORMS = {
+    "scalar_std_times_eps": (1, True),
+    "scalar_std_plus_eps": (1, False),
+    "per_feature_std_plus_eps": (32, False),
+}
 
 
 def norm_is(norm_type: str) -> Callable[[nn.Module, nn.Module], bool]:
@@ -190,45 +269,91 @@ def norm_is(norm_type: str) -> Callable[[nn.Module, nn.Module], bool]:
 
     def holds(default, changed):
         norms = [module for module in changed.modules() if isinstance(module, (nn.LayerNorm, HkprojLayerNorm))]
-        return isinstance(default.model.decoder.norm, nn.LayerNorm) and all(
-            isinstance(norm, HkprojLayerNorm) and norm.weight.numel() == size and norm.eps_multiplies_std == times
-            for norm in norms) and len(norms) == 2 * 2 + 2 * 3 + 2
+        return (
+            isinstance(default.model.decoder.norm, nn.LayerNorm)
+            and all(
+                isinstance(norm, HkprojLayerNorm) and norm.weight.numel() == size and norm.eps_multiplies_std == times
+                for norm in norms
+            )
+            and len(norms) == 2 * 2 + 2 * 3 + 2
+        )
+
     return holds
 
 
 SEQ2SEQ_CASES = {
     **shared_cases("seq2seq"),
-    "src_vocab_size": Case({"src_vocab_size": 30}, lambda default, changed: changed.model.encoder.embed_tokens
-                           .num_embeddings == 30 and changed.lm_head.out_features == default.lm_head.out_features),
-    "vocab_size": Case({"vocab_size": 45}, lambda default, changed: changed.lm_head.out_features == 45
-                       and changed.model.decoder.embed_tokens.num_embeddings == 45
-                       and changed.model.encoder.embed_tokens.num_embeddings == 37),
-    "max_position_embeddings": Case({"max_position_embeddings": 4}, lambda default, changed: raises_value_error(
-        lambda: outputs(changed, "seq2seq")) and not raises_value_error(lambda: outputs(default, "seq2seq"))),
+    "src_vocab_size": Case(
+        {"src_vocab_size": 30},
+        lambda default, changed: (
+            changed.model.encoder.embed_tokens.num_embeddings == 30
+            and changed.lm_head.out_features == default.lm_head.out_features
+        ),
+    ),
+    "vocab_size": Case(
+        {"vocab_size": 45},
+        lambda default, changed: (
+            changed.lm_head.out_features == 45
+            and changed.model.decoder.embed_tokens.num_embeddings == 45
+            and changed.model.encoder.embed_tokens.num_embeddings == 37
+        ),
+    ),
+    "max_position_embeddings": Case(
+        {"max_position_embeddings": 4},
+        lambda default, changed: (
+            raises_value_error(lambda: outputs(changed, "seq2seq"))
+            and not raises_value_error(lambda: outputs(default, "seq2seq"))
+        ),
+    ),
     "norm_type": Case({"norm_type": "per_feature_std_plus_eps"}, norm_is("per_feature_std_plus_eps")),
-    "attention_mask_value": Case({"attention_mask_value": -1e9}, lambda default, changed: all(
-        attention.fixed_mask_value == -1e9 for attention in attentions(changed))
-        and changed.config._attn_implementation == "eager" != default.config._attn_implementation),
+    "attention_mask_value": Case(
+        {"attention_mask_value": -1e9},
+        lambda default, changed: (
+            all(attention.fixed_mask_value == -1e9 for attention in attentions(changed))
+            and changed.config._attn_implementation == "eager" != default.config._attn_implementation
+        ),
+    ),
     "scale_embedding": Case({"scale_embedding": False}, outputs_differ("seq2seq"), same_weights=True),
-    "lm_head_bias": Case({"lm_head_bias": False}, lambda default, changed: changed.lm_head.bias is None
-                         and default.lm_head.bias is not None),
-    "output_log_softmax": Case({"output_log_softmax": True}, lambda default, changed: torch.allclose(
-        outputs(changed, "seq2seq").exp().sum(-1), torch.ones(2, 4), atol=1e-4) and not torch.allclose(
-        outputs(default, "seq2seq").exp().sum(-1), torch.ones(2, 4), atol=1e-4), same_weights=True),
-    "label_smoothing": Case({"label_smoothing": 0.3}, lambda default, changed: differ(
-        default(IDS, labels=TARGET).loss, changed(IDS, labels=TARGET).loss), same_weights=True),
+    "lm_head_bias": Case(
+        {"lm_head_bias": False},
+        lambda default, changed: changed.lm_head.bias is None and default.lm_head.bias is not None,
+    ),
+    "output_log_softmax": Case(
+        {"output_log_softmax": True},
+        lambda default, changed: (
+            torch.allclose(outputs(changed, "seq2seq").exp().sum(-1), torch.ones(2, 4), atol=1e-4)
+            and not torch.allclose(outputs(default, "seq2seq").exp().sum(-1), torch.ones(2, 4), atol=1e-4)
+        ),
+        same_weights=True,
+    ),
+    "label_smoothing": Case(
+        {"label_smoothing": 0.3},
+        lambda default, changed: differ(default(IDS, labels=TARGET).loss, changed(IDS, labels=TARGET).loss),
+        same_weights=True,
+    ),
     "use_cache": cache_returned("seq2seq"),
-    "is_encoder_decoder": Case({}, lambda default, changed: raises_value_error(
-        lambda: TINY_CLASSES["seq2seq"][0](is_encoder_decoder=False)) and default.config.is_encoder_decoder),
-    "tie_word_embeddings": Case({"tie_word_embeddings": True}, lambda default, changed: tied(changed)
-                                and not tied(default)),
+    "is_encoder_decoder": Case(
+        {},
+        lambda default, changed: (
+            raises_value_error(lambda: TINY_CLASSES["seq2seq"][0](is_encoder_decoder=False))
+            and default.config.is_encoder_decoder
+        ),
+    ),
+    "tie_word_embeddings": Case(
+        {"tie_word_embeddings": True}, lambda default, changed: tied(changed) and not tied(default)
+    ),
     "pad_token_id": generation_setting("pad_token_id", 0),
     "bos_token_id": generation_setting("bos_token_id", 5),
     "eos_token_id": generation_setting("eos_token_id", 6),
-    "decoder_start_token_id": Case({"decoder_start_token_id": 7}, lambda default, changed: changed.generation_config
-                                   .decoder_start_token_id == 7 and changed.prepare_decoder_input_ids_from_labels(
-                                       TARGET)[:, 0].tolist() == [7, 7] != default.prepare_decoder_input_ids_from_labels(
-                                       TARGET)[:, 0].tolist()),
+    "decoder_start_token_id": Case(
+        {"decoder_start_token_id": 7},
+        lambda default, changed: (
+            changed.generation_config.decoder_start_token_id == 7
+            and changed.prepare_decoder_input_ids_from_labels(TARGET)[:, 0].tolist()
+            == [7, 7]
+            != default.prepare_decoder_input_ids_from_labels(TARGET)[:, 0].tolist()
+        ),
+    ),
 }
 
 CASES = {"gpt": GPT_CASES, "encoder": ENCODER_CASES, "seq2seq": SEQ2SEQ_CASES}

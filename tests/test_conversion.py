@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from isolation import REPO_ROOT, run_without_hf_minitf
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer
 from transformers import AutoTokenizer, pipeline
 
 from hf_minitf import (
@@ -22,12 +23,11 @@ from hf_minitf import (
     MiniTFGPTForCausalLM,
     MiniTFSeq2SeqForConditionalGeneration,
 )
+from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion.char_gpt import convert_char_gpt, load_chars
 from hf_minitf.conversion.frawdllm import convert_frawdllm, convert_frawdllm_embeddings
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed, convert_transformer_embedding
-from isolation import REPO_ROOT, run_without_hf_minitf
-from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
 SOURCES = ["checkpoint.pt", "original.safetensors"]
@@ -52,48 +52,14 @@ def fixture_config(folder) -> dict:
     return json.loads((folder / "config.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def tokenizer_files(tmp_path_factory):
-    """Tokenizer files of the kinds the original codebases write, sized to the fixtures' vocabularies."""
-    root = tmp_path_factory.mktemp("tokenizers")
-    # FrawdLLM: a `tokenizers` byte-level BPE, <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3, here 96 tokens.
-    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())[:92]
-    bpe_vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>", *symbols])}
-    bpe = Tokenizer(models.BPE(vocab=bpe_vocab, merges=[], unk_token="<|unk|>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.save(str(root / "frawdllm_tokenizer.json"))
-    # hkproj: WordLevel + Whitespace per language, [UNK]=0 [PAD]=1 [SOS]=2 [EOS]=3.
-    for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
-        vocab = {token: index for index, token in
-                 enumerate(["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))])}
-        word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        word_level.pre_tokenizer = pre_tokenizers.Whitespace()
-        word_level.save(str(root / name))
-    return root
-
-
-@pytest.fixture(scope="module")
-def miniembed_tokenizer_file(tmp_path_factory, data_dir_module):
-    """MiniEmbed's released tokenizer.json cut to the fixture model's 97 ids."""
-    words = json.loads((data_dir_module / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
-    path = tmp_path_factory.mktemp("miniembed") / "tokenizer.json"
-    path.write_text(json.dumps({"vocab_size": 97, "word_to_id": {w: i for w, i in words.items() if i < 97}}))
-    return path
-
-
-@pytest.fixture(scope="module")
-def data_dir_module():
-    return DATA
-
-
 # ----------------------------------------------------------------------------------------------- char GPT
 @pytest.mark.parametrize("source", SOURCES)
 def test_char_gpt_reproduces_the_original(data_dir, tmp_path, source):
     fixture = data_dir / "char_gpt"
     io = load_file(fixture / "io.safetensors")
-    converted = convert_char_gpt(fixture / source, tmp_path / "out", vocab=fixture / "vocab.json",
-                                 num_heads=fixture_config(fixture)["n_head"])
+    converted = convert_char_gpt(
+        fixture / source, tmp_path / "out", vocab=fixture / "vocab.json", num_heads=fixture_config(fixture)["n_head"]
+    )
     assert converted.inferred["block_size"] == fixture_config(fixture)["block_size"]
     model, info = MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
@@ -131,10 +97,14 @@ def test_frawdllm_reproduces_the_original(data_dir, tmp_path, tokenizer_files, n
     fixture = data_dir / name
     io = load_file(fixture / "io.safetensors")
     original = fixture_config(fixture)
-    options = {"nothing": {}, "config": {"config": fixture / "config.json"},
-               "heads": {"num_heads": original["n_head"]}}[given]
-    converted = convert_frawdllm(fixture / source, tmp_path / "out",
-                                 tokenizer=tokenizer_files / "frawdllm_tokenizer.json", **options)
+    options = {
+        "nothing": {},
+        "config": {"config": fixture / "config.json"},
+        "heads": {"num_heads": original["n_head"]},
+    }[given]
+    converted = convert_frawdllm(
+        fixture / source, tmp_path / "out", tokenizer=tokenizer_files / "frawdllm_tokenizer.json", **options
+    )
     for key in ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "use_rope"):
         assert converted.inferred[key] == original[key], key
     model = MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out").eval()
@@ -162,8 +132,9 @@ def test_frawdllm_reproduces_the_original(data_dir, tmp_path, tokenizer_files, n
 def test_miniembed_reproduces_forward_and_encode(data_dir, tmp_path, miniembed_tokenizer_file, source):
     fixture = data_dir / "minitf_embedding"
     io = load_file(fixture / "io.safetensors")
-    convert_miniembed(fixture / source, tmp_path / "out", tokenizer=miniembed_tokenizer_file,
-                      config=fixture / "config.json")
+    convert_miniembed(
+        fixture / source, tmp_path / "out", tokenizer=miniembed_tokenizer_file, config=fixture / "config.json"
+    )
     model = MiniTFEncoderModel.from_pretrained(tmp_path / "out").eval()
     with torch.no_grad():
         masked = model(io["input_ids"], attention_mask=io["attention_mask"])
@@ -195,19 +166,27 @@ def test_hkproj_reproduces_the_original(data_dir, tmp_path, tokenizer_files, nam
     io = load_file(fixture / "io.safetensors")
     # An untrained early-hkproj model has gains of 1, which both norm formulas admit: the user says which.
     options = {"norm_type": "scalar_std_times_eps"} if name == "seq2seq_transformer" else {}
-    converted = convert_hkproj(fixture / source, tmp_path / "out",
-                               source_tokenizer=tokenizer_files / "tokenizer_en.json",
-                               target_tokenizer=tokenizer_files / "tokenizer_it.json",
-                               num_heads=fixture_config(fixture)["h"], **options)
+    converted = convert_hkproj(
+        fixture / source,
+        tmp_path / "out",
+        source_tokenizer=tokenizer_files / "tokenizer_en.json",
+        target_tokenizer=tokenizer_files / "tokenizer_it.json",
+        num_heads=fixture_config(fixture)["h"],
+        **options,
+    )
     assert converted.inferred["norm_type"] == "scalar_std_times_eps"
     model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "out").eval()
     # Gains of 1 with the early hkproj norm make its -1e9 masking leak, so only prefix recomputation reproduces it.
     assert model.generation_config.use_cache is (name == "seq2seq_transformer_trained_like")
     pad = 1
     with torch.no_grad():
-        outputs = model(input_ids=io["src"], attention_mask=io["src_mask"][:, 0, 0],
-                        decoder_input_ids=io["tgt"], decoder_attention_mask=(io["tgt"] != pad).long(),
-                        output_hidden_states=True)
+        outputs = model(
+            input_ids=io["src"],
+            attention_mask=io["src_mask"][:, 0, 0],
+            decoder_input_ids=io["tgt"],
+            decoder_attention_mask=(io["tgt"] != pad).long(),
+            output_hidden_states=True,
+        )
     # The untrained model's activations are ~1e6 (the early hkproj norm divides by std * eps): compare relative to
     # the scale.
     assert relative_diff(outputs.encoder_last_hidden_state, io["encoder_output"]) <= TOLERANCE
@@ -247,16 +226,25 @@ def test_hkproj_last_version_is_recognised(data_dir, tmp_path, tokenizer_files):
             value = value.expand(32).clone() + 0.01 * torch.randn(32)
         later[key.replace("projection_layer.project.", "projection_layer.proj.")] = value
     save_file(later, str(tmp_path / "later.safetensors"))
-    converted = convert_hkproj(tmp_path / "later.safetensors", tmp_path / "out", num_heads=4,
-                               source_tokenizer=tokenizer_files / "tokenizer_en.json",
-                               target_tokenizer=tokenizer_files / "tokenizer_it.json")
+    converted = convert_hkproj(
+        tmp_path / "later.safetensors",
+        tmp_path / "out",
+        num_heads=4,
+        source_tokenizer=tokenizer_files / "tokenizer_en.json",
+        target_tokenizer=tokenizer_files / "tokenizer_it.json",
+    )
     config = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "out").config
     assert (config.norm_type, config.attention_bias, config.output_log_softmax) == (
-        "per_feature_std_plus_eps", False, False)
+        "per_feature_std_plus_eps",
+        False,
+        False,
+    )
     model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "out")
     assert torch.equal(model.lm_head.weight, later["projection_layer.proj.weight"])
-    assert torch.equal(model.model.decoder.layers[1].cross_attn_layer_norm.weight,
-                       later["decoder.layers.1.residual_connections.1.norm.alpha"])
+    assert torch.equal(
+        model.model.decoder.layers[1].cross_attn_layer_norm.weight,
+        later["decoder.layers.1.residual_connections.1.norm.alpha"],
+    )
     assert converted.inferred["generate_use_cache"]
 
 
@@ -266,9 +254,13 @@ def test_transformer_embedding_layer_loads_into_an_encoder(data_dir, source):
     fixture = data_dir / "transformer_embedding"
     io = load_file(fixture / "io.safetensors")
     weights, fields = convert_transformer_embedding(fixture / source)
-    config = MiniTFEncoderConfig(**fields, num_hidden_layers=1, num_attention_heads=2,
-                                 intermediate_size=2 * fields["hidden_size"],
-                                 pad_token_id=fixture_config(fixture)["pad_idx"])
+    config = MiniTFEncoderConfig(
+        **fields,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=2 * fields["hidden_size"],
+        pad_token_id=fixture_config(fixture)["pad_idx"],
+    )
     model = MiniTFEncoderModel(config).eval()
     result = model.load_state_dict(weights, strict=False)
     assert not result.unexpected_keys and "embed_tokens.weight" not in result.missing_keys
@@ -298,11 +290,19 @@ def converted_folders(tmp_path_factory, tokenizer_files, miniembed_tokenizer_fil
     """One converted folder per family (from the checkpoint.pt files)."""
     root, data = tmp_path_factory.mktemp("converted"), data_dir_module
     convert_char_gpt(data / "char_gpt/checkpoint.pt", root / "gpt", vocab=data / "char_gpt/vocab.json", num_heads=4)
-    convert_miniembed(data / "minitf_embedding/checkpoint.pt", root / "encoder", tokenizer=miniembed_tokenizer_file,
-                      config=data / "minitf_embedding/config.json")
-    convert_hkproj(data / "seq2seq_transformer_trained_like/checkpoint.pt", root / "seq2seq", num_heads=4,
-                   source_tokenizer=tokenizer_files / "tokenizer_en.json",
-                   target_tokenizer=tokenizer_files / "tokenizer_it.json")
+    convert_miniembed(
+        data / "minitf_embedding/checkpoint.pt",
+        root / "encoder",
+        tokenizer=miniembed_tokenizer_file,
+        config=data / "minitf_embedding/config.json",
+    )
+    convert_hkproj(
+        data / "seq2seq_transformer_trained_like/checkpoint.pt",
+        root / "seq2seq",
+        num_heads=4,
+        source_tokenizer=tokenizer_files / "tokenizer_en.json",
+        target_tokenizer=tokenizer_files / "tokenizer_it.json",
+    )
     return root
 
 
@@ -324,8 +324,14 @@ def _outputs(model, family, data):
         return model(input_ids=io["src"], decoder_input_ids=io["tgt"]).logits
 
 
-@pytest.mark.parametrize("family,model_class", [("gpt", MiniTFGPTForCausalLM), ("encoder", MiniTFEncoderModel),
-                                                ("seq2seq", MiniTFSeq2SeqForConditionalGeneration)])
+@pytest.mark.parametrize(
+    "family,model_class",
+    [
+        ("gpt", MiniTFGPTForCausalLM),
+        ("encoder", MiniTFEncoderModel),
+        ("seq2seq", MiniTFSeq2SeqForConditionalGeneration),
+    ],
+)
 def test_converted_saved_loaded_gives_identical_outputs(converted_folders, data_dir, tmp_path, family, model_class):
     first = model_class.from_pretrained(converted_folders / family).eval()
     first.save_pretrained(tmp_path / "again")
@@ -342,7 +348,8 @@ def test_converted_saved_loaded_gives_identical_outputs(converted_folders, data_
 
 def test_converted_folders_load_without_hf_minitf(converted_folders, data_dir):
     """What a Hub user without this package gets: trust_remote_code loads the copied model and tokenizer code."""
-    result = run_without_hf_minitf(f"""
+    result = run_without_hf_minitf(
+        f"""
         import json, torch
         from safetensors.torch import load_file, save_file
         from sentence_transformers import SentenceTransformer
@@ -367,7 +374,9 @@ def test_converted_folders_load_without_hf_minitf(converted_folders, data_dir):
         print(json.dumps(dict(gpt_diff=gpt_diff, gpt_greedy=gpt_greedy, st_diff=st_diff,
                               s2s_greedy=torch.equal(out, io["greedy_src0"]), s2s_tokenizer=type(tok).__name__,
                               gpt_class=type(gpt).__module__)))
-    """, cwd=str(converted_folders))
+    """,
+        cwd=str(converted_folders),
+    )
     assert result["gpt_diff"] <= TOLERANCE and result["gpt_greedy"]
     assert result["st_diff"] <= TOLERANCE
     assert result["s2s_greedy"] and result["s2s_tokenizer"] == "MiniTFSeq2SeqTokenizer"
@@ -380,14 +389,18 @@ def test_convert_help_names_every_source_and_what_it_needs(capsys):
         minitf_main(["convert", "--help"])
     assert exit_info.value.code == 0
     text = capsys.readouterr().out
-    assert all(source in text for source in ("char-gpt", "frawdllm", "miniembed", "hkproj", "transformer-embedding",
-                                             "frawdllm-embeddings"))
-    needs = {"char-gpt": ["--vocab", "--num-heads", "Inferred"],
-             "frawdllm": ["--tokenizer", "--num-heads", "--revision", "repo id", "tiny-llama", "Inferred"],
-             "transformer-embedding": ["embedding_config.json", "--prefix"],
-             "frawdllm-embeddings": ["embedding_config.json", "--prefix"],
-             "miniembed": ["--tokenizer", "--config", "Inferred"],
-             "hkproj": ["--source-tokenizer", "--target-tokenizer", "--num-heads", "--norm-type", "Inferred"]}
+    assert all(
+        source in text
+        for source in ("char-gpt", "frawdllm", "miniembed", "hkproj", "transformer-embedding", "frawdllm-embeddings")
+    )
+    needs = {
+        "char-gpt": ["--vocab", "--num-heads", "Inferred"],
+        "frawdllm": ["--tokenizer", "--num-heads", "--revision", "repo id", "tiny-llama", "Inferred"],
+        "transformer-embedding": ["embedding_config.json", "--prefix"],
+        "frawdllm-embeddings": ["embedding_config.json", "--prefix"],
+        "miniembed": ["--tokenizer", "--config", "Inferred"],
+        "hkproj": ["--source-tokenizer", "--target-tokenizer", "--num-heads", "--norm-type", "Inferred"],
+    }
     for source, words in needs.items():
         with pytest.raises(SystemExit):
             minitf_main(["convert", source, "--help"])
@@ -397,8 +410,15 @@ def test_convert_help_names_every_source_and_what_it_needs(capsys):
 
 def test_cli_converts_and_reports_errors(data_dir, tmp_path, capsys):
     fixture = data_dir / "char_gpt"
-    base = ["convert", "char-gpt", str(fixture / "checkpoint.pt"), "--vocab", str(fixture / "vocab.json"),
-            "--out", str(tmp_path / "out")]
+    base = [
+        "convert",
+        "char-gpt",
+        str(fixture / "checkpoint.pt"),
+        "--vocab",
+        str(fixture / "vocab.json"),
+        "--out",
+        str(tmp_path / "out"),
+    ]
     assert minitf_main(base) == 2
     assert "--num-heads" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -412,9 +432,21 @@ def test_the_conversion_package_runs_as_a_script(data_dir, tmp_path, tokenizer_f
     """`python -m hf_minitf.conversion SOURCE ...` is `minitf convert SOURCE ...`."""
     fixture = data_dir / "frawdllm_rope"
     result = subprocess.run(
-        [sys.executable, "-m", "hf_minitf.conversion", "frawdllm", str(fixture / "checkpoint.pt"),
-         "--tokenizer", str(tokenizer_files / "frawdllm_tokenizer.json"), "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "hf_minitf.conversion",
+            "frawdllm",
+            str(fixture / "checkpoint.pt"),
+            "--tokenizer",
+            str(tokenizer_files / "frawdllm_tokenizer.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert f"Converted FrawdLLM {fixture / 'checkpoint.pt'} into {tmp_path / 'out'}" in result.stdout

@@ -18,7 +18,7 @@ from hf_minitf.conversion.char_gpt import convert_char_gpt, plan_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
-from hf_minitf.output_folder import OutputFolderError
+from hf_minitf.safety.output_folders import OutputFolderError
 
 DATA = Path(__file__).parent / "data"
 CHAR_GPT = DATA / "char_gpt"
@@ -94,8 +94,11 @@ def test_the_allow_listed_config_class_only_receives_fields(tmp_path, monkeypatc
 
     ModelConfig.__module__, ModelConfig.__qualname__ = "src.model.config", "ModelConfig"
     module.ModelConfig = ModelConfig
-    for name, value in (("src", types.ModuleType("src")), ("src.model", types.ModuleType("src.model")),
-                        ("src.model.config", module)):
+    for name, value in (
+        ("src", types.ModuleType("src")),
+        ("src.model", types.ModuleType("src.model")),
+        ("src.model.config", module),
+    ):
         monkeypatch.setitem(sys.modules, name, value)
     state = load_file(DATA / "frawdllm_rope/original.safetensors")
     torch.save({"model_state_dict": state, "config": ModelConfig()}, tmp_path / "called.pt")
@@ -137,8 +140,10 @@ def test_wrong_shape_is_named(tmp_path):
     assert_no_output(tmp_path)
 
 
-@pytest.mark.parametrize("fixture,expected", [("frawdllm_learned", "frawdllm"), ("minitf_embedding", "miniembed"),
-                                              ("seq2seq_transformer", "hkproj")])
+@pytest.mark.parametrize(
+    "fixture,expected",
+    [("frawdllm_learned", "frawdllm"), ("minitf_embedding", "miniembed"), ("seq2seq_transformer", "hkproj")],
+)
 def test_checkpoint_of_another_architecture_names_the_right_converter(tmp_path, fixture, expected):
     with pytest.raises(ConversionError, match=f"use `minitf convert {expected}`"):
         convert_char_gpt(DATA / fixture / "checkpoint.pt", tmp_path / "out", vocab=CHARS, num_heads=4)
@@ -173,11 +178,17 @@ def test_what_the_weights_cannot_say_is_asked_for(tmp_path):
     with pytest.raises(ConversionError, match="64 characters but the model has 65"):
         convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS[:-1], num_heads=4)
     with pytest.raises(ConversionError, match="block_size=32 but the weights say 16"):
-        convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS,
-                         original_config={"n_head": 4, "block_size": 32})
+        convert_char_gpt(
+            CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS, original_config={"n_head": 4, "block_size": 32}
+        )
     with pytest.raises(ConversionError, match="--norm-type"):
-        convert_hkproj(DATA / "seq2seq_transformer/checkpoint.pt", tmp_path / "out", num_heads=4,
-                       source_tokenizer=tmp_path / "s.json", target_tokenizer=tmp_path / "t.json")
+        convert_hkproj(
+            DATA / "seq2seq_transformer/checkpoint.pt",
+            tmp_path / "out",
+            num_heads=4,
+            source_tokenizer=tmp_path / "s.json",
+            target_tokenizer=tmp_path / "t.json",
+        )
     state = load_file(DATA / "frawdllm_rope/original.safetensors")
     save_file({k: v for k, v in state.items() if not k.endswith(".attn.mask")}, str(tmp_path / "nomask.safetensors"))
     with pytest.raises(ConversionError, match="--context-length"):
@@ -190,16 +201,23 @@ def test_rmsnorm_weights_are_refused_but_the_inert_flag_is_not(tmp_path):
     state = load_file(DATA / "frawdllm_learned/original.safetensors")
     save_file({k: v for k, v in state.items() if not k.endswith("ln1.bias")}, str(tmp_path / "rms.safetensors"))
     with pytest.raises(ConversionError, match=r"blocks\.0\.ln1\.weight, blocks\.1\.ln1\.weight have no bias.*RMSNorm"):
-        convert_frawdllm(tmp_path / "rms.safetensors", tmp_path / "out", tokenizer=tmp_path / "t.json", num_heads=4,
-                         config={"use_rmsnorm": True})
+        convert_frawdllm(
+            tmp_path / "rms.safetensors",
+            tmp_path / "out",
+            tokenizer=tmp_path / "t.json",
+            num_heads=4,
+            config={"use_rmsnorm": True},
+        )
     assert_no_output(tmp_path)
 
 
 def test_tokenizer_that_does_not_fit_is_refused(tmp_path):
     from tokenizers import Tokenizer, models
 
-    vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"] +
-                                                           [f"w{i}" for i in range(200)])}
+    vocab = {
+        token: index
+        for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"] + [f"w{i}" for i in range(200)])
+    }
     Tokenizer(models.WordLevel(vocab=vocab, unk_token="<|unk|>")).save(str(tmp_path / "big.json"))
     with pytest.raises(ConversionError, match="token id 203, past the model's vocab_size=96"):
         convert_frawdllm(DATA / "frawdllm_learned/checkpoint.pt", tmp_path / "out", tokenizer=tmp_path / "big.json")
@@ -217,8 +235,9 @@ def test_output_folder_is_never_clobbered_or_left_half_written(tmp_path):
     save_file({k: v for k, v in char_gpt_state().items() if k != "ln_f.bias"}, str(broken))
     with pytest.raises(ConversionError, match="ln_f.bias"):
         convert_char_gpt(broken, out, vocab=CHARS, num_heads=4, overwrite=True)
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "keep.txt"], \
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "keep.txt"], (
         "a failed conversion touched the existing folder"
+    )
     convert_char_gpt(CHAR_GPT / "checkpoint.pt", out, vocab=CHARS, num_heads=4, overwrite=True)
     assert not (out / "keep.txt").exists() and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.safetensors", "out"]
@@ -240,20 +259,23 @@ def test_weights_are_streamed_one_tensor_at_a_time(tmp_path):
     with open_checkpoint(CHAR_GPT / "original.safetensors") as source:
         converted = plan_char_gpt(source, CHARS, num_heads=4)
         for plan in converted.plans:
+
             def produce(original=plan.produce):
                 nonlocal peak
                 tensor = original().clone()
                 alive.append(weakref.ref(tensor))
                 peak = max(peak, sum(ref() is not None for ref in alive))
                 return tensor
+
             plan.produce = produce
         save_converted(converted, tmp_path / "out")
     assert len(alive) == len(converted.plans) and peak == 1
     with safe_open(str(tmp_path / "out/model.safetensors"), "pt") as written:
         assert sorted(written.keys()) == sorted(plan.name for plan in converted.plans)
         assert torch.equal(written.get_tensor("model.embed_tokens.weight"), char_gpt_state()["wte.weight"])
-    assert torch.equal(MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out").model.norm.bias,
-                       char_gpt_state()["ln_f.bias"])
+    assert torch.equal(
+        MiniTFGPTForCausalLM.from_pretrained(tmp_path / "out").model.norm.bias, char_gpt_state()["ln_f.bias"]
+    )
 
 
 def test_dtype_option_casts_the_saved_weights(tmp_path):

@@ -67,9 +67,13 @@ def read_blocks(page: Path) -> list[Block]:
             continue
         end = next((j for j in range(index + 1, len(lines)) if lines[j].strip() == "```"), None)
         assert end is not None, f"{page.name}:{index + 1}: a code block is not closed"
-        block = Block(page, index + 1, match[1], "\n".join(lines[index + 1:end]) + "\n")
-        between = blocks and blocks[-1].language == "python" and blocks[-1].expected is None and \
-            all(not line.strip() for line in lines[blocks[-1].end:index])
+        block = Block(page, index + 1, match[1], "\n".join(lines[index + 1 : end]) + "\n")
+        between = (
+            blocks
+            and blocks[-1].language == "python"
+            and blocks[-1].expected is None
+            and all(not line.strip() for line in lines[blocks[-1].end : index])
+        )
         if block.language == "text" and between:
             blocks[-1].expected = block.code
         else:
@@ -97,8 +101,11 @@ def console_commands(block: Block) -> list[tuple[str, str]]:
 
 def check_output(block: Block, what: str, expected: str, got: str) -> None:
     if not CHECKER.check_output(expected, got, OPTIONS):
-        pytest.fail(f"{block.name}: {what} printed something else than the docs show:\n"
-                    + CHECKER.output_difference(doctest.Example("", expected), got, OPTIONS), pytrace=False)
+        pytest.fail(
+            f"{block.name}: {what} printed something else than the docs show:\n"
+            + CHECKER.output_difference(doctest.Example("", expected), got, OPTIONS),
+            pytrace=False,
+        )
 
 
 @contextlib.contextmanager
@@ -115,7 +122,7 @@ def transformers_logging_kept():
 
 
 def run_minitf(arguments: list[str]) -> tuple[int, str, str]:
-    from minitf_cli import main
+    from hf_minitf.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with transformers_logging_kept(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -145,8 +152,10 @@ def run_console(block: Block) -> None:
 def run_python(block: Block, namespace: dict) -> None:
     tree = ast.parse(block.code, filename=block.name)
     if block.expected is None and not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
-        pytest.fail(f"{block.name}: a python block must assert something or be followed by its output in a text "
-                    "block", pytrace=False)
+        pytest.fail(
+            f"{block.name}: a python block must assert something or be followed by its output in a text block",
+            pytrace=False,
+        )
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(tree, block.name, "exec"), namespace)
@@ -187,8 +196,10 @@ class PageRun:
                 elif block.language == "bash":
                     run_make(block)
                 else:
-                    assert block.language == "text", f"{block.name}: a ```{block.language} block is not checked; " \
-                                                     "use python, console, bash (make) or text"
+                    assert block.language == "text", (
+                        f"{block.name}: a ```{block.language} block is not checked; "
+                        "use python, console, bash (make) or text"
+                    )
             finally:
                 os.chdir(previous)
         if self.upto == len(self.blocks):
@@ -197,8 +208,11 @@ class PageRun:
 
 # Pages whose blocks need a running server: another test runs them, against the server it starts.
 RUN_ELSEWHERE = {
-    ROOT / "docs/serving.md": ("test_serving.py", "test_the_serving_page_examples",
-                               "its curl and openai examples call a running `minitf serve`"),
+    ROOT / "docs/serving.md": (
+        "test_serving.py",
+        "test_the_serving_page_examples",
+        "its curl and openai examples call a running `minitf serve`",
+    ),
 }
 BLOCKS = [block for page in PAGES if page not in RUN_ELSEWHERE for block in read_blocks(page)]
 
@@ -241,8 +255,11 @@ def test_links_between_pages_point_at_files():
 
 def test_the_reader_pairs_outputs_and_refuses_unchecked_code(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("Intro\n\n```python\nprint(1 + 1)\n```\n\n```text\n2\n```\n\n```python\nx = 1\n```\n\n"
-                    "```console\n$ minitf --version\nminitf (hf-minitf) ...\n```\n", encoding="utf-8")
+    page.write_text(
+        "Intro\n\n```python\nprint(1 + 1)\n```\n\n```text\n2\n```\n\n```python\nx = 1\n```\n\n"
+        "```console\n$ minitf --version\nminitf (hf-minitf) ...\n```\n",
+        encoding="utf-8",
+    )
     printing, silent, console = read_blocks(page)
     assert (printing.language, printing.expected, silent.expected) == ("python", "2\n", None)
     assert console_commands(console) == [("minitf --version", "minitf (hf-minitf) ...\n")]

@@ -6,6 +6,8 @@ import os
 
 import pytest
 import torch
+from conftest import tiny_config, tiny_model
+from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from transformers import (
     AutoConfig,
@@ -24,8 +26,6 @@ from hf_minitf import (
     save_sentence_transformer,
     train_wordlevel_tokenizer,
 )
-from conftest import tiny_config, tiny_model
-from isolation import run_without_hf_minitf
 
 TEXTS = [
     "the cat sat on the mat",
@@ -75,9 +75,14 @@ def load_miniembed(data_dir, attn_implementation):
     folder = data_dir / "minitf_embedding"
     miniembed = json.loads((folder / "config.json").read_text())
     config = MiniTFEncoderConfig(
-        vocab_size=miniembed["vocab_size"], d_model=miniembed["d_model"], num_heads=miniembed["num_heads"],
-        num_layers=miniembed["num_layers"], d_ff=miniembed["d_ff"], max_seq_len=miniembed["max_seq_len"],
-        pad_token_id=miniembed["pad_token_id"], hidden_dropout=miniembed["dropout"],
+        vocab_size=miniembed["vocab_size"],
+        d_model=miniembed["d_model"],
+        num_heads=miniembed["num_heads"],
+        num_layers=miniembed["num_layers"],
+        d_ff=miniembed["d_ff"],
+        max_seq_len=miniembed["max_seq_len"],
+        pad_token_id=miniembed["pad_token_id"],
+        hidden_dropout=miniembed["dropout"],
         attention_dropout=miniembed["dropout"],
     )
     config._attn_implementation = attn_implementation
@@ -112,8 +117,13 @@ def test_embedding_layer_is_the_transformer_embedding_layer(data_dir):
     folder = data_dir / "transformer_embedding"
     layer = json.loads((folder / "config.json").read_text())
     original, io = load_file(folder / "original.safetensors"), load_file(folder / "io.safetensors")
-    config = tiny_config("encoder", vocab_size=layer["vocab_size"], hidden_size=layer["d_model"],
-                         max_position_embeddings=layer["max_len"], pad_token_id=layer["pad_idx"])
+    config = tiny_config(
+        "encoder",
+        vocab_size=layer["vocab_size"],
+        hidden_size=layer["d_model"],
+        max_position_embeddings=layer["max_len"],
+        pad_token_id=layer["pad_idx"],
+    )
     model = MiniTFEncoderModel(config).eval()
     assert model.embed_tokens.padding_idx == layer["pad_idx"]
     model.embed_tokens.weight.data.copy_(original["token_embedding.weight"])
@@ -126,8 +136,16 @@ def test_parameter_names_and_position_types():
     sinusoidal = tiny_model("encoder", num_hidden_layers=1)
     expected = {"embed_tokens.weight", "norm.weight", "norm.bias"} | {
         f"layers.0.{name}.{kind}"
-        for name in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                     "self_attn_layer_norm", "mlp_layer_norm", "mlp.fc1", "mlp.fc2")
+        for name in (
+            "self_attn.q_proj",
+            "self_attn.k_proj",
+            "self_attn.v_proj",
+            "self_attn.o_proj",
+            "self_attn_layer_norm",
+            "mlp_layer_norm",
+            "mlp.fc1",
+            "mlp.fc2",
+        )
         for kind in ("weight", "bias")
     }
     assert set(sinusoidal.state_dict()) == expected
@@ -157,8 +175,8 @@ def test_eager_and_sdpa_agree_and_padding_does_not_leak():
     for row in range(input_ids.shape[0]):
         length = int(attention_mask[row].sum())
         with torch.no_grad():
-            alone = model(input_ids[row:row + 1, :length]).pooler_output
-        torch.testing.assert_close(batch[row:row + 1], alone, atol=1e-6, rtol=0)
+            alone = model(input_ids[row : row + 1, :length]).pooler_output
+        torch.testing.assert_close(batch[row : row + 1], alone, atol=1e-6, rtol=0)
     torch.testing.assert_close(batch.norm(dim=-1), torch.ones(3), atol=1e-6, rtol=0)
 
 
@@ -271,17 +289,26 @@ def test_sentence_transformer_training_lowers_loss(tmp_path, tokenizer):
     )
     from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-    folder = save_sentence_transformer(tiny_model("encoder", hidden_dropout=0.0, attention_dropout=0.0), tokenizer,
-                                       tmp_path / "st")
+    folder = save_sentence_transformer(
+        tiny_model("encoder", hidden_dropout=0.0, attention_dropout=0.0), tokenizer, tmp_path / "st"
+    )
     st_model = SentenceTransformer(folder, device="cpu")
     pairs = Dataset.from_dict({"anchor": TEXTS[0::2], "positive": TEXTS[1::2]})
     args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, per_device_eval_batch_size=4,
-        num_train_epochs=8, learning_rate=5e-3, use_cpu=True, report_to=[], save_strategy="no",
-        logging_steps=1, disable_tqdm=True,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        num_train_epochs=8,
+        learning_rate=5e-3,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
     )
-    trainer = SentenceTransformerTrainer(model=st_model, args=args, train_dataset=pairs, eval_dataset=pairs,
-                                         loss=MultipleNegativesRankingLoss(st_model))
+    trainer = SentenceTransformerTrainer(
+        model=st_model, args=args, train_dataset=pairs, eval_dataset=pairs, loss=MultipleNegativesRankingLoss(st_model)
+    )
     before = trainer.evaluate()["eval_loss"]
     trainer.train()
     after = trainer.evaluate()["eval_loss"]
@@ -291,15 +318,29 @@ def test_sentence_transformer_training_lowers_loss(tmp_path, tokenizer):
 def test_classification_trainer_and_pipeline(tmp_path, tokenizer):
     from datasets import Dataset
 
-    config = tiny_config("encoder", num_labels=2, id2label={0: "animal", 1: "place"}, label2id={"animal": 0, "place": 1},
-                         hidden_dropout=0.0, attention_dropout=0.0)
+    config = tiny_config(
+        "encoder",
+        num_labels=2,
+        id2label={0: "animal", 1: "place"},
+        label2id={"animal": 0, "place": 1},
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
+    )
     model = MiniTFEncoderForSequenceClassification(config)
     labels = [0, 0, 0, 0, 0, 1, 1, 1]
     encoded = tokenizer(TEXTS, truncation=True)
     dataset = Dataset.from_dict({**encoded, "labels": labels})
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, num_train_epochs=15,
-                             learning_rate=1e-2, use_cpu=True, report_to=[], save_strategy="no",
-                             logging_steps=1, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        num_train_epochs=15,
+        learning_rate=1e-2,
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer)
     before = trainer.evaluate()["eval_loss"]
     trainer.train()

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
-
 from engine_models import GPT_PROMPTS, PAIRS, ctranslate2_export, model_folder, run_minitf, workspace
-from minitf_cli import main as minitf_main
+
+from hf_minitf.cli import main as minitf_main
 
 
 def stdout_of(*args: str) -> str:
@@ -44,16 +44,29 @@ def test_export_onnx_command_and_embed():
     assert np.abs(vectors - expected).max() <= 2e-6  # printed rounded to 6 decimals
 
 
-@pytest.mark.parametrize("args,message", [
-    (["export", "onnx", "GPT", "OUT"], "takes encoder models"),
-    (["export", "ctranslate2", "ENCODER", "OUT", "--quantization", "int8"], "encoders go to ONNX: minitf export onnx"),
-    (["translate", "GPT_EXPORT", "some text"], "is a ctranslate2 generator export of a minitf_gpt model, which "
-                                                "`minitf translate` does not run; use `minitf generate` with it"),
-    (["embed", "GPT_EXPORT", "some text"], "which `minitf embed` does not run; use `minitf generate` with it"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["export", "onnx", "GPT", "OUT"], "takes encoder models"),
+        (
+            ["export", "ctranslate2", "ENCODER", "OUT", "--quantization", "int8"],
+            "encoders go to ONNX: minitf export onnx",
+        ),
+        (
+            ["translate", "GPT_EXPORT", "some text"],
+            "is a ctranslate2 generator export of a minitf_gpt model, which "
+            "`minitf translate` does not run; use `minitf generate` with it",
+        ),
+        (["embed", "GPT_EXPORT", "some text"], "which `minitf embed` does not run; use `minitf generate` with it"),
+    ],
+)
 def test_wrong_folders_are_one_line_errors(capsys, args, message):
-    names = {"GPT": str(model_folder("gpt", "learned")), "ENCODER": str(model_folder("encoder", "miniembed")),
-             "OUT": str(workspace() / "refused"), "GPT_EXPORT": str(ctranslate2_export("gpt", "learned"))}
+    names = {
+        "GPT": str(model_folder("gpt", "learned")),
+        "ENCODER": str(model_folder("encoder", "miniembed")),
+        "OUT": str(workspace() / "refused"),
+        "GPT_EXPORT": str(ctranslate2_export("gpt", "learned")),
+    }
     assert minitf_main([names.get(arg, arg) for arg in args]) == 2
     error = capsys.readouterr().err
     last_line = error.strip().splitlines()[-1]  # (above it: the progress bars of building the fixtures)

@@ -15,23 +15,31 @@ import sys
 import numpy as np
 import pytest
 import torch
+from export_models import make_gpt_sources, minitf_greedy, prompt_ids
 from gguf import GGMLQuantizationType, quants
 from transformers import AutoTokenizer
 
-from export_models import make_gpt_sources, minitf_greedy, prompt_ids
 from hf_minitf import MiniTFGPTForCausalLM
 from hf_minitf.export import export_gguf
 
 pytestmark = [
     pytest.mark.engines,
-    pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None,
-                       reason="llama-cpp-python is not installed (pip install llama-cpp-python)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None,
+        reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
+    ),
 ]
 NEW_TOKENS = 100
 # Rotary models run past their context as MiniTF does; learned-position models fill theirs (80 positions; the char
 # GPT fixture 16).
-CASES = {"char_gpt": 12, "bpe_learned": 70, "bpe_rope_untied": NEW_TOKENS, "char_rope_no_bias": NEW_TOKENS,
-         "frawdllm_rope": NEW_TOKENS, "char_rope_rotate_half": NEW_TOKENS}
+CASES = {
+    "char_gpt": 12,
+    "bpe_learned": 70,
+    "bpe_rope_untied": NEW_TOKENS,
+    "char_rope_no_bias": NEW_TOKENS,
+    "frawdllm_rope": NEW_TOKENS,
+    "char_rope_rotate_half": NEW_TOKENS,
+}
 
 LLAMA_RUN = """
 import json, sys
@@ -87,7 +95,7 @@ def forced_gaps(folder, prompt: list[int], tokens: list[int]) -> list[tuple[floa
     largest |logit|)."""
     model = MiniTFGPTForCausalLM.from_pretrained(folder).eval()
     with torch.no_grad():
-        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1:-1]
+        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1 : -1]
     chosen = logits.gather(1, torch.tensor(tokens)[:, None])[:, 0]
     return list(zip((logits.max(1).values - chosen).tolist(), logits.abs().max(1).values.tolist()))
 
@@ -102,8 +110,9 @@ def llama_results(tmp_path_factory):
         tokenizer = AutoTokenizer.from_pretrained(sources[name])
         for dtype in ("f32", "f16", "q8_0"):
             path = str(export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype))
-            reference_folder = sources[name] if dtype == "f32" else rounded_copy(sources[name], dtype,
-                                                                                  root / f"{name}.{dtype}.minitf")
+            reference_folder = (
+                sources[name] if dtype == "f32" else rounded_copy(sources[name], dtype, root / f"{name}.{dtype}.minitf")
+            )
             reference = minitf_greedy(reference_folder, prompt, new_tokens)
             cases.append({"path": path, "prompt": prompt, "new_tokens": new_tokens, "texts": TEXTS})
             # llama.cpp drops what the vocabulary lacks, where the tokenizer gives its unknown token (the FrawdLLM
@@ -112,8 +121,9 @@ def llama_results(tmp_path_factory):
             expected[name, dtype] = (path, reference, text_ids, reference_folder, prompt)
     results = {}
     for case in cases:  # one llama.cpp process per file
-        completed = subprocess.run([sys.executable, "-c", LLAMA_RUN, json.dumps([case])], capture_output=True,
-                                   text=True, timeout=300)
+        completed = subprocess.run(
+            [sys.executable, "-c", LLAMA_RUN, json.dumps([case])], capture_output=True, text=True, timeout=300
+        )
         assert completed.returncode == 0, completed.stderr[-3000:]
         results |= json.loads(completed.stdout.strip().splitlines()[-1])
     return expected, results

@@ -8,26 +8,25 @@ import re
 
 import pytest
 import torch
-from safetensors.torch import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
 from engine_models import (
     GPT_KINDS,
     GPT_PROMPTS,
     PAIRS,
     SEQ2SEQ_KINDS,
     ctranslate2_export,
-    make_gpt,
     make_seq2seq,
     model_folder,
     run_python,
 )
+from safetensors.torch import load_file
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
 from hf_minitf import MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
-from hf_minitf.export_ctranslate2 import export_ctranslate2
+from hf_minitf.export.ctranslate2 import export_ctranslate2
 
 NEW_TOKENS = 20
 
@@ -67,8 +66,12 @@ def engine_translate_ids(folder, sources: list[list[int]], max_length: int) -> l
 def minitf_greedy(folder, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     with torch.no_grad():
-        return [model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False)[0,
-                len(prompt):].tolist() for prompt in prompts]
+        return [
+            model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False)[
+                0, len(prompt) :
+            ].tolist()
+            for prompt in prompts
+        ]
 
 
 @pytest.mark.parametrize("kind", list(GPT_KINDS))
@@ -79,8 +82,9 @@ def test_gpt_greedy_tokens_equal_minitf(kind):
     expected = minitf_greedy(folder, prompts, NEW_TOKENS)
     exported = ctranslate2_export("gpt", kind)
     assert engine_generate(exported, prompts, NEW_TOKENS) == expected
-    assert {"model.bin", "vocabulary.json", "config.json", "tokenizer.json", "README.md"} <= \
-        {path.name for path in exported.iterdir()}
+    assert {"model.bin", "vocabulary.json", "config.json", "tokenizer.json", "README.md"} <= {
+        path.name for path in exported.iterdir()
+    }
     config = json.loads((exported / "config.json").read_text())
     assert config["layer_norm_epsilon"] == 1e-5
 
@@ -93,8 +97,9 @@ def test_translations_equal_minitf(kind):
     sources = [tokenizer(source).input_ids for source, _ in PAIRS]
     limit = model.config.max_position_embeddings
     with torch.no_grad():
-        expected = [model.generate(torch.tensor([ids]), max_length=limit, do_sample=False)[0].tolist()
-                    for ids in sources]
+        expected = [
+            model.generate(torch.tensor([ids]), max_length=limit, do_sample=False)[0].tolist() for ids in sources
+        ]
     assert engine_translate_ids(ctranslate2_export("seq2seq", kind), sources, limit) == expected
 
 
@@ -107,14 +112,22 @@ def test_translator_readme_code_translates_as_minitf():
     limit = json.loads((folder / "config.json").read_text())["max_position_embeddings"]
     code = code.replace("path/to/this/folder", str(exported)).replace("MAX_LENGTH", str(limit - 1))
     code = code.replace('["a sentence to translate"]', repr([source for source, _ in PAIRS]))
-    printed = run_python(code.replace("    print(", "    lines.append(") .replace(
-        "for result in results:", "lines = []\nfor result in results:") + "\nimport json\nprint(json.dumps(lines))")
+    printed = run_python(
+        code.replace("    print(", "    lines.append(").replace(
+            "for result in results:", "lines = []\nfor result in results:"
+        )
+        + "\nimport json\nprint(json.dumps(lines))"
+    )
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with torch.no_grad():
-        expected = [tokenizer.decode(model.generate(**tokenizer(source, return_tensors="pt"), max_length=limit,
-                                                    do_sample=False)[0], skip_special_tokens=True)
-                    for source, _ in PAIRS]
+        expected = [
+            tokenizer.decode(
+                model.generate(**tokenizer(source, return_tensors="pt"), max_length=limit, do_sample=False)[0],
+                skip_special_tokens=True,
+            )
+            for source, _ in PAIRS
+        ]
     assert printed == expected
 
 
@@ -134,10 +147,13 @@ def test_int8_export_stores_int8_weights_and_runs(family, kind):
 # --------------------------------------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("norm_type", "per_feature_std_plus_eps", "norm_type='per_feature_std_plus_eps'"),
-    ("hidden_act", "quick_gelu", "hidden_act='quick_gelu'"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("norm_type", "per_feature_std_plus_eps", "norm_type='per_feature_std_plus_eps'"),
+        ("hidden_act", "quick_gelu", "hidden_act='quick_gelu'"),
+    ],
+)
 def test_configs_without_an_exact_form_are_refused(tmp_path, field, value, message):
     folder = make_seq2seq(tmp_path / "model", **{field: value})
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -193,8 +209,12 @@ def test_frawdllm_fixtures_give_the_originals_greedy_tokens(data_dir, tmp_path, 
 
 def _hkproj_tokenizers(folder):
     for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
-        vocab = {token: index for index, token in
-                 enumerate(["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))])}
+        vocab = {
+            token: index
+            for index, token in enumerate(
+                ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))]
+            )
+        }
         word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
         word_level.pre_tokenizer = pre_tokenizers.Whitespace()
         word_level.save(str(folder / name))
@@ -204,18 +224,25 @@ def test_hkproj_fixtures(data_dir, tmp_path):
     """The trained-like hkproj model (its first norm) gives the original's greedy translation; the untrained one,
     whose -1e9 mask overflows so that only recomputing the prefix reproduces it, is refused."""
     _hkproj_tokenizers(tmp_path)
-    options = dict(source_tokenizer=tmp_path / "tokenizer_en.json", target_tokenizer=tmp_path / "tokenizer_it.json",
-                   num_heads=4)
-    convert_hkproj(data_dir / "seq2seq_transformer/checkpoint.pt", tmp_path / "untrained",
-                   norm_type="scalar_std_times_eps", **options)
+    options = dict(
+        source_tokenizer=tmp_path / "tokenizer_en.json", target_tokenizer=tmp_path / "tokenizer_it.json", num_heads=4
+    )
+    convert_hkproj(
+        data_dir / "seq2seq_transformer/checkpoint.pt",
+        tmp_path / "untrained",
+        norm_type="scalar_std_times_eps",
+        **options,
+    )
     with pytest.raises(ValueError, match="generation_config.use_cache=False"):
         export_ctranslate2(tmp_path / "untrained", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
     fixture = data_dir / "seq2seq_transformer_trained_like"
     convert_hkproj(fixture / "checkpoint.pt", tmp_path / "trained", **options)
-    assert MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "trained").config.norm_type == \
-        "scalar_std_times_eps"
+    assert (
+        MiniTFSeq2SeqForConditionalGeneration.from_pretrained(tmp_path / "trained").config.norm_type
+        == "scalar_std_times_eps"
+    )
     export_ctranslate2(tmp_path / "trained", tmp_path / "out")
     io = load_file(fixture / "io.safetensors")
     source = io["src"][0][io["src_mask"][0, 0, 0].bool()].tolist()

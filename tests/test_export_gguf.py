@@ -10,16 +10,23 @@ import gguf
 import numpy as np
 import pytest
 import torch
+from export_models import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from export_models import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from hf_minitf import MiniTFGPTForCausalLM
-from minitf_cli import main as minitf_main
+from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_gguf
 
 DTYPES = ("f32", "f16", "q8_0")
-GPT_CASES = ["char_gpt", "frawdllm_learned", "frawdllm_rope", "bpe_learned", "bpe_rope_untied", "char_rope_no_bias",
-             "char_rope_rotate_half"]
+GPT_CASES = [
+    "char_gpt",
+    "frawdllm_learned",
+    "frawdllm_rope",
+    "bpe_learned",
+    "bpe_rope_untied",
+    "char_rope_no_bias",
+    "char_rope_rotate_half",
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +37,11 @@ def sources(tmp_path_factory):
 @pytest.fixture(scope="module")
 def files(sources, tmp_path_factory):
     root = tmp_path_factory.mktemp("gguf")
-    return {(name, dtype): export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype)
-            for name in GPT_CASES for dtype in DTYPES}
+    return {
+        (name, dtype): export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype)
+        for name in GPT_CASES
+        for dtype in DTYPES
+    }
 
 
 def _byte_spelling() -> dict[int, str]:
@@ -45,34 +55,42 @@ def _byte_spelling() -> dict[int, str]:
 def _expected_tensors(model, config) -> dict[str, np.ndarray]:
     """The GGUF tensors written out by hand from the MiniTF weights (the layout changes of export_gguf's table)."""
     state = {name: tensor.float().numpy() for name, tensor in model.state_dict().items()}
-    heads, head_dim, hidden = config.num_attention_heads, config.hidden_size // config.num_attention_heads, \
-        config.hidden_size
-    expected = {"token_embd.weight": state["model.embed_tokens.weight"],
-                "output_norm.weight": state["model.norm.weight"], "output_norm.bias": state["model.norm.bias"]}
+    head_dim, hidden = config.hidden_size // config.num_attention_heads, config.hidden_size
+    expected = {
+        "token_embd.weight": state["model.embed_tokens.weight"],
+        "output_norm.weight": state["model.norm.weight"],
+        "output_norm.bias": state["model.norm.bias"],
+    }
     rotary = config.position_embedding_type == "rope"
     if not rotary:
         expected["position_embd.weight"] = state["model.embed_positions.weight"]
     if rotary or not config.tie_word_embeddings:
         expected["output.weight"] = state["lm_head.weight"]
     for i in range(config.num_hidden_layers):
-        layer = {name.split(f"model.layers.{i}.", 1)[1]: value for name, value in state.items()
-                 if name.startswith(f"model.layers.{i}.")}
+        layer = {
+            name.split(f"model.layers.{i}.", 1)[1]: value
+            for name, value in state.items()
+            if name.startswith(f"model.layers.{i}.")
+        }
         qkv = layer["self_attn.qkv_proj.weight"].copy()
         qkv_bias = layer.get("self_attn.qkv_proj.bias", np.zeros(3 * hidden, np.float32)).copy()
         if rotary and config.rope_interleaved:  # row h*d + j of q and k: even j first, then odd j
             for start in range(0, 2 * hidden, head_dim):
                 rows = [start + j for j in range(0, head_dim, 2)] + [start + j for j in range(1, head_dim, 2)]
-                qkv[start:start + head_dim], qkv_bias[start:start + head_dim] = qkv[rows], qkv_bias[rows]
+                qkv[start : start + head_dim], qkv_bias[start : start + head_dim] = qkv[rows], qkv_bias[rows]
         expected |= {
             f"blk.{i}.attn_norm.weight": layer["self_attn_layer_norm.weight"],
             f"blk.{i}.attn_norm.bias": layer["self_attn_layer_norm.bias"],
-            f"blk.{i}.attn_qkv.weight": qkv, f"blk.{i}.attn_qkv.bias": qkv_bias,
+            f"blk.{i}.attn_qkv.weight": qkv,
+            f"blk.{i}.attn_qkv.bias": qkv_bias,
             f"blk.{i}.attn_output.weight": layer["self_attn.o_proj.weight"],
             f"blk.{i}.attn_output.bias": layer.get("self_attn.o_proj.bias", np.zeros(hidden, np.float32)),
             f"blk.{i}.ffn_norm.weight": layer["mlp_layer_norm.weight"],
             f"blk.{i}.ffn_norm.bias": layer["mlp_layer_norm.bias"],
-            f"blk.{i}.ffn_up.weight": layer["mlp.fc1.weight"], f"blk.{i}.ffn_up.bias": layer["mlp.fc1.bias"],
-            f"blk.{i}.ffn_down.weight": layer["mlp.fc2.weight"], f"blk.{i}.ffn_down.bias": layer["mlp.fc2.bias"],
+            f"blk.{i}.ffn_up.weight": layer["mlp.fc1.weight"],
+            f"blk.{i}.ffn_up.bias": layer["mlp.fc1.bias"],
+            f"blk.{i}.ffn_down.weight": layer["mlp.fc2.weight"],
+            f"blk.{i}.ffn_down.bias": layer["mlp.fc2.bias"],
         }
     return expected
 
@@ -90,7 +108,9 @@ def test_gguf_reads_back_with_the_model_and_its_settings(sources, files, name, d
     assert reader.fields[f"{arch}.attention.head_count"].contents() == config.num_attention_heads
     assert reader.fields[f"{arch}.attention.layer_norm_epsilon"].contents() == pytest.approx(config.layer_norm_eps)
     if arch == "gptneox":
-        assert reader.fields["gptneox.rope.dimension_count"].contents() == config.hidden_size // config.num_attention_heads
+        assert (
+            reader.fields["gptneox.rope.dimension_count"].contents() == config.hidden_size // config.num_attention_heads
+        )
         assert reader.fields["gptneox.rope.freq_base"].contents() == pytest.approx(config.rope_theta)
         assert reader.fields["gptneox.use_parallel_residual"].contents() is False
     expected = _expected_tensors(model, config)
@@ -136,12 +156,18 @@ def test_gguf_tokenizer_is_the_model_tokenizer_in_the_byte_alphabet(sources, fil
         for char in multi_byte:  # each multi-byte character is built by its merges, left to right
             pieces = [spelling[b] for b in char.encode()]
             for end in range(2, len(pieces) + 1):
-                assert f"{''.join(pieces[:end - 1])} {pieces[end - 1]}" in merges
+                assert f"{''.join(pieces[: end - 1])} {pieces[end - 1]}" in merges
     else:
-        assert merges == [" ".join(m) if isinstance(m, list) else m for m in backend["model"]["merges"]] or \
-            len(merges) == 1  # a vocabulary without merges gets one that never applies (llama.cpp needs the key)
-    for name_, token_id in (("bos", tokenizer.bos_token_id), ("eos", tokenizer.eos_token_id),
-                            ("padding", tokenizer.pad_token_id), ("unknown", tokenizer.unk_token_id)):
+        assert (
+            merges == [" ".join(m) if isinstance(m, list) else m for m in backend["model"]["merges"]]
+            or len(merges) == 1
+        )  # a vocabulary without merges gets one that never applies (llama.cpp needs the key)
+    for name_, token_id in (
+        ("bos", tokenizer.bos_token_id),
+        ("eos", tokenizer.eos_token_id),
+        ("padding", tokenizer.pad_token_id),
+        ("unknown", tokenizer.unk_token_id),
+    ):
         key = f"tokenizer.ggml.{name_}_token_id"
         assert (reader.fields[key].contents() if key in reader.fields else None) == token_id, key
 
@@ -152,17 +178,19 @@ def test_gpt2_gguf_loads_in_transformers_and_gives_minitf_tokens(sources, files)
     path = files["bpe_learned", "f32"]
     config = json.loads((sources["bpe_learned"] / "config.json").read_text())
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
-                                                 n_positions=config["max_position_embeddings"]).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, n_positions=config["max_position_embeddings"]
+    ).eval()
     minitf_tokenizer = AutoTokenizer.from_pretrained(sources["bpe_learned"])
     for text in ("hello world, the quick brown fox", "café naïve résumé"):
         assert tokenizer(text).input_ids == minitf_tokenizer(text).input_ids
     prompt = minitf_tokenizer("hello world", add_special_tokens=False).input_ids
     model.generation_config.eos_token_id = None
     with torch.no_grad():
-        output = model.generate(torch.tensor([prompt]), max_new_tokens=50, do_sample=False,
-                                pad_token_id=config["pad_token_id"])
-    assert output[0, len(prompt):].tolist() == minitf_greedy(sources["bpe_learned"], prompt, 50)
+        output = model.generate(
+            torch.tensor([prompt]), max_new_tokens=50, do_sample=False, pad_token_id=config["pad_token_id"]
+        )
+    assert output[0, len(prompt) :].tolist() == minitf_greedy(sources["bpe_learned"], prompt, 50)
 
 
 def test_chat_template_goes_into_the_file(sources, tmp_path):
@@ -183,13 +211,23 @@ def refused(tmp_path_factory, sources):
     shutil.copytree(sources["char_gpt"], crop)
     config = json.loads((crop / "config.json").read_text())
     (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
-    return {"relu": relu, "crop": crop, "seq2seq": make_seq2seq_source(root),
-            "encoder": make_encoder_sources(root / "encoder")["learned_encoder"]}
+    return {
+        "relu": relu,
+        "crop": crop,
+        "seq2seq": make_seq2seq_source(root),
+        "encoder": make_encoder_sources(root / "encoder")["learned_encoder"],
+    }
 
 
-@pytest.mark.parametrize("name,field", [("relu", "hidden_act='relu'"), ("crop", "context_overflow='crop'"),
-                                        ("seq2seq", "model_type='minitf_seq2seq'"),
-                                        ("encoder", "model_type='minitf_encoder'")])
+@pytest.mark.parametrize(
+    "name,field",
+    [
+        ("relu", "hidden_act='relu'"),
+        ("crop", "context_overflow='crop'"),
+        ("seq2seq", "model_type='minitf_seq2seq'"),
+        ("encoder", "model_type='minitf_encoder'"),
+    ],
+)
 def test_models_llama_cpp_cannot_run_exactly_are_refused(refused, tmp_path, name, field):
     with pytest.raises(ExportRefused, match=field):
         export_gguf(refused[name], tmp_path / "model.gguf")

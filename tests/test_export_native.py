@@ -8,15 +8,15 @@ import shutil
 
 import pytest
 import torch
+from export_models import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 from transformers import AutoTokenizer, GPTNeoXConfig
 
-from export_models import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM
-from minitf_cli import main as minitf_main
+from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_native
-from isolation import run_without_hf_minitf
 
 TOLERANCE = 1e-5
 TEXTS = ["the quick brown fox", "hello world, a tiny model", "dog"]
@@ -38,12 +38,20 @@ def _inputs(folder, config) -> dict:
         ids = torch.randint(config.vocab_size, (2, 12), generator=generator)
     learned = config.position_embedding_type == "learned"
     new_tokens = min(50, config.max_position_embeddings - 4) if learned else 50
-    long_ids = None if learned else torch.randint(config.vocab_size, (1, config.max_position_embeddings + 20),
-                                                 generator=generator)
+    long_ids = (
+        None
+        if learned
+        else torch.randint(config.vocab_size, (1, config.max_position_embeddings + 20), generator=generator)
+    )
     rows = [ids[0, :3].tolist(), ids[1, :6].tolist()]
-    return {"ids": ids.tolist(), "long_ids": long_ids.tolist() if long_ids is not None else None,
-            "prompt": ids[0, :4].tolist(), "new_tokens": new_tokens, "rows": rows,
-            "pad": config.pad_token_id if config.pad_token_id is not None else 0}
+    return {
+        "ids": ids.tolist(),
+        "long_ids": long_ids.tolist() if long_ids is not None else None,
+        "prompt": ids[0, :4].tolist(),
+        "new_tokens": new_tokens,
+        "rows": rows,
+        "pad": config.pad_token_id if config.pad_token_id is not None else 0,
+    }
 
 
 def _minitf_padded(model, rows, pad, new_tokens=8) -> list[list[int]]:
@@ -116,9 +124,11 @@ def exported(tmp_path_factory):
             features = encoder.tokenize(TEXTS)
             with torch.no_grad():
                 states = model(features["input_ids"], attention_mask=features["attention_mask"]).last_hidden_state
-            references[name] = {"embeddings": encoder.encode(TEXTS, convert_to_tensor=True),
-                                "states": states * features["attention_mask"][..., None],
-                                "input_ids": features["input_ids"].tolist()}
+            references[name] = {
+                "embeddings": encoder.encode(TEXTS, convert_to_tensor=True),
+                "states": states * features["attention_mask"][..., None],
+                "input_ids": features["input_ids"].tolist(),
+            }
             cases[name] = {"kind": "encoder", "folder": str(out), "texts": TEXTS}
             continue
         model = MiniTFGPTForCausalLM.from_pretrained(folder).eval()
@@ -138,8 +148,16 @@ def exported(tmp_path_factory):
     return {"sources": sources, "cases": cases, "references": references, "native": native, "root": root}
 
 
-GPT_CASES = ["char_gpt", "frawdllm_learned", "frawdllm_rope", "bpe_learned", "bpe_rope_untied", "char_rope_no_bias",
-             "char_learned_relu", "char_rope_rotate_half"]
+GPT_CASES = [
+    "char_gpt",
+    "frawdllm_learned",
+    "frawdllm_rope",
+    "bpe_learned",
+    "bpe_rope_untied",
+    "char_rope_no_bias",
+    "char_learned_relu",
+    "char_rope_rotate_half",
+]
 EXPECTED_CLASSES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM"}
 
 
@@ -159,7 +177,9 @@ def test_gpt_export_gives_the_same_logits_and_tokens_without_hf_minitf(exported,
 
 def test_greedy_runs_50_tokens_on_every_model_with_room(exported):
     lengths = {name: len(exported["native"][name]["greedy"]) for name in GPT_CASES}
-    assert all(length == 50 for name, length in lengths.items() if name not in ("char_gpt", "frawdllm_learned")), lengths
+    assert all(length == 50 for name, length in lengths.items() if name not in ("char_gpt", "frawdllm_learned")), (
+        lengths
+    )
 
 
 @pytest.mark.parametrize("name", ["miniembed", "learned_encoder"])
@@ -219,8 +239,10 @@ def refused_sources(tmp_path_factory):
     return {"seq2seq": make_seq2seq_source(root), "crop": crop, "no_pad": no_pad}
 
 
-@pytest.mark.parametrize("name,field", [("seq2seq", "model_type='minitf_seq2seq'"),
-                                        ("crop", "context_overflow='crop'"), ("no_pad", "pad_token_id=null")])
+@pytest.mark.parametrize(
+    "name,field",
+    [("seq2seq", "model_type='minitf_seq2seq'"), ("crop", "context_overflow='crop'"), ("no_pad", "pad_token_id=null")],
+)
 def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_path, name, field):
     with pytest.raises(ExportRefused, match=field):
         export_native(refused_sources[name], tmp_path / "out")
@@ -244,22 +266,34 @@ def test_export_help_and_wrong_arguments_need_no_torch():
     import subprocess
     import sys
 
-    code = ("import contextlib, io, json, sys, minitf_cli\n"
-            "results = []\n"
-            "for argv in json.loads(sys.argv[1]):\n"
-            "    out, err = io.StringIO(), io.StringIO()\n"
-            "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-            "        try:\n"
-            "            status = minitf_cli.main(argv)\n"
-            "        except SystemExit as exit:\n"
-            "            status = exit.code\n"
-            "    results.append([status, out.getvalue(), err.getvalue()])\n"
-            "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'hf_minitf'})\n"
-            "print(json.dumps({'results': results, 'heavy': heavy}))\n")
-    argvs = [["export", "--help"], ["export", "native", "--help"], ["export", "gguf", "--help"],
-             ["export", "gguf", "src", "out.gguf", "--dtype", "q4_0"], ["export", "native", "src"]]
-    completed = subprocess.run([sys.executable, "-c", code, json.dumps(argvs)], capture_output=True, text=True,
-                               timeout=60, env=dict(os.environ, COLUMNS="120"))
+    code = (
+        "import contextlib, io, json, sys\nimport hf_minitf.cli as minitf_cli\n"
+        "results = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    out, err = io.StringIO(), io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
+        "        try:\n"
+        "            status = minitf_cli.main(argv)\n"
+        "        except SystemExit as exit:\n"
+        "            status = exit.code\n"
+        "    results.append([status, out.getvalue(), err.getvalue()])\n"
+        "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'sentence_transformers'})\n"
+        "print(json.dumps({'results': results, 'heavy': heavy}))\n"
+    )
+    argvs = [
+        ["export", "--help"],
+        ["export", "native", "--help"],
+        ["export", "gguf", "--help"],
+        ["export", "gguf", "src", "out.gguf", "--dtype", "q4_0"],
+        ["export", "native", "src"],
+    ]
+    completed = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COLUMNS="120"),
+    )
     report = json.loads(completed.stdout)
     assert report["heavy"] == []
     (top, _, _), (native, native_help, _), (gguf_status, gguf_help, _), wrong_dtype, missing_out = report["results"]

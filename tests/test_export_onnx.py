@@ -7,25 +7,33 @@ import re
 
 import numpy as np
 import pytest
+from engine_models import DATA, model_folder, onnx_export, run_python
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
-from engine_models import DATA, model_folder, onnx_export, run_python
-from hf_minitf.export_onnx import MODEL_FILE, QUANTIZED_FILE, export_onnx
+from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILE, export_onnx
 
-TEXTS = ["the cat sat on the mat", "hello", "a much longer sentence about the weather, which is lovely today!",
-         "what is the time", "unknownword zzz qqq", "the the the the the the the the the the the the the the the"]
+TEXTS = [
+    "the cat sat on the mat",
+    "hello",
+    "a much longer sentence about the weather, which is lovely today!",
+    "what is the time",
+    "unknownword zzz qqq",
+    "the the the the the the the the the the the the the the the",
+]
 
 
 def onnx_states(folder, file_name: str, input_ids, attention_mask) -> np.ndarray:
     """`last_hidden_state` of the ONNX file for given ids (subprocess)."""
-    return np.array(run_python(f"""
+    return np.array(
+        run_python(f"""
         import json, numpy as np, onnxruntime
         session = onnxruntime.InferenceSession({str(folder / file_name)!r}, providers=["CPUExecutionProvider"])
         (states,) = session.run(["last_hidden_state"], {{"input_ids": np.array({input_ids!r}, dtype=np.int64),
                                                        "attention_mask": np.array({attention_mask!r}, dtype=np.int64)}})
         print(json.dumps(states.tolist()))
-    """))
+    """)
+    )
 
 
 def readme_embeddings(folder, file_name: str, texts: list[str]) -> np.ndarray:
@@ -33,8 +41,10 @@ def readme_embeddings(folder, file_name: str, texts: list[str]) -> np.ndarray:
     section = (folder / "README.md").read_text().split("## ONNX Runtime")[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace("path/to/this/folder", str(folder)).replace("onnx/model.onnx", file_name)
-    code = code.replace('print(encode(["The weather is lovely today.", "It\'s so sunny outside!"]).shape)',
-                        f"import json\nprint(json.dumps(encode({texts!r}).tolist()))")
+    code = code.replace(
+        'print(encode(["The weather is lovely today.", "It\'s so sunny outside!"]).shape)',
+        f"import json\nprint(json.dumps(encode({texts!r}).tolist()))",
+    )
     return np.array(run_python(code))
 
 
@@ -48,8 +58,9 @@ def test_float32_embeddings_equal_sentence_transformers(reference):
     embeddings = readme_embeddings(folder, MODEL_FILE, TEXTS)
     assert np.abs(embeddings - reference).max() <= 1e-5
     assert {MODEL_FILE, QUANTIZED_FILE} <= {path.relative_to(folder).as_posix() for path in folder.rglob("*.onnx")}
-    assert {"modules.json", "config.json", "tokenizer.json", "1_Pooling", "2_Normalize"} <= \
-        {path.name for path in folder.iterdir()}
+    assert {"modules.json", "config.json", "tokenizer.json", "1_Pooling", "2_Normalize"} <= {
+        path.name for path in folder.iterdir()
+    }
     assert "optimum" in (folder / "README.md").read_text()
 
 

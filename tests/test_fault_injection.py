@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import ModelCard
+from test_cli import assert_one_line_error, run_cli
 
-import hf_minitf.output_folder as output_folder_module
+import hf_minitf.safety.output_folders as output_folder_module
 from hf_minitf import (
     MiniTFEncoderConfig,
     MiniTFEncoderModel,
@@ -37,12 +38,9 @@ from hf_minitf.conversion.char_gpt import convert_char_gpt
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
-from hf_minitf.output_folder import OutputFolder, OutputFolderError
-from hf_minitf.publishing import PushError
-from hf_minitf.training import TrainSettings, train_gpt
-
-from test_cli import assert_one_line_error, run_cli
-from test_conversion import data_dir_module, miniembed_tokenizer_file, tokenizer_files  # noqa: F401 (fixtures)
+from hf_minitf.hub.push import PushError
+from hf_minitf.safety.output_folders import OutputFolder, OutputFolderError
+from hf_minitf.training.trainers import TrainSettings, train_gpt
 
 DATA = Path(__file__).parent / "data"
 NO_SPACE = os.strerror(errno.ENOSPC)
@@ -56,8 +54,7 @@ class WriteFaults:
     `os.replace` or atomic swap (`exchange_paths`) that puts a finished work folder (`.NAME.writing-...`) in place.
     Counts the failures it caused."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str,
-                 error: int = errno.ENOSPC) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, prefix: Path, fault: str, error: int = errno.ENOSPC) -> None:
         self.prefix, self.error, self.failures, self.opened = str(prefix), error, 0, 0
         self.files_before_failure = {"first file": 0, "second file": 1}.get(fault)
         real_open, real_replace = builtins.open, os.replace
@@ -94,8 +91,9 @@ class WriteFaults:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` with its bytes."""
-    return {path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*"))
-            if path.is_file()}
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()
+    }
 
 
 class Workspace:
@@ -126,8 +124,15 @@ def workspace(tmp_path, monkeypatch):
 
 def tiny_gpt_folder(folder: Path) -> Path:
     tokenizer = char_tokenizer("abcdefgh \n", model_max_length=16)
-    config = MiniTFGPTConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                             intermediate_size=32, max_position_embeddings=16, pad_token_id=tokenizer.pad_token_id)
+    config = MiniTFGPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     MiniTFGPTForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -135,8 +140,14 @@ def tiny_gpt_folder(folder: Path) -> Path:
 
 def tiny_encoder():
     tokenizer = train_wordlevel_tokenizer(["a small test", "another small one"], min_frequency=1, max_length=16)
-    config = MiniTFEncoderConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
-                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    config = MiniTFEncoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     return MiniTFEncoderModel(config).eval(), tokenizer
 
 
@@ -146,11 +157,22 @@ def convert_arguments(source: str, tokenizers: Path, miniembed_tokenizer: Path) 
     return {
         "char-gpt": [DATA / "char_gpt/checkpoint.pt", "--vocab", DATA / "char_gpt/vocab.json", "--num-heads", "4"],
         "frawdllm": [DATA / "frawdllm_rope/checkpoint.pt", "--tokenizer", tokenizers / "frawdllm_tokenizer.json"],
-        "miniembed": [DATA / "minitf_embedding/checkpoint.pt", "--tokenizer", miniembed_tokenizer,
-                      "--config", DATA / "minitf_embedding/config.json"],
-        "hkproj": [DATA / "seq2seq_transformer_trained_like/checkpoint.pt", "--num-heads", "4",
-                   "--source-tokenizer", tokenizers / "tokenizer_en.json",
-                   "--target-tokenizer", tokenizers / "tokenizer_it.json"],
+        "miniembed": [
+            DATA / "minitf_embedding/checkpoint.pt",
+            "--tokenizer",
+            miniembed_tokenizer,
+            "--config",
+            DATA / "minitf_embedding/config.json",
+        ],
+        "hkproj": [
+            DATA / "seq2seq_transformer_trained_like/checkpoint.pt",
+            "--num-heads",
+            "4",
+            "--source-tokenizer",
+            tokenizers / "tokenizer_en.json",
+            "--target-tokenizer",
+            tokenizers / "tokenizer_it.json",
+        ],
         "transformer-embedding": [DATA / "transformer_embedding/checkpoint.pt"],
         "frawdllm-embeddings": [DATA / "frawdllm_embeddings_learned/original.safetensors"],
     }[source]
@@ -158,14 +180,15 @@ def convert_arguments(source: str, tokenizers: Path, miniembed_tokenizer: Path) 
 
 # The embedding-layer sources write two files, the weights (through safetensors) first: their first Python write
 # already comes after a file.
-CONVERT_CASES = [(source, fault) for source in ("char-gpt", "frawdllm", "miniembed", "hkproj") for fault in FAULTS] + \
-    [(source, fault) for source in ("transformer-embedding", "frawdllm-embeddings")
-     for fault in ("first file", "commit")]
+CONVERT_CASES = [(source, fault) for source in ("char-gpt", "frawdllm", "miniembed", "hkproj") for fault in FAULTS] + [
+    (source, fault) for source in ("transformer-embedding", "frawdllm-embeddings") for fault in ("first file", "commit")
+]
 
 
 @pytest.mark.parametrize("source,fault", CONVERT_CASES)
-def test_convert_keeps_the_previous_folder(source, fault, workspace, tokenizer_files, miniembed_tokenizer_file,
-                                           monkeypatch, capsys):
+def test_convert_keeps_the_previous_folder(
+    source, fault, workspace, tokenizer_files, miniembed_tokenizer_file, monkeypatch, capsys
+):
     arguments = convert_arguments(source, tokenizer_files, miniembed_tokenizer_file)
     faults = WriteFaults(monkeypatch, workspace.root, fault)
     status, out, err = run_cli(["convert", source, *arguments, "--out", workspace.out, "--overwrite"], capsys)
@@ -176,8 +199,10 @@ def test_convert_keeps_the_previous_folder(source, fault, workspace, tokenizer_f
 
 def test_convert_into_a_read_only_folder_is_one_line(workspace, monkeypatch, capsys):
     WriteFaults(monkeypatch, workspace.root, "first file", errno.EROFS)
-    status, out, err = run_cli(["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()),
-                                "--out", workspace.out, "--overwrite"], capsys)
+    status, out, err = run_cli(
+        ["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()), "--out", workspace.out, "--overwrite"],
+        capsys,
+    )
     assert_one_line_error(status, err, "minitf convert char-gpt: error:", os.strerror(errno.EROFS))
     workspace.assert_untouched()
 
@@ -185,23 +210,38 @@ def test_convert_into_a_read_only_folder_is_one_line(workspace, monkeypatch, cap
 # --------------------------------------------------------------------------- the conversion Python functions
 CONVERSIONS = {
     "convert_char_gpt": lambda files, vocab_file, out: convert_char_gpt(
-        DATA / "char_gpt/original.safetensors", out, vocab=DATA / "char_gpt/vocab.json", num_heads=4, overwrite=True),
+        DATA / "char_gpt/original.safetensors", out, vocab=DATA / "char_gpt/vocab.json", num_heads=4, overwrite=True
+    ),
     "convert_frawdllm": lambda files, vocab_file, out: convert_frawdllm(
-        DATA / "frawdllm_learned/original.safetensors", out, tokenizer=files / "frawdllm_tokenizer.json",
-        num_heads=4, overwrite=True),
+        DATA / "frawdllm_learned/original.safetensors",
+        out,
+        tokenizer=files / "frawdllm_tokenizer.json",
+        num_heads=4,
+        overwrite=True,
+    ),
     "convert_miniembed": lambda files, vocab_file, out: convert_miniembed(
-        DATA / "minitf_embedding/original.safetensors", out, tokenizer=vocab_file,
-        config=DATA / "minitf_embedding/config.json", overwrite=True),
+        DATA / "minitf_embedding/original.safetensors",
+        out,
+        tokenizer=vocab_file,
+        config=DATA / "minitf_embedding/config.json",
+        overwrite=True,
+    ),
     "convert_hkproj": lambda files, vocab_file, out: convert_hkproj(
-        DATA / "seq2seq_transformer_trained_like/original.safetensors", out, num_heads=4,
-        source_tokenizer=files / "tokenizer_en.json", target_tokenizer=files / "tokenizer_it.json", overwrite=True),
+        DATA / "seq2seq_transformer_trained_like/original.safetensors",
+        out,
+        num_heads=4,
+        source_tokenizer=files / "tokenizer_en.json",
+        target_tokenizer=files / "tokenizer_it.json",
+        overwrite=True,
+    ),
 }
 
 
 @pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("function", CONVERSIONS)
-def test_conversion_function_keeps_the_previous_folder(function, fault, workspace, tokenizer_files,
-                                                       miniembed_tokenizer_file, monkeypatch):
+def test_conversion_function_keeps_the_previous_folder(
+    function, fault, workspace, tokenizer_files, miniembed_tokenizer_file, monkeypatch
+):
     faults = WriteFaults(monkeypatch, workspace.root, fault)
     with pytest.raises(OSError) as error:
         CONVERSIONS[function](tokenizer_files, miniembed_tokenizer_file, workspace.out)
@@ -275,20 +315,24 @@ def test_push_staging_failure_leaves_the_folder_and_no_copy(fault, tmp_path, mon
 TRAIN_STEPS = ["--max-steps", "1", "--batch-size", "4", "--logging-steps", "1", "--no-progress"]
 
 
-@pytest.mark.parametrize("family,fault", [("gpt", "first file"), ("gpt", "commit"), ("encoder", "second file"),
-                                          ("seq2seq", "second file")])
+@pytest.mark.parametrize(
+    "family,fault", [("gpt", "first file"), ("gpt", "commit"), ("encoder", "second file"), ("seq2seq", "second file")]
+)
 def test_train_keeps_the_previous_folder(family, fault, workspace, monkeypatch, capsys):
     data = workspace.root / "data.tsv"
-    lines = {"gpt": "the cat sat on the mat\n" * 20,
-             "encoder": "".join(f"a red cat {i}\tthe red cat {i}\n" for i in range(12)),
-             "seq2seq": "".join(f"the cat {i}\til gatto {i}\n" for i in range(12))}[family]
+    lines = {
+        "gpt": "the cat sat on the mat\n" * 20,
+        "encoder": "".join(f"a red cat {i}\tthe red cat {i}\n" for i in range(12)),
+        "seq2seq": "".join(f"the cat {i}\til gatto {i}\n" for i in range(12)),
+    }[family]
     data.write_text(lines)
     workspace.entries.append(data.name)
     workspace.entries.sort()
     faults = WriteFaults(monkeypatch, workspace.root / ".out.writing-", fault)  # the new folder beside `out`
     extra = ["--columns", "source,target"] if family == "seq2seq" else []
-    status, out, err = run_cli(["train", family, "--data", data, "--out", workspace.out, "--overwrite", *extra,
-                                *TRAIN_STEPS], capsys)
+    status, out, err = run_cli(
+        ["train", family, "--data", data, "--out", workspace.out, "--overwrite", *extra, *TRAIN_STEPS], capsys
+    )
     assert faults.failures >= 1
     # sentence-transformers' card draws a transient bar ("Computing widget examples") that --no-progress cannot
     # reach: the error is still one line, and the only one.
@@ -299,8 +343,12 @@ def test_train_keeps_the_previous_folder(family, fault, workspace, monkeypatch, 
 
 def test_a_folder_written_under_a_temporary_name_is_named_by_its_final_one(tmp_path):
     """What quickstart relies on: the card's snippets load `model_id`, not the folder the model was written to."""
-    result = train_gpt("the cat sat on the mat\n" * 20, tmp_path / "work", model_id="models/gpt",
-                       settings=TrainSettings(max_steps=1, batch_size=4, progress=False))
+    result = train_gpt(
+        "the cat sat on the mat\n" * 20,
+        tmp_path / "work",
+        model_id="models/gpt",
+        settings=TrainSettings(max_steps=1, batch_size=4, progress=False),
+    )
     card = (result.folder / "README.md").read_text()
     assert 'from_pretrained("models/gpt")' in card and "work" not in card
 
@@ -327,8 +375,8 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
         (Path(folder) / "config.json").write_text("{}")
         raise OSError(errno.ENOSPC, NO_SPACE, str(Path(folder) / "model.safetensors"))
 
-    monkeypatch.setattr("hf_minitf.quickstart._gpt", save_gpt)
-    monkeypatch.setattr("hf_minitf.quickstart._encoder", disk_full)
+    monkeypatch.setattr("hf_minitf.training.quickstart._gpt", save_gpt)
+    monkeypatch.setattr("hf_minitf.training.quickstart._encoder", disk_full)
     status, printed, err = run_cli(["quickstart", "--out", out, "--overwrite", "--no-progress"], capsys)
     assert written == [(str(out / "gpt"), True)]  # the GPT folder was complete, then dropped with the rest
     assert_one_line_error(status, err, "minitf quickstart: error:", NO_SPACE)
@@ -343,10 +391,12 @@ def test_output_folder_errors_are_worded_by_their_caller(tmp_path):
     (out / "keep.txt").write_text("mine")
     with pytest.raises(OutputFolderError) as error:
         OutputFolder(out)
-    assert str(error.value) == (f"the output folder {out} is not empty; choose another folder or pass overwrite=True "
-                                "to replace it.")
+    assert str(error.value) == (
+        f"the output folder {out} is not empty; choose another folder or pass overwrite=True to replace it."
+    )
     assert error.value.worded("--out", "--overwrite") == (
-        f"--out {out} is not empty; choose another folder or pass --overwrite to replace it.")
+        f"--out {out} is not empty; choose another folder or pass --overwrite to replace it."
+    )
     assert (out / "keep.txt").read_text() == "mine"
 
 
@@ -386,8 +436,11 @@ def overwrite_while_a_process_reads(tmp_path: Path, times: int) -> tuple[int, in
     out.mkdir()
     (out / "config.json").write_text("-1")
     ready, stop = tmp_path / "ready", tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", POLLING_READER, str(out / "config.json"), str(ready), str(stop)],
-                              stdout=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", POLLING_READER, str(out / "config.json"), str(ready), str(stop)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         while not ready.exists() and reader.poll() is None:
             time.sleep(0.001)
@@ -446,6 +499,7 @@ def test_without_an_atomic_swap_the_folder_is_replaced_in_two_renames(unavailabl
 
 def test_a_failed_swap_leaves_the_previous_folder(tmp_path, monkeypatch):
     """A swap that fails for another reason (not 'unsupported') is an error, and nothing was replaced."""
+
     def failing_exchange(first, second):
         raise OSError(errno.EIO, os.strerror(errno.EIO), str(first))
 
@@ -494,8 +548,15 @@ def test_each_write_checks_its_output_folder_once(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(output_folder_module, "check_output_dir", counting_check)
     (tmp_path / "text.txt").write_text("the cat sat on the mat\n" * 20)
-    assert run_cli(["train", "gpt", "--data", tmp_path / "text.txt", "--out", tmp_path / "gpt", *TRAIN_STEPS],
-                   capsys)[0] == 0
-    assert run_cli(["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()), "--out",
-                    tmp_path / "converted"], capsys)[0] == 0
+    assert (
+        run_cli(["train", "gpt", "--data", tmp_path / "text.txt", "--out", tmp_path / "gpt", *TRAIN_STEPS], capsys)[0]
+        == 0
+    )
+    assert (
+        run_cli(
+            ["convert", "char-gpt", *convert_arguments("char-gpt", Path(), Path()), "--out", tmp_path / "converted"],
+            capsys,
+        )[0]
+        == 0
+    )
     assert checked == ["gpt", "converted"]

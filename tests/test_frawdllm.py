@@ -16,22 +16,33 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, 
 from transformers import AutoTokenizer, pipeline
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM
+from hf_minitf.catalog import FRAWDLLM_PRESETS
+from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.frawdllm import convert_frawdllm, preset_heads
-from hf_minitf.presets import FRAWDLLM_PRESETS
-from minitf_cli import main as minitf_main
 
 DATA = Path(__file__).parent / "data"
 TOLERANCE = 1e-5
 BOS, EOS, USER, ASSISTANT = 2, 3, 4, 5
 # The files FrawdLLM's scripts/convert_to_hf.py copies beside the weights so that `trust_remote_code` can load them.
-FRAWDLLM_CODE = ("config.py", "gpt.py", "embeddings.py", "block.py", "attention.py", "mlp.py", "rope.py",
-                 "hf_wrapper.py", "__init__.py")
-INSTRUCTIONS = [("Tell me a story.", "Once upon a time, there was a cat."),
-                ("what is the sun?", "It is a star!"),
-                (" leading space, trailing space ", "Sure."),
-                ("", "Nothing was asked."),
-                ("Say <|eos|> please", "")]
+FRAWDLLM_CODE = (
+    "config.py",
+    "gpt.py",
+    "embeddings.py",
+    "block.py",
+    "attention.py",
+    "mlp.py",
+    "rope.py",
+    "hf_wrapper.py",
+    "__init__.py",
+)
+INSTRUCTIONS = [
+    ("Tell me a story.", "Once upon a time, there was a cat."),
+    ("what is the sun?", "It is a star!"),
+    (" leading space, trailing space ", "Sure."),
+    ("", "Nothing was asked."),
+    ("Say <|eos|> please", ""),
+]
 
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -43,19 +54,52 @@ def write_frawdllm_tokenizer(path: Path, chat: bool) -> Path:
     <|eos|> (then <|user|> <|assistant|> for chat) as special added tokens, a post-processor framing every text as
     <|bos|> $A <|eos|>; 96 tokens with chat, 94 without (the fixtures' model has 96)."""
     specials = ["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"] + (["<|user|>", "<|assistant|>"] if chat else [])
-    merges = [("t", "h"), ("h", "e"), ("Ġ", "t"), ("i", "n"), ("e", "r"), ("a", "n"), ("Ġ", "a"), ("th", "e"),
-              ("Ġt", "he"), ("o", "n"), ("r", "e"), ("a", "t"), ("e", "n"), ("n", "d"), ("Ġ", "s"), ("o", "u"),
-              ("i", "t"), ("i", "s"), ("o", "r"), ("in", "g"), ("Ġ", "w"), ("Ġ", "o"), ("e", "s"), ("e", "d"),
-              ("Ġ", "b"), ("Ġ", "c"), ("a", "r"), ("a", "l"), ("Ġ", "m"), ("Ġ", "f")]
+    merges = [
+        ("t", "h"),
+        ("h", "e"),
+        ("Ġ", "t"),
+        ("i", "n"),
+        ("e", "r"),
+        ("a", "n"),
+        ("Ġ", "a"),
+        ("th", "e"),
+        ("Ġt", "he"),
+        ("o", "n"),
+        ("r", "e"),
+        ("a", "t"),
+        ("e", "n"),
+        ("n", "d"),
+        ("Ġ", "s"),
+        ("o", "u"),
+        ("i", "t"),
+        ("i", "s"),
+        ("o", "r"),
+        ("in", "g"),
+        ("Ġ", "w"),
+        ("Ġ", "o"),
+        ("e", "s"),
+        ("e", "d"),
+        ("Ġ", "b"),
+        ("Ġ", "c"),
+        ("a", "r"),
+        ("a", "l"),
+        ("Ġ", "m"),
+        ("Ġ", "f"),
+    ]
     symbols = [*"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", ".", ",", "!", "?", "Ġ", "<", ">", "|"]
     tokens = specials + symbols + ["".join(pair) for pair in merges]
-    tokens = tokens[:96 if chat else 94]
-    tokenizer = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)},
-                                     merges=[pair for pair in merges if "".join(pair) in tokens]))
+    tokens = tokens[: 96 if chat else 94]
+    tokenizer = Tokenizer(
+        models.BPE(
+            vocab={token: i for i, token in enumerate(tokens)},
+            merges=[pair for pair in merges if "".join(pair) in tokens],
+        )
+    )
     tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.post_processor = processors.TemplateProcessing(single="<|bos|> $A <|eos|>", pair="$A $B:1",
-                                                             special_tokens=[("<|bos|>", BOS), ("<|eos|>", EOS)])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A <|eos|>", pair="$A $B:1", special_tokens=[("<|bos|>", BOS), ("<|eos|>", EOS)]
+    )
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.save(str(path))
     return path
@@ -65,11 +109,16 @@ def frawdllm_format_chat(raw: Tokenizer, instruction: str, response: str | None)
     """FrawdLLM's chat format, from its definition (src/training/sft_dataset.py): <|bos|><|user|>, the instruction
     encoded alone without the post-processor's specials, <|assistant|>, then the response the same way and <|eos|>;
     with response=None, the prompt its scripts/chat.py generates from."""
+
     def encode(text):
         return raw.encode(text, add_special_tokens=False).ids
 
-    ids = [raw.token_to_id("<|bos|>"), raw.token_to_id("<|user|>"), *encode(instruction),
-           raw.token_to_id("<|assistant|>")]
+    ids = [
+        raw.token_to_id("<|bos|>"),
+        raw.token_to_id("<|user|>"),
+        *encode(instruction),
+        raw.token_to_id("<|assistant|>"),
+    ]
     return ids if response is None else [*ids, *encode(response), raw.token_to_id("<|eos|>")]
 
 
@@ -81,27 +130,58 @@ def write_published_folder(folder: Path, fixture: Path, tokenizer: Path, marker:
     folder.mkdir(parents=True)
     fields = json.loads((fixture / "config.json").read_text())
     config = {
-        "auto_map": {"AutoConfig": "hf_wrapper.FrawdLLMConfig",
-                     "AutoModelForCausalLM": "hf_wrapper.FrawdLLMForCausalLM"},
-        "model_type": "frawdllm", "transformers_version": "4.57.1",
-        **{key: fields[key] for key in ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "dropout",
-                                         "use_rope", "use_rmsnorm", "use_swiglu", "pad_token_id", "bos_token_id",
-                                         "eos_token_id")},
-        "num_hidden_layers": fields["n_layer"], "hidden_size": fields["n_embd"],
+        "auto_map": {
+            "AutoConfig": "hf_wrapper.FrawdLLMConfig",
+            "AutoModelForCausalLM": "hf_wrapper.FrawdLLMForCausalLM",
+        },
+        "model_type": "frawdllm",
+        "transformers_version": "4.57.1",
+        **{
+            key: fields[key]
+            for key in (
+                "vocab_size",
+                "n_embd",
+                "n_layer",
+                "n_head",
+                "context_length",
+                "dropout",
+                "use_rope",
+                "use_rmsnorm",
+                "use_swiglu",
+                "pad_token_id",
+                "bos_token_id",
+                "eos_token_id",
+            )
+        },
+        "num_hidden_layers": fields["n_layer"],
+        "hidden_size": fields["n_embd"],
         "num_attention_heads": fields["n_head"],
     }
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     state = load_file(fixture / "original.safetensors")
     assert any(key.endswith(".attn.mask") for key in state)
-    save_file({f"model.{key}": value for key, value in state.items() if key != "lm_head.weight"},
-              str(folder / "model.safetensors"))
+    save_file(
+        {f"model.{key}": value for key, value in state.items() if key != "lm_head.weight"},
+        str(folder / "model.safetensors"),
+    )
     shutil.copy(tokenizer, folder / "tokenizer.json")
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|bos|>", "eos_token": "<|eos|>",
-        "pad_token": "<|pad|>", "unk_token": "<|unk|>", "model_max_length": fields["context_length"]}, indent=2))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<|bos|>",
+                "eos_token": "<|eos|>",
+                "pad_token": "<|pad|>",
+                "unk_token": "<|unk|>",
+                "model_max_length": fields["context_length"],
+            },
+            indent=2,
+        )
+    )
     for name in FRAWDLLM_CODE:
-        (folder / name).write_text(f"open({str(marker)!r}, 'a').write({name!r})\n"
-                                   "raise RuntimeError('FrawdLLM code ran')\n")
+        (folder / name).write_text(
+            f"open({str(marker)!r}, 'a').write({name!r})\nraise RuntimeError('FrawdLLM code ran')\n"
+        )
     return folder
 
 
@@ -111,10 +191,14 @@ def files(tmp_path_factory):
     chat_tokenizer = write_frawdllm_tokenizer(root / "chat_tokenizer.json", chat=True)
     marker = root / "code_ran.txt"
     return types.SimpleNamespace(
-        root=root, marker=marker, chat_tokenizer=chat_tokenizer,
+        root=root,
+        marker=marker,
+        chat_tokenizer=chat_tokenizer,
         base_tokenizer=write_frawdllm_tokenizer(root / "base_tokenizer.json", chat=False),
-        published={name: write_published_folder(root / f"published_{name}", DATA / f"frawdllm_{name}", chat_tokenizer,
-                                                marker) for name in ("rope", "learned")},
+        published={
+            name: write_published_folder(root / f"published_{name}", DATA / f"frawdllm_{name}", chat_tokenizer, marker)
+            for name in ("rope", "learned")
+        },
     )
 
 
@@ -162,12 +246,25 @@ def save_training_checkpoint(path: Path, state: dict, config: ModelConfig, monke
     """torch.save a checkpoint as FrawdLLM's trainer does, its config pickled as src.model.config.ModelConfig."""
     module = types.ModuleType("src.model.config")
     module.ModelConfig = ModelConfig
-    for name, value in (("src", types.ModuleType("src")), ("src.model", types.ModuleType("src.model")),
-                        ("src.model.config", module)):
+    for name, value in (
+        ("src", types.ModuleType("src")),
+        ("src.model", types.ModuleType("src.model")),
+        ("src.model.config", module),
+    ):
         monkeypatch.setitem(sys.modules, name, value)
     monkeypatch.setattr(ModelConfig, "__module__", "src.model.config")
-    torch.save({"epoch": 3, "global_step": 120, "model_state_dict": state, "optimizer_state_dict": {},
-                "scheduler_state_dict": {}, "val_loss": 2.5, "config": config}, path)
+    torch.save(
+        {
+            "epoch": 3,
+            "global_step": 120,
+            "model_state_dict": state,
+            "optimizer_state_dict": {},
+            "scheduler_state_dict": {},
+            "val_loss": 2.5,
+            "config": config,
+        },
+        path,
+    )
     return path
 
 
@@ -175,10 +272,20 @@ def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(files, t
     """tiny-llama/small-llama set use_rmsnorm and use_swiglu, but FrawdLLM's blocks always build LayerNorm + GELU."""
     fields = json.loads((DATA / "frawdllm_rope/config.json").read_text())
     config = ModelConfig(**{**fields, "use_rmsnorm": True, "use_swiglu": True})
-    checkpoint = save_training_checkpoint(tmp_path / "best.pt", load_file(DATA / "frawdllm_rope/original.safetensors"),
-                                          config, monkeypatch)
-    code = minitf_main(["convert", "frawdllm", str(checkpoint), "--tokenizer", str(files.base_tokenizer),
-                        "--out", str(tmp_path / "out")])
+    checkpoint = save_training_checkpoint(
+        tmp_path / "best.pt", load_file(DATA / "frawdllm_rope/original.safetensors"), config, monkeypatch
+    )
+    code = minitf_main(
+        [
+            "convert",
+            "frawdllm",
+            str(checkpoint),
+            "--tokenizer",
+            str(files.base_tokenizer),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
     # FrawdLLM's code computes the same function whatever the flags say: the fixture's outputs are the original's.
@@ -192,9 +299,9 @@ def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(files, t
 
 def test_llama_presets_are_known():
     assert {"tiny-llama", "small-llama"} <= set(FRAWDLLM_PRESETS)
-    assert preset_heads(8192, 256, 6, 256, True) == 8            # tiny-llama
-    assert preset_heads(8192 + 2, 512, 8, 512, True) == 8        # small-llama, chat tokens added by SFT
-    assert preset_heads(32000, 768, 12, 1024, True) == 12        # 100m
+    assert preset_heads(8192, 256, 6, 256, True) == 8  # tiny-llama
+    assert preset_heads(8192 + 2, 512, 8, 512, True) == 8  # small-llama, chat tokens added by SFT
+    assert preset_heads(32000, 768, 12, 1024, True) == 12  # 100m
     assert preset_heads(8192, 256, 6, 512, True) is None
 
 
@@ -213,8 +320,9 @@ def test_weights_that_really_are_rmsnorm_or_swiglu_are_refused_naming_the_keys(t
         expected = r"blocks\.1\.mlp\.fc1\.weight \[256, 32\] \(wider than fc2's input: a fused gate\) are SwiGLU"
     save_file(state, str(tmp_path / "variant.safetensors"))
     with pytest.raises(ConversionError, match=expected):
-        convert_frawdllm(tmp_path / "variant.safetensors", tmp_path / "out", tokenizer=tmp_path / "unused.json",
-                         num_heads=4)
+        convert_frawdllm(
+            tmp_path / "variant.safetensors", tmp_path / "out", tokenizer=tmp_path / "unused.json", num_heads=4
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -299,11 +407,18 @@ def test_chat_conversation_is_its_exchanges_in_frawdllm_format(files, chat_folde
     tokenizer = AutoTokenizer.from_pretrained(chat_folder)
     raw = Tokenizer.from_file(str(files.chat_tokenizer))
     (q1, a1), (q2, a2), (q3, _) = INSTRUCTIONS[:3]
-    messages = [{"role": "user", "content": q1}, {"role": "assistant", "content": a1},
-                {"role": "user", "content": q2}, {"role": "assistant", "content": a2},
-                {"role": "user", "content": q3}]
-    expected = [*frawdllm_format_chat(raw, q1, a1), *frawdllm_format_chat(raw, q2, a2),
-                *frawdllm_format_chat(raw, q3, None)]
+    messages = [
+        {"role": "user", "content": q1},
+        {"role": "assistant", "content": a1},
+        {"role": "user", "content": q2},
+        {"role": "assistant", "content": a2},
+        {"role": "user", "content": q3},
+    ]
+    expected = [
+        *frawdllm_format_chat(raw, q1, a1),
+        *frawdllm_format_chat(raw, q2, a2),
+        *frawdllm_format_chat(raw, q3, None),
+    ]
     assert tokenizer.apply_chat_template(messages, add_generation_prompt=True)["input_ids"] == expected
     for bad in ([{"role": "system", "content": "Be nice."}, *messages], [messages[1], messages[0]]):
         with pytest.raises(Exception, match="FrawdLLM's chat format"):
@@ -317,13 +432,15 @@ def test_chat_pipeline_takes_messages_and_generation_stops_at_eos(chat_folder):
     conversation = replies[0]["generated_text"]
     assert conversation[:1] == messages and conversation[1]["role"] == "assistant"
     prompt = chat.tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt")
-    generated = chat.model.generate(**prompt, max_new_tokens=6, do_sample=False)[0, prompt["input_ids"].shape[1]:]
+    generated = chat.model.generate(**prompt, max_new_tokens=6, do_sample=False)[0, prompt["input_ids"].shape[1] :]
     assert conversation[1]["content"] == chat.tokenizer.decode(generated, skip_special_tokens=True)
     # Make <|eos|> the likeliest next token: generation must end right there, and the reply drops it.
     forced = chat.model.generate(**prompt, max_new_tokens=6, do_sample=False, sequence_bias={(EOS,): 1e4})
-    assert forced[0, prompt["input_ids"].shape[1]:].tolist() == [EOS]
+    assert forced[0, prompt["input_ids"].shape[1] :].tolist() == [EOS]
     assert chat(messages, max_new_tokens=6, do_sample=False, sequence_bias={(EOS,): 1e4})[0]["generated_text"][1] == {
-        "role": "assistant", "content": ""}
+        "role": "assistant",
+        "content": "",
+    }
 
 
 def test_plain_prompts_start_with_bos_and_do_not_end_with_eos(files, chat_folder):
@@ -348,15 +465,35 @@ def test_chat_tokens_missing_from_the_tokenizer_file_are_added_like_frawdllm_sft
 
 # ------------------------------------------------------------------------------------ smaller gaps
 def test_contradicting_head_count_names_the_option_typed(files, tmp_path, capsys):
-    code = minitf_main(["convert", "frawdllm", str(DATA / "frawdllm_rope/checkpoint.pt"), "--tokenizer",
-                        str(files.base_tokenizer), "--num-heads", "8", "--out", str(tmp_path / "out")])
+    code = minitf_main(
+        [
+            "convert",
+            "frawdllm",
+            str(DATA / "frawdllm_rope/checkpoint.pt"),
+            "--tokenizer",
+            str(files.base_tokenizer),
+            "--num-heads",
+            "8",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "--num-heads 8 contradicts the checkpoint's n_head=4" in err and "--n-head" not in err
 
 
 def test_miniembed_on_an_embedding_layer_points_to_its_source(tmp_path, capsys):
-    code = minitf_main(["convert", "miniembed", str(DATA / "transformer_embedding/checkpoint.pt"),
-                        "--tokenizer", str(tmp_path / "t.json"), "--out", str(tmp_path / "out")])
+    code = minitf_main(
+        [
+            "convert",
+            "miniembed",
+            str(DATA / "transformer_embedding/checkpoint.pt"),
+            "--tokenizer",
+            str(tmp_path / "t.json"),
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2
     assert "it lacks layers.0.attention.W_q.weight." in err and "lacks token_embedding.weight" not in err
@@ -365,11 +502,14 @@ def test_miniembed_on_an_embedding_layer_points_to_its_source(tmp_path, capsys):
 
 def test_embedding_layer_sources_write_weights_that_reproduce_the_original(tmp_path, capsys):
     fixture = DATA / "transformer_embedding"
-    assert minitf_main(["convert", "transformer-embedding", str(fixture / "checkpoint.pt"),
-                        "--out", str(tmp_path / "te")]) == 0
+    assert (
+        minitf_main(["convert", "transformer-embedding", str(fixture / "checkpoint.pt"), "--out", str(tmp_path / "te")])
+        == 0
+    )
     fields = json.loads((tmp_path / "te/embedding_config.json").read_text())
-    encoder = MiniTFEncoderModel(MiniTFEncoderConfig(**fields, num_hidden_layers=1, num_attention_heads=2,
-                                                     intermediate_size=8, pad_token_id=0)).eval()
+    encoder = MiniTFEncoderModel(
+        MiniTFEncoderConfig(**fields, num_hidden_layers=1, num_attention_heads=2, intermediate_size=8, pad_token_id=0)
+    ).eval()
     result = encoder.load_state_dict(load_file(tmp_path / "te/embeddings.safetensors"), strict=False)
     assert not result.unexpected_keys
     io = load_file(fixture / "io.safetensors")
@@ -377,8 +517,12 @@ def test_embedding_layer_sources_write_weights_that_reproduce_the_original(tmp_p
         assert max_diff(encoder(io["input_ids"], output_hidden_states=True).hidden_states[0], io["output"]) <= TOLERANCE
 
     fixture = DATA / "frawdllm_embeddings_learned"
-    assert minitf_main(["convert", "frawdllm-embeddings", str(fixture / "original.safetensors"),
-                        "--out", str(tmp_path / "fe")]) == 0
+    assert (
+        minitf_main(
+            ["convert", "frawdllm-embeddings", str(fixture / "original.safetensors"), "--out", str(tmp_path / "fe")]
+        )
+        == 0
+    )
     fields = json.loads((tmp_path / "fe/embedding_config.json").read_text())
     gpt = MiniTFGPTForCausalLM(MiniTFGPTConfig(**fields, num_hidden_layers=1, num_attention_heads=2)).eval()
     result = gpt.load_state_dict(load_file(tmp_path / "fe/embeddings.safetensors"), strict=False)

@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import tiny_config, tiny_model
+from isolation import run_without_hf_minitf
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArguments, pipeline
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, MiniTFGPTModel
-from hf_minitf.layers import RotaryEmbedding
-from hf_minitf.tokenization_minitf import char_tokenizer
-from conftest import tiny_config, tiny_model
-from isolation import run_without_hf_minitf
+from hf_minitf.modeling.layers import RotaryEmbedding
+from hf_minitf.tokenization.gpt import char_tokenizer
 
 POSITION_TYPES = ["learned", "rope"]
 
@@ -70,8 +70,9 @@ def test_left_padded_forward_matches_unpadded(position_type):
     padded = torch.cat([torch.zeros(1, 3, dtype=torch.long), ids], dim=1)
     mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]])
     with torch.no_grad():
-        torch.testing.assert_close(model(padded, attention_mask=mask).logits[:, 3:], model(ids).logits,
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            model(padded, attention_mask=mask).logits[:, 3:], model(ids).logits, atol=1e-5, rtol=1e-5
+        )
 
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
@@ -160,9 +161,19 @@ def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type)
     model = tiny_model("gpt", position_embedding_type=position_type)
     model.save_pretrained(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "README.md", "compat.py", "config.json", "configuration_minitf.py", "configuration_minitf_gpt.py",
-        "configuration_minitf_limits.py", "generation_config.json", "input_checks.py", "layers.py", "model.safetensors",
-        "modeling_minitf.py", "modeling_minitf_gpt.py", "modeling_minitf_loading.py",
+        "README.md",
+        "compat.py",
+        "config.json",
+        "configuration_minitf.py",
+        "configuration_minitf_gpt.py",
+        "configuration_minitf_limits.py",
+        "generation_config.json",
+        "input_checks.py",
+        "layers.py",
+        "model.safetensors",
+        "modeling_minitf.py",
+        "modeling_minitf_gpt.py",
+        "modeling_minitf_loading.py",
     ]
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as weights:
         keys = set(weights.keys())
@@ -245,9 +256,13 @@ def test_inputs_embeds_equal_input_ids():
     with pytest.raises(ValueError, match="exactly one of input_ids or inputs_embeds"):
         model(ids, inputs_embeds=model.get_input_embeddings()(ids))
     from_ids = model.generate(ids, max_new_tokens=10, do_sample=False)
-    from_embeds = model.generate(inputs_embeds=model.get_input_embeddings()(ids), attention_mask=torch.ones_like(ids),
-                                 max_new_tokens=10, do_sample=False)
-    assert torch.equal(from_ids[:, ids.shape[1]:], from_embeds)
+    from_embeds = model.generate(
+        inputs_embeds=model.get_input_embeddings()(ids),
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=10,
+        do_sample=False,
+    )
+    assert torch.equal(from_ids[:, ids.shape[1] :], from_embeds)
 
 
 @pytest.mark.parametrize("position_type", POSITION_TYPES)
@@ -354,8 +369,13 @@ def test_config_aliases_and_defaults():
 
 def test_text_generation_pipeline_on_saved_folder(tmp_path):
     tokenizer = char_tokenizer("abcdefgh \n")
-    config = tiny_config("gpt", vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
-                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = tiny_config(
+        "gpt",
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     model = MiniTFGPTForCausalLM(config).eval()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
@@ -381,14 +401,27 @@ def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
     text = "to be or not to be\n"
     tokenizer = char_tokenizer(text)
     torch.manual_seed(0)
-    config = MiniTFGPTConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                             max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id)
+    config = MiniTFGPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=32,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = MiniTFGPTForCausalLM(config)
     ids = tokenizer(text).input_ids
     dataset = [{"input_ids": ids, "labels": ids}] * 16
     args = TrainingArguments(
-        output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=60, learning_rate=1e-2,
-        logging_steps=10, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=8,
+        num_train_epochs=60,
+        learning_rate=1e-2,
+        logging_steps=10,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset)
     trainer.train()

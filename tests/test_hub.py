@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub import ModelCard
+from isolation import run_without_hf_minitf
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 import hf_minitf
@@ -29,10 +30,10 @@ from hf_minitf import (
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
-from hf_minitf.cli import push_command
-from hf_minitf.model_card import render_model_card, update_model_card
-from isolation import run_without_hf_minitf
-from minitf_cli import add_push_arguments, main as minitf_main
+from hf_minitf.cli import main as minitf_main
+from hf_minitf.commands.push import add_arguments as add_push_arguments
+from hf_minitf.commands.push import run as push_command
+from hf_minitf.hub.cards import render_model_card, update_model_card
 
 PACKAGE_MODULES = {path.name for path in Path(hf_minitf.__file__).parent.glob("*.py")}
 GPT_TEXT = "hello world, a tiny model on the hub"
@@ -71,8 +72,15 @@ def assert_published_files(files: set[str], family_files: set[str]) -> None:
 def gpt():
     tokenizer = char_tokenizer(GPT_TEXT)
     torch.manual_seed(1)
-    config = MiniTFGPTConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                             max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id, initializer_range=0.3)
+    config = MiniTFGPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+        initializer_range=0.3,
+    )
     return MiniTFGPTForCausalLM(config).eval(), tokenizer
 
 
@@ -80,9 +88,16 @@ def gpt():
 def seq2seq():
     tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
     torch.manual_seed(3)
-    config = MiniTFSeq2SeqConfig(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size,
-                                 hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
-                                 max_position_embeddings=16, initializer_range=1.0)
+    config = MiniTFSeq2SeqConfig(
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        initializer_range=1.0,
+    )
     return MiniTFSeq2SeqForConditionalGeneration(config).eval(), tokenizer
 
 
@@ -90,8 +105,14 @@ def seq2seq():
 def sentence_folder(tmp_path_factory):
     tokenizer = train_wordlevel_tokenizer(SENTENCES, min_frequency=1, max_length=16)
     torch.manual_seed(2)
-    config = MiniTFEncoderConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=2,
-                                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    config = MiniTFEncoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+    )
     model = MiniTFEncoderModel(config).eval()
     folder = tmp_path_factory.mktemp("sentence") / "st"
     save_sentence_transformer(model, tokenizer, folder)
@@ -116,8 +137,17 @@ def test_gpt_uploads_exactly_its_files_and_loads_back_by_repo_id(published, gpt)
     model, tokenizer = gpt
     model_push, tokenizer_push = [set(c.paths) for c in published.uploads if c.repo_id == "org/tiny-gpt" and c.paths]
     files = published.files("org/tiny-gpt")
-    assert_published_files(files, {"README.md", "config.json", "generation_config.json", "model.safetensors",
-                                   "tokenizer.json", "tokenizer_config.json"})
+    assert_published_files(
+        files,
+        {
+            "README.md",
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+        },
+    )
     assert {"modeling_minitf_gpt.py", "configuration_minitf_gpt.py"} <= model_push
     assert tokenizer_push == {"README.md", "tokenizer.json", "tokenizer_config.json"}
 
@@ -152,12 +182,23 @@ def test_gpt_card_metadata_table_and_snippets(published, gpt):
 def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
     model, tokenizer = seq2seq
     files = published.files("org/tiny-translator")
-    assert_published_files(files, {"README.md", "config.json", "generation_config.json", "model.safetensors",
-                                   "source_tokenizer.json", "target_tokenizer.json", "tokenizer_config.json"})
+    assert_published_files(
+        files,
+        {
+            "README.md",
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "source_tokenizer.json",
+            "target_tokenizer.json",
+            "tokenizer_config.json",
+        },
+    )
     assert {"pipeline_minitf_translation.py", "modeling_minitf_seq2seq.py", "tokenization_minitf_seq2seq.py"} <= files
     config = json.loads(published.read("org/tiny-translator", "config.json"))
-    assert config["custom_pipelines"][TRANSLATION_TASK]["impl"] == \
-        "pipeline_minitf_translation.MiniTFTranslationPipeline"
+    assert (
+        config["custom_pipelines"][TRANSLATION_TASK]["impl"] == "pipeline_minitf_translation.MiniTFTranslationPipeline"
+    )
     card = ModelCard.load("org/tiny-translator")
     assert (card.data.library_name, card.data.pipeline_tag) == ("transformers", "translation")
     assert card.data.tags == ["minitf", "minitf_seq2seq"]
@@ -170,14 +211,17 @@ def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
     loaded = AutoModelForSeq2SeqLM.from_pretrained("org/tiny-translator").eval()
     loaded_tokenizer = AutoTokenizer.from_pretrained("org/tiny-translator")
     batch = tokenizer(["one two three", "two"], return_tensors="pt", padding=True)
-    assert loaded_tokenizer(["one two three", "two"], return_tensors="pt", padding=True)["input_ids"].tolist() == \
-        batch["input_ids"].tolist()
+    assert (
+        loaded_tokenizer(["one two three", "two"], return_tensors="pt", padding=True)["input_ids"].tolist()
+        == batch["input_ids"].tolist()
+    )
     expected = model.generate(**batch, max_new_tokens=8)
     assert torch.equal(loaded.generate(**batch, max_new_tokens=8), expected)
     with_package = python_blocks(card.text)[0]
     assert "max_new_tokens=15" in with_package  # what the 16 positions allow after the start token
-    decoded = tokenizer.batch_decode(model.generate(**tokenizer("Hello", return_tensors="pt"), max_new_tokens=15),
-                                     skip_special_tokens=True)
+    decoded = tokenizer.batch_decode(
+        model.generate(**tokenizer("Hello", return_tensors="pt"), max_new_tokens=15), skip_special_tokens=True
+    )
     assert run_snippet(with_package) == f"{decoded}\n"
 
 
@@ -186,14 +230,27 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
 
     folder, model, tokenizer = sentence_folder
     files = published.files("org/tiny-st")
-    assert_published_files(files, {
-        "README.md", "config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "modules.json",
-        "sentence_bert_config.json", "config_sentence_transformers.json", "1_Pooling/config.json",
-        "2_Normalize/config.json",
-    })
+    assert_published_files(
+        files,
+        {
+            "README.md",
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "modules.json",
+            "sentence_bert_config.json",
+            "config_sentence_transformers.json",
+            "1_Pooling/config.json",
+            "2_Normalize/config.json",
+        },
+    )
     card = ModelCard.load("org/tiny-st")
     assert (card.data.library_name, card.data.pipeline_tag, card.data.license) == (
-        "sentence-transformers", "sentence-similarity", "mit")
+        "sentence-transformers",
+        "sentence-similarity",
+        "mit",
+    )
     assert {"minitf", "minitf_encoder", "sentence-transformers"} <= set(card.data.tags)
     assert 'SentenceTransformer("org/tiny-st", trust_remote_code=True)' in card.text
     with_package = python_blocks(card.text)[-2]  # the MiniTF usage section, after sentence-transformers' own
@@ -221,9 +278,12 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
     gpt_model, gpt_tokenizer = gpt
     translator, translator_tokenizer = seq2seq
     _, encoder, encoder_tokenizer = sentence_folder
-    snippets = {repo: python_blocks(ModelCard.load(repo).text)[-1]
-                for repo in ("org/tiny-gpt", "org/tiny-translator", "org/tiny-st")}
-    result = run_without_hf_minitf(f"""
+    snippets = {
+        repo: python_blocks(ModelCard.load(repo).text)[-1]
+        for repo in ("org/tiny-gpt", "org/tiny-translator", "org/tiny-st")
+    }
+    result = run_without_hf_minitf(
+        f"""
         import contextlib, io, json, logging, torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
         from transformers.utils import logging as hf_logging
@@ -252,7 +312,9 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
             "embeddings": st.encode({SENTENCES!r}).tolist(),
             "printed": printed, "warnings": warnings.getvalue(),
         }}))
-    """, cwd=str(tmp_path))
+    """,
+        cwd=str(tmp_path),
+    )
     ids = gpt_tokenizer("hello", return_tensors="pt").input_ids
     assert result["gpt"] == ["MiniTFGPTForCausalLM", "TokenizersBackend"]
     assert result["plain_ids"] == ids[0].tolist()
@@ -267,8 +329,13 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
     assert (torch.tensor(result["embeddings"]) - pooled).abs().max() <= 1e-6 * pooled.abs().max()
     assert "to instantiate a model of type" not in result["warnings"], result["warnings"]
     hello_ids = gpt_tokenizer("Hello", return_tensors="pt").input_ids
-    assert result["printed"]["org/tiny-gpt"] == gpt_tokenizer.decode(
-        gpt_model.generate(hello_ids, max_new_tokens=20, do_sample=False)[0], skip_special_tokens=True) + "\n"
+    assert (
+        result["printed"]["org/tiny-gpt"]
+        == gpt_tokenizer.decode(
+            gpt_model.generate(hello_ids, max_new_tokens=20, do_sample=False)[0], skip_special_tokens=True
+        )
+        + "\n"
+    )
     assert "translation_text" in result["printed"]["org/tiny-translator"]
     assert result["printed"]["org/tiny-st"].startswith("(2, 16)")
 
@@ -280,24 +347,40 @@ def test_converted_card_survives_load_and_push(hub, gpt, tmp_path):
     folder = tmp_path / "converted"
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    card = render_model_card("gpt", model.config, title="Tiny FrawdLLM (converted)", summary="A test conversion.",
-                             origin="Converted from `ckpt.pt` for this test.", num_parameters=model.num_parameters(),
-                             original_project="FrawdLLM", source_checkpoint=checkpoint, license="apache-2.0")
+    card = render_model_card(
+        "gpt",
+        model.config,
+        title="Tiny FrawdLLM (converted)",
+        summary="A test conversion.",
+        origin="Converted from `ckpt.pt` for this test.",
+        num_parameters=model.num_parameters(),
+        original_project="FrawdLLM",
+        source_checkpoint=checkpoint,
+        license="apache-2.0",
+    )
     (folder / "README.md").write_text(card, encoding="utf-8")
     AutoModelForCausalLM.from_pretrained(folder).push_to_hub("org/converted")
     pushed = ModelCard.load("org/converted")
     assert pushed.data.tags == ["minitf", "minitf_gpt", "frawdllm"]
     assert pushed.data.license == "apache-2.0"
-    assert pushed.data.source_checkpoint == {"file": "ckpt.pt",
-                                             "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest()}
+    assert pushed.data.source_checkpoint == {
+        "file": "ckpt.pt",
+        "sha256": hashlib.sha256(checkpoint.read_bytes()).hexdigest(),
+    }
     assert "# Tiny FrawdLLM (converted)" in pushed.text and "Converted from `ckpt.pt` for this test." in pushed.text
     assert '"org/converted"' in python_blocks(pushed.text)[0]
 
 
 def test_saved_classifier_and_encoder_cards(sentence_folder, tmp_path):
     _, encoder, tokenizer = sentence_folder
-    config = MiniTFEncoderConfig(**{**encoder.config.to_dict(), "num_labels": 2, "id2label": {0: "no", 1: "yes"},
-                                    "label2id": {"no": 0, "yes": 1}})
+    config = MiniTFEncoderConfig(
+        **{
+            **encoder.config.to_dict(),
+            "num_labels": 2,
+            "id2label": {0: "no", 1: "yes"},
+            "label2id": {"no": 0, "yes": 1},
+        }
+    )
     classifier = MiniTFEncoderForSequenceClassification(config).eval()
     for name, model, tag in (("clf", classifier, "text-classification"), ("enc", encoder, "feature-extraction")):
         model.save_pretrained(tmp_path / name)
@@ -317,8 +400,13 @@ def test_update_model_card_adds_results_and_keeps_the_card(gpt, tmp_path):
     readme.write_text(readme.read_text() + "\nNotes a user wrote.\n")
     (tmp_path / "loss.png").write_bytes(b"\x89PNG\r\n")
     for _ in range(2):  # idempotent: one results section, one model-index entry per metric
-        update_model_card(tmp_path, eval_results={"loss": 1.25, "perplexity": 3.49}, dataset_name="tiny rhymes",
-                          image="loss.png", extra_markdown="Trained for 10 steps.")
+        update_model_card(
+            tmp_path,
+            eval_results={"loss": 1.25, "perplexity": 3.49},
+            dataset_name="tiny rhymes",
+            image="loss.png",
+            extra_markdown="Trained for 10 steps.",
+        )
     card = ModelCard.load(readme)
     results = {(r.metric_type, r.metric_value, r.dataset_name) for r in card.data.eval_results}
     assert results == {("loss", 1.25, "tiny rhymes"), ("perplexity", 3.49, "tiny rhymes")}
@@ -342,8 +430,12 @@ def test_minitf_push_refuses_bad_folders_and_bad_tokens(hub, gpt, tmp_path, caps
     good = tmp_path / "good"
     model.save_pretrained(good)
     capsys.readouterr()  # saving's progress bars
-    for folder, reason in ((empty, "no config.json"), (pickled, "pickle files (optimizer.pt)"),
-                           (weightless, "no .safetensors weights"), (tmp_path / "absent", "is not a folder")):
+    for folder, reason in (
+        (empty, "no config.json"),
+        (pickled, "pickle files (optimizer.pt)"),
+        (weightless, "no .safetensors weights"),
+        (tmp_path / "absent", "is not a folder"),
+    ):
         assert push_command(push_args(str(folder), "org/refused")) == 2
         captured = capsys.readouterr()
         assert reason in captured.err and captured.err.count("\n") == 1 and not captured.out
@@ -352,8 +444,10 @@ def test_minitf_push_refuses_bad_folders_and_bad_tokens(hub, gpt, tmp_path, caps
     assert "401 unauthorized" in captured.err and "HF_TOKEN" in captured.err and captured.err.count("\n") == 1
     assert not captured.out and len(hub.uploads) == uploads and "org/refused" not in hub.repos
 
-    assert minitf_main(["push", str(good), "org/branched", "--revision", "dev", "--commit-message", "first",
-                        "--private"]) == 0  # the `minitf` command line itself
+    assert (
+        minitf_main(["push", str(good), "org/branched", "--revision", "dev", "--commit-message", "first", "--private"])
+        == 0
+    )  # the `minitf` command line itself
     assert "Pushed" in capsys.readouterr().out and hub.repos["org/branched"].private
     assert hub.uploads[-1].message == "first" and hub.uploads[-1].revision == "dev"
     assert "model.safetensors" in hub.files("org/branched", "dev") and hub.files("org/branched") == set()
@@ -365,7 +459,9 @@ def test_offline_loads_from_cache_and_says_what_to_do_otherwise(published, gpt):
     ids = tokenizer("hello", return_tensors="pt").input_ids
     with published.offline():
         cached = AutoModelForCausalLM.from_pretrained("org/tiny-gpt").eval()
-        assert torch.equal(cached.generate(ids, max_new_tokens=6, do_sample=False),
-                           model.generate(ids, max_new_tokens=6, do_sample=False))
+        assert torch.equal(
+            cached.generate(ids, max_new_tokens=6, do_sample=False),
+            model.generate(ids, max_new_tokens=6, do_sample=False),
+        )
         with pytest.raises(OSError, match=r"(?s)couldn't find them in the cached files.*offline"):
             AutoModel.from_pretrained("org/never-pushed")

@@ -6,10 +6,10 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from isolation import run_without_hf_minitf
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_minitf import miniembed_tokenizer, train_encoder_bpe_tokenizer, train_wordlevel_tokenizer
-from isolation import run_without_hf_minitf
 
 FIXTURE = Path(__file__).parent / "data" / "miniembed_tokenizer"
 # The original's splitting rule, as MiniEmbed's SimpleTokenizer states it: the reference the fast tokenizer must match.
@@ -46,8 +46,9 @@ def test_reproduces_every_fixture_row(tokenizer, rows):
         encoded = encode_like_original(tokenizer, row["text"], row["max_length"])
         assert encoded["input_ids"] == row["input_ids"], row["text"]
         assert encoded["attention_mask"] == row["attention_mask"], row["text"]
-    batch = tokenizer([row["text"] for row in rows if row["max_length"] == 16], padding="max_length",
-                      truncation=True, max_length=16)
+    batch = tokenizer(
+        [row["text"] for row in rows if row["max_length"] == 16], padding="max_length", truncation=True, max_length=16
+    )
     assert batch["input_ids"] == [row["input_ids"] for row in rows if row["max_length"] == 16]
 
 
@@ -75,8 +76,7 @@ def test_saved_tokenizer_loads_without_hf_minitf(tmp_path, tokenizer, rows):
 
 
 def test_word_split_agrees_with_python_for_every_character(tokenizer):
-    characters = [chr(c) for c in range(0x110000)
-                  if not 0xD800 <= c < 0xE000 and unicodedata.category(chr(c)) != "Cn"]
+    characters = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000 and unicodedata.category(chr(c)) != "Cn"]
     text = " ".join(f"a{ch}b" for ch in characters)
     assert fast_words(tokenizer, text) == python_words(text)
     # Oniguruma's own \w and \s would disagree here: combining marks, connector punctuation, U+001C..U+001F.
@@ -84,8 +84,25 @@ def test_word_split_agrees_with_python_for_every_character(tokenizer):
         assert fast_words(tokenizer, case) == python_words(case), case
 
 
-@pytest.mark.parametrize("text", ["ΟΔΟΣ", "ΟΔΟΣ.", "ΣΑ", "Σ", "ΑΣΑ", "Α'Σ", "ΑΣ'Α", "ΑΣʰ", "ʰΣ", "ΟΔΟΣ ΣΟΦΟΣ",
-                                  "İstanbul", "ǅemal", "STRASSE ß", "ﬁne"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ΟΔΟΣ",
+        "ΟΔΟΣ.",
+        "ΣΑ",
+        "Σ",
+        "ΑΣΑ",
+        "Α'Σ",
+        "ΑΣ'Α",
+        "ΑΣʰ",
+        "ʰΣ",
+        "ΟΔΟΣ ΣΟΦΟΣ",
+        "İstanbul",
+        "ǅemal",
+        "STRASSE ß",
+        "ﬁne",
+    ],
+)
 def test_lowercasing_agrees_with_python(tokenizer, text):
     assert fast_words(tokenizer, text) == python_words(text)
 

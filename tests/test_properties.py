@@ -9,54 +9,76 @@ where no step is a near tie (a tie can fall either way under any rounding change
 import tempfile
 
 import torch
+from conftest import tiny_model
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from conftest import tiny_model
 from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
 
 PAD = 0  # every generated config pads with id 0 (the seq2seq family's special ids are 0..3: pad is 1 there)
 SEQ2SEQ_PAD, SEQ2SEQ_SOS, SEQ2SEQ_EOS = 1, 2, 3
 RELATIVE_TOLERANCE = 1e-4
-PROPERTY = settings(max_examples=15, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=15, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
 def sizes(draw, even_head_dim: bool = False) -> dict:
     heads = draw(st.sampled_from([1, 2, 4]))
     head_dim = draw(st.sampled_from([2, 4, 8] if even_head_dim else [2, 3, 4, 8]))
-    return dict(num_attention_heads=heads, hidden_size=heads * head_dim, num_hidden_layers=draw(st.integers(1, 2)),
-                intermediate_size=draw(st.sampled_from([8, 16, 32])),
-                initializer_range=draw(st.sampled_from([0.2, 1.0])))
+    return dict(
+        num_attention_heads=heads,
+        hidden_size=heads * head_dim,
+        num_hidden_layers=draw(st.integers(1, 2)),
+        intermediate_size=draw(st.sampled_from([8, 16, 32])),
+        initializer_range=draw(st.sampled_from([0.2, 1.0])),
+    )
 
 
 @st.composite
 def gpt_models(draw) -> MiniTFGPTForCausalLM:
     positions = draw(st.sampled_from(["learned", "rope"]))
     return tiny_model(
-        "gpt", seed=draw(st.integers(0, 2**16)), **draw(sizes(even_head_dim=positions == "rope")),
-        vocab_size=draw(st.integers(8, 40)), max_position_embeddings=32, position_embedding_type=positions,
-        rope_interleaved=draw(st.booleans()), attention_bias=draw(st.booleans()), pad_token_id=PAD,
+        "gpt",
+        seed=draw(st.integers(0, 2**16)),
+        **draw(sizes(even_head_dim=positions == "rope")),
+        vocab_size=draw(st.integers(8, 40)),
+        max_position_embeddings=32,
+        position_embedding_type=positions,
+        rope_interleaved=draw(st.booleans()),
+        attention_bias=draw(st.booleans()),
+        pad_token_id=PAD,
     )
 
 
 @st.composite
 def encoder_models(draw) -> MiniTFEncoderModel:
     return tiny_model(
-        "encoder", seed=draw(st.integers(0, 2**16)), **draw(sizes()), vocab_size=draw(st.integers(8, 40)),
-        max_position_embeddings=32, position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
-        scale_embeddings=draw(st.booleans()), attention_bias=draw(st.booleans()), pad_token_id=PAD,
+        "encoder",
+        seed=draw(st.integers(0, 2**16)),
+        **draw(sizes()),
+        vocab_size=draw(st.integers(8, 40)),
+        max_position_embeddings=32,
+        position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
+        scale_embeddings=draw(st.booleans()),
+        attention_bias=draw(st.booleans()),
+        pad_token_id=PAD,
     )
 
 
 @st.composite
 def seq2seq_models(draw) -> MiniTFSeq2SeqForConditionalGeneration:
     return tiny_model(
-        "seq2seq", seed=draw(st.integers(0, 2**16)), **draw(sizes(even_head_dim=True)),
-        src_vocab_size=draw(st.integers(8, 40)), vocab_size=draw(st.integers(8, 40)), max_position_embeddings=32,
-        attention_bias=draw(st.booleans()), output_log_softmax=draw(st.booleans()),
+        "seq2seq",
+        seed=draw(st.integers(0, 2**16)),
+        **draw(sizes(even_head_dim=True)),
+        src_vocab_size=draw(st.integers(8, 40)),
+        vocab_size=draw(st.integers(8, 40)),
+        max_position_embeddings=32,
+        attention_bias=draw(st.booleans()),
+        output_log_softmax=draw(st.booleans()),
         norm_type=draw(st.sampled_from(["layer_norm", "scalar_std_plus_eps", "per_feature_std_plus_eps"])),
     )
 
@@ -103,8 +125,11 @@ def reload(model, auto_class):
 @PROPERTY
 @given(model=st.one_of(gpt_models(), encoder_models(), seq2seq_models()), data=st.data())
 def test_save_load_keeps_weights_bit_identical(model, data):
-    auto_class = {MiniTFGPTForCausalLM: AutoModelForCausalLM, MiniTFEncoderModel: AutoModel,
-                  MiniTFSeq2SeqForConditionalGeneration: AutoModelForSeq2SeqLM}[type(model)]
+    auto_class = {
+        MiniTFGPTForCausalLM: AutoModelForCausalLM,
+        MiniTFEncoderModel: AutoModel,
+        MiniTFSeq2SeqForConditionalGeneration: AutoModelForSeq2SeqLM,
+    }[type(model)]
     loaded = reload(model, auto_class)
     assert type(loaded) is type(model)
     expected, actual = model.state_dict(), loaded.state_dict()
@@ -130,8 +155,15 @@ def test_greedy_with_cache_equals_without(model, data):
     vocab = getattr(config, "src_vocab_size", config.vocab_size)
     pad = config.pad_token_id
     ids, mask = padded(token_rows(data.draw, vocab, 2, low=4), pad, left=not config.is_encoder_decoder)
-    kwargs = dict(attention_mask=mask, max_new_tokens=6, min_new_tokens=6, do_sample=False, pad_token_id=pad,
-                  output_scores=True, return_dict_in_generate=True)
+    kwargs = dict(
+        attention_mask=mask,
+        max_new_tokens=6,
+        min_new_tokens=6,
+        do_sample=False,
+        pad_token_id=pad,
+        output_scores=True,
+        return_dict_in_generate=True,
+    )
     uncached = model.generate(ids, use_cache=False, **kwargs)
     assume(no_near_ties(uncached.scores))
     cached = model.generate(ids, use_cache=True, **kwargs)
@@ -147,7 +179,7 @@ def test_gpt_left_padded_batch_equals_each_row_alone(model, data):
         together = model(ids, attention_mask=mask).logits
         for index, row in enumerate(rows):
             alone = model(torch.tensor([row])).logits[0]
-            assert_close_to_scale(together[index, ids.shape[1] - len(row):], alone)
+            assert_close_to_scale(together[index, ids.shape[1] - len(row) :], alone)
 
 
 @PROPERTY
@@ -159,7 +191,7 @@ def test_encoder_right_padded_batch_equals_each_row_alone(model, data):
         together = model(ids, attention_mask=mask)
         for index, row in enumerate(rows):
             alone = model(torch.tensor([row]))
-            assert_close_to_scale(together.last_hidden_state[index, :len(row)], alone.last_hidden_state[0])
+            assert_close_to_scale(together.last_hidden_state[index, : len(row)], alone.last_hidden_state[0])
             assert_close_to_scale(together.pooler_output[index], alone.pooler_output[0])
 
 

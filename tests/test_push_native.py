@@ -3,12 +3,12 @@ one commit, the card names the repo with llama.cpp / Ollama commands, the pushed
 refusals upload nothing."""
 
 import pytest
-
 from export_models import TEXT, _random_gpt, make_seq2seq_source
+
 from hf_minitf import train_bpe_tokenizer
-from minitf_cli import main as minitf_main
+from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import export_native
-from hf_minitf.publishing import push_folder
+from hf_minitf.hub.push import push_folder
 
 
 @pytest.fixture(scope="module")
@@ -20,12 +20,23 @@ def rope_gpt(tmp_path_factory):
 def test_push_native_uploads_the_native_folder_and_gguf_files(hub, rope_gpt, capsys):
     assert minitf_main(["push", str(rope_gpt), "org/tiny-native", "--native", "--gguf", "f16,q8_0"]) == 0
     assert "Pushed" in capsys.readouterr().out
-    assert set(hub.uploads[-1].paths) == {"README.md", "config.json", "generation_config.json", "model.safetensors",
-                                          "tokenizer.json", "tokenizer_config.json", "tiny-native-F16.gguf",
-                                          "tiny-native-Q8_0.gguf"}
+    assert set(hub.uploads[-1].paths) == {
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "tiny-native-F16.gguf",
+        "tiny-native-Q8_0.gguf",
+    }
     card = hub.read("org/tiny-native", "README.md").decode()
-    for words in ("llama-cli -hf org/tiny-native:Q8_0", "ollama run hf.co/org/tiny-native:F16",
-                  'AutoModelForCausalLM.from_pretrained("org/tiny-native")', "vllm serve org/tiny-native"):
+    for words in (
+        "llama-cli -hf org/tiny-native:Q8_0",
+        "ollama run hf.co/org/tiny-native:F16",
+        'AutoModelForCausalLM.from_pretrained("org/tiny-native")',
+        "vllm serve org/tiny-native",
+    ):
         assert words in card
     assert b"GPTNeoXForCausalLM" in hub.read("org/tiny-native", "config.json")
 

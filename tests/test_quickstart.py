@@ -5,12 +5,11 @@ import json
 
 import pytest
 from huggingface_hub import ModelCard
-
-from hf_minitf.builtin_tasks import english_italian_pairs, number_to_words, number_words, paraphrase_pairs
-from hf_minitf.output_folder import replace_refusal
-from hf_minitf.quickstart import FOLDERS, QuickstartSteps, run
-
 from test_cli import png_size
+
+from hf_minitf.safety.output_folders import replace_refusal
+from hf_minitf.training.quickstart import FOLDERS, QuickstartSteps, run
+from hf_minitf.training.tasks import english_italian_pairs, number_to_words, number_words, paraphrase_pairs
 
 SHORT_RUN = QuickstartSteps(gpt=120, encoder=30, seq2seq=60)
 
@@ -48,8 +47,16 @@ def test_short_quickstart_learns_every_task(tmp_path, capsys):
 
 def test_number_words_spell_numbers_and_keep_held_out_numbers_apart():
     assert [number_to_words(n) for n in (0, 7, 15, 20, 42, 100, 101, 342, 990)] == [
-        "zero", "seven", "fifteen", "twenty", "forty-two", "one hundred", "one hundred one",
-        "three hundred forty-two", "nine hundred ninety"]
+        "zero",
+        "seven",
+        "fifteen",
+        "twenty",
+        "forty-two",
+        "one hundred",
+        "one hundred one",
+        "three hundred forty-two",
+        "nine hundred ninety",
+    ]
     with pytest.raises(ValueError):
         number_to_words(1000)
     split = number_words(held_out=100, seed=0)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from minitf_cli import build_parser
+from hf_minitf.cli import build_parser
 
 README = Path(__file__).parent.parent / "README.md"
 

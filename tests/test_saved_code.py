@@ -8,22 +8,30 @@ from pathlib import Path
 
 import pytest
 import torch
-
-import hf_minitf
 from conftest import tiny_model
-from hf_minitf import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
 from isolation import run_without_hf_minitf
 
-SHARED_CODE = {"compat.py", "configuration_minitf.py", "configuration_minitf_limits.py", "input_checks.py", "layers.py",
-               "modeling_minitf.py", "modeling_minitf_loading.py"}
+import hf_minitf
+from hf_minitf import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
+
+SHARED_CODE = {
+    "compat.py",
+    "configuration_minitf.py",
+    "configuration_minitf_limits.py",
+    "input_checks.py",
+    "layers.py",
+    "modeling_minitf.py",
+    "modeling_minitf_hooks.py",
+    "modeling_minitf_loading.py",
+}
 FAMILY_CODE = {
     "gpt": SHARED_CODE | {"configuration_minitf_gpt.py", "modeling_minitf_gpt.py"},
     "encoder": SHARED_CODE | {"configuration_minitf_encoder.py", "modeling_minitf_encoder.py"},
-    "seq2seq": SHARED_CODE | {"configuration_minitf_seq2seq.py", "modeling_minitf_seq2seq.py",
-                              "tokenization_minitf_seq2seq.py"},
+    "seq2seq": SHARED_CODE
+    | {"configuration_minitf_seq2seq.py", "modeling_minitf_seq2seq.py", "tokenization_minitf_seq2seq.py"},
 }
 AUTO_CLASSES = {"gpt": "AutoModelForCausalLM", "encoder": "AutoModel", "seq2seq": "AutoModelForSeq2SeqLM"}
-PACKAGE = Path(hf_minitf.__file__).parent
+PACKAGE = Path(hf_minitf.__file__).parent / "modeling"
 
 
 def imported_siblings(path: Path) -> set[str]:
@@ -46,8 +54,9 @@ def saved(tmp_path_factory):
     models = {family: tiny_model(family) for family in FAMILY_CODE}
     pairs = [("one two", "uno due"), ("two three", "due tre"), ("three", "tre")] * 2
     tokenizer = train_translation_tokenizers(pairs, min_frequency=1)
-    models["seq2seq"] = tiny_model("seq2seq", src_vocab_size=tokenizer.source_vocab_size,
-                                   vocab_size=tokenizer.target_vocab_size)
+    models["seq2seq"] = tiny_model(
+        "seq2seq", src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size
+    )
     for family, model in models.items():
         model.save_pretrained(root / family)
     tokenizer.save_pretrained(root / "seq2seq")
@@ -87,7 +96,8 @@ def test_without_hf_minitf_saved_folders_load_and_keep_their_card_on_save_and_pu
             "encoder": models["encoder"](ids).last_hidden_state,
             "seq2seq": models["seq2seq"](ids, decoder_input_ids=torch.tensor([[2, 5]])).logits,
         }
-    result = run_without_hf_minitf(f"""
+    result = run_without_hf_minitf(
+        f"""
         import json, os, torch, transformers
         root, ids, outputs, cards = {str(root)!r}, torch.tensor({ids.tolist()}), {{}}, {{}}
         for family, auto_class in {AUTO_CLASSES!r}.items():
@@ -106,7 +116,9 @@ def test_without_hf_minitf_saved_folders_load_and_keep_their_card_on_save_and_pu
             model.push_to_hub(f"org/remote-{{family}}")
             cards[family] = open(os.path.join(copy, "README.md"), encoding="utf-8").read()
         print(json.dumps({{"outputs": outputs, "cards": cards}}))
-    """, cwd=str(tmp_path))
+    """,
+        cwd=str(tmp_path),
+    )
     for family in FAMILY_CODE:
         module, output = result["outputs"][family]
         assert module.startswith("transformers_modules"), module

@@ -19,15 +19,21 @@ import torch
 from safetensors.torch import load_file
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
-from hf_minitf.file_safety import pickle_reason
-from hf_minitf.cli import push_command
-from hf_minitf.publishing import PushError, check_push_folder, push_folder
-from minitf_cli import add_push_arguments
+from hf_minitf.commands.push import add_arguments as add_push_arguments
+from hf_minitf.commands.push import run as push_command
+from hf_minitf.hub.push import PushError, check_push_folder, push_folder
+from hf_minitf.safety.files import pickle_reason
 
 DATA = Path(__file__).parent / "data"
 CHAR_GPT = DATA / "char_gpt"
-TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-            max_position_embeddings=16)
+TINY = dict(
+    vocab_size=40,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=16,
+)
 SECRET = "the contents of a private file outside the folder"
 
 
@@ -67,18 +73,27 @@ def uploaded_bytes(hub) -> bytes:
 
 
 # 1. Links out of the folder.
-@pytest.mark.parametrize("make_link", [
-    pytest.param(lambda folder: (folder / "notes.txt").symlink_to(folder.parent / "private.txt"), id="file-link"),
-    pytest.param(lambda folder: (folder / "extra").symlink_to(folder.parent, target_is_directory=True),
-                 id="folder-link"),
-    pytest.param(lambda folder: ((folder / "sub").mkdir(),
-                                 (folder / "sub" / "notes.md").symlink_to("../../private.txt")),
-                 id="nested-relative-link"),
-    pytest.param(lambda folder: ((folder / "model.safetensors").unlink(),
-                                 (folder.parent / "elsewhere.safetensors").write_bytes(b"x"),
-                                 (folder / "model.safetensors").symlink_to(folder.parent / "elsewhere.safetensors")),
-                 id="weights-link"),
-])
+@pytest.mark.parametrize(
+    "make_link",
+    [
+        pytest.param(lambda folder: (folder / "notes.txt").symlink_to(folder.parent / "private.txt"), id="file-link"),
+        pytest.param(
+            lambda folder: (folder / "extra").symlink_to(folder.parent, target_is_directory=True), id="folder-link"
+        ),
+        pytest.param(
+            lambda folder: ((folder / "sub").mkdir(), (folder / "sub" / "notes.md").symlink_to("../../private.txt")),
+            id="nested-relative-link",
+        ),
+        pytest.param(
+            lambda folder: (
+                (folder / "model.safetensors").unlink(),
+                (folder.parent / "elsewhere.safetensors").write_bytes(b"x"),
+                (folder / "model.safetensors").symlink_to(folder.parent / "elsewhere.safetensors"),
+            ),
+            id="weights-link",
+        ),
+    ],
+)
 def test_push_refuses_links_out_of_the_folder_and_sends_nothing(hub, folder, make_link, capsys):
     make_link(folder)
     uploads = len(hub.uploads)
@@ -121,7 +136,7 @@ def test_hard_links_between_files_of_the_folder_are_sent(hub, folder):
 
 def test_the_files_sent_are_checked_again_just_before_the_upload(hub, folder, monkeypatch):
     """Whatever adds files to the upload after the folder check (a card writer, an export) is checked too."""
-    import hf_minitf.model_card as model_card
+    import hf_minitf.hub.cards as model_card
 
     def adds_a_link(staging, *args, **kwargs):
         (Path(staging) / "extra.txt").symlink_to(folder.parent / "private.txt")
@@ -174,8 +189,9 @@ NOT_PICKLES = {
     "numbers.npy": _numpy_bytes(np.arange(6.0)),
     "numbers.npz": _zip_with("a.npy", _numpy_bytes(np.arange(6.0))),
     # A safetensors header of 640 bytes starts with 0x80 0x02, as a protocol 2 pickle does.
-    "header640.safetensors": struct.pack("<Q", 640) + json.dumps({"__metadata__": {"format": "pt"}}).encode().ljust(
-        640) + b"",
+    "header640.safetensors": struct.pack("<Q", 640)
+    + json.dumps({"__metadata__": {"format": "pt"}}).encode().ljust(640)
+    + b"",
 }
 
 
@@ -195,7 +211,8 @@ def test_other_files_are_not_taken_for_pickles(tmp_path, name):
 def test_push_refuses_a_pickle_whatever_its_name(hub, folder, name, capsys):
     (folder / name).parent.mkdir(exist_ok=True)
     content = {"weights.npy": PICKLES["objects.npy"], "sub/data.zip": PICKLES["torch-zip.json"]}.get(
-        name, pickle.dumps(RunsCode(), 4))
+        name, pickle.dumps(RunsCode(), 4)
+    )
     (folder / name).write_bytes(content)
     uploads = len(hub.uploads)
     assert push_command(push_args(str(folder), "org/pickled")) == 2
@@ -205,10 +222,13 @@ def test_push_refuses_a_pickle_whatever_its_name(hub, folder, name, capsys):
 
 
 def test_a_pickle_added_after_the_folder_check_is_refused(hub, folder, monkeypatch):
-    import hf_minitf.model_card as model_card
+    import hf_minitf.hub.cards as model_card
 
-    monkeypatch.setattr(model_card, "prepare_upload",
-                        lambda staging, *a, **k: (Path(staging) / "extra.bin").write_bytes(pickle.dumps(RunsCode(), 2)))
+    monkeypatch.setattr(
+        model_card,
+        "prepare_upload",
+        lambda staging, *a, **k: (Path(staging) / "extra.bin").write_bytes(pickle.dumps(RunsCode(), 2)),
+    )
     with pytest.raises(PushError, match=r"extra.bin is a pickle: it starts with the pickle protocol 2 opcode"):
         push_folder(folder, "org/late-pickle")
 
@@ -219,7 +239,7 @@ def test_a_clean_folder_still_lists_its_files(folder):
 
 # 5. Refused pickles: named, said to hold code, never the advice to load them unsafely.
 def run_cli(argv, capsys) -> tuple[int, str]:
-    from minitf_cli import main
+    from hf_minitf.cli import main
 
     status = main([str(arg) for arg in argv])
     return status, capsys.readouterr().err
@@ -247,8 +267,23 @@ def test_resume_from_a_tampered_optimizer_state_is_refused_naming_it(tmp_path, c
     data = tmp_path / "text.txt"
     data.write_text("a tiny text to train a tiny model on. " * 40)
     checkpoints = tmp_path / "checkpoints"
-    argv = ["train", "gpt", "--data", data, "--preset", "tiny", "--block-size", "16", "--checkpoint-dir", checkpoints,
-            "--save-steps", "1", "--batch-size", "4", "--no-progress"]
+    argv = [
+        "train",
+        "gpt",
+        "--data",
+        data,
+        "--preset",
+        "tiny",
+        "--block-size",
+        "16",
+        "--checkpoint-dir",
+        checkpoints,
+        "--save-steps",
+        "1",
+        "--batch-size",
+        "4",
+        "--no-progress",
+    ]
     assert run_cli([*argv, "--out", tmp_path / "first", "--max-steps", "1"], capsys)[0] == 0
     optimizer = checkpoints / "checkpoint-1" / "optimizer.pt"
     state = torch.load(optimizer, weights_only=True)
@@ -259,10 +294,14 @@ def test_resume_from_a_tampered_optimizer_state_is_refused_naming_it(tmp_path, c
     assert not (tmp_path / "resumed").exists()
 
 
-@pytest.mark.parametrize("payload, reason", [
-    (lambda: _torch_bytes({"wte.weight": RunsCode()}), r"pickled reference to `posix.system`"),
-    (lambda: b"\x80\x02\x82\x01.", r"pickled content other than tensors \(Unsupported operand 130\)"),
-], ids=["global", "unsupported-opcode"])
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        (lambda: _torch_bytes({"wte.weight": RunsCode()}), r"pickled reference to `posix.system`"),
+        (lambda: b"\x80\x02\x82\x01.", r"pickled content other than tensors \(Unsupported operand 130\)"),
+    ],
+    ids=["global", "unsupported-opcode"],
+)
 def test_conversion_refusals_never_advise_the_unsafe_load(tmp_path, payload, reason):
     from hf_minitf.conversion import ConversionError
     from hf_minitf.conversion.char_gpt import convert_char_gpt
@@ -291,8 +330,10 @@ def converted_weights(tmp_path: Path, checkpoint: Path, out: str) -> dict:
 def test_a_checkpoint_repacked_with_compression_converts_to_the_same_weights(tmp_path):
     deflated = repack(CHAR_GPT / "checkpoint.pt", tmp_path / "deflated.pt")
     with zipfile.ZipFile(deflated) as archive:
-        assert any(info.compress_type == zipfile.ZIP_DEFLATED and info.compress_size < info.file_size
-                   for info in archive.infolist())
+        assert any(
+            info.compress_type == zipfile.ZIP_DEFLATED and info.compress_size < info.file_size
+            for info in archive.infolist()
+        )
     reference = converted_weights(tmp_path, CHAR_GPT / "checkpoint.pt", "reference")
     repacked = converted_weights(tmp_path, deflated, "repacked")
     assert reference.keys() == repacked.keys()
@@ -314,14 +355,28 @@ def test_an_encrypted_checkpoint_entry_is_refused_by_name(tmp_path):
 FROM_QKV = r"qkv_proj.weight \(from blocks.0.attn.qkv.weight\)"
 
 
-@pytest.mark.parametrize("spoil, message", [
-    (lambda tensor: tensor.index_fill_(0, torch.tensor([0]), float("nan")), FROM_QKV + r" holds 32 NaN or infinite"),
-    (lambda tensor: tensor.index_fill_(0, torch.tensor([1]), float("inf")), FROM_QKV + r" holds 32 NaN or infinite"),
-    (lambda tensor: (tensor * 100).to(torch.int8),
-     FROM_QKV + r" is stored as integer int8, but the model needs floating-point weights"),
-    (lambda tensor: torch.quantize_per_tensor(tensor, 0.01, 0, torch.qint8),
-     FROM_QKV + r" is stored as quantized qint8"),
-], ids=["nan", "inf", "int8", "qint8"])
+@pytest.mark.parametrize(
+    "spoil, message",
+    [
+        (
+            lambda tensor: tensor.index_fill_(0, torch.tensor([0]), float("nan")),
+            FROM_QKV + r" holds 32 NaN or infinite",
+        ),
+        (
+            lambda tensor: tensor.index_fill_(0, torch.tensor([1]), float("inf")),
+            FROM_QKV + r" holds 32 NaN or infinite",
+        ),
+        (
+            lambda tensor: (tensor * 100).to(torch.int8),
+            FROM_QKV + r" is stored as integer int8, but the model needs floating-point weights",
+        ),
+        (
+            lambda tensor: torch.quantize_per_tensor(tensor, 0.01, 0, torch.qint8),
+            FROM_QKV + r" is stored as quantized qint8",
+        ),
+    ],
+    ids=["nan", "inf", "int8", "qint8"],
+)
 @pytest.mark.parametrize("dtype", ["auto", "float16"])
 def test_non_finite_or_integer_weights_are_refused_naming_the_tensor(tmp_path, spoil, message, dtype):
     from hf_minitf.conversion import ConversionError
@@ -331,13 +386,14 @@ def test_non_finite_or_integer_weights_are_refused_naming_the_tensor(tmp_path, s
     state["blocks.0.attn.qkv.weight"] = spoil(state["blocks.0.attn.qkv.weight"].clone())
     torch.save(state, tmp_path / "spoiled.pt")
     with pytest.raises(ConversionError, match=message):
-        convert_char_gpt(tmp_path / "spoiled.pt", tmp_path / "out", vocab=CHAR_GPT / "vocab.json", num_heads=4,
-                         dtype=dtype)
+        convert_char_gpt(
+            tmp_path / "spoiled.pt", tmp_path / "out", vocab=CHAR_GPT / "vocab.json", num_heads=4, dtype=dtype
+        )
     assert not (tmp_path / "out").exists()
 
 
 def test_an_embedding_layer_with_nan_is_refused(tmp_path):
-    from minitf_cli import main as minitf_main
+    from hf_minitf.cli import main as minitf_main
 
     state = torch.load(DATA / "transformer_embedding" / "checkpoint.pt", weights_only=True)
     weights = state.get("model_state_dict", state)
@@ -346,7 +402,10 @@ def test_an_embedding_layer_with_nan_is_refused(tmp_path):
     torch.save(state, tmp_path / "nan.pt")
     errors = io.StringIO()
     with __import__("contextlib").redirect_stderr(errors):
-        assert minitf_main(["convert", "transformer-embedding", str(tmp_path / "nan.pt"), "--out", str(tmp_path / "out")]) == 2
+        assert (
+            minitf_main(["convert", "transformer-embedding", str(tmp_path / "nan.pt"), "--out", str(tmp_path / "out")])
+            == 2
+        )
     assert "holds 1 NaN or infinite values" in errors.getvalue() and not (tmp_path / "out").exists()
 
 
@@ -374,7 +433,7 @@ def test_a_card_that_contains_itself_is_refused(folder, capsys):
 
 
 def test_saving_over_a_folder_with_a_bomb_card_is_refused_before_writing(folder):
-    from hf_minitf.file_safety import UnsafeFileError
+    from hf_minitf.safety.files import UnsafeFileError
 
     (folder / "README.md").write_text(alias_bomb())
     model = MiniTFGPTForCausalLM.from_pretrained(folder)
@@ -403,14 +462,21 @@ def folder_with_config(folder: Path, **changes) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"num_hidden_layers": 10**9}, r"num_hidden_layers=1000000000 is more than the 10,000 layers"),
-    ({"hidden_size": 2**40, "intermediate_size": None}, r"hidden_size=1099511627776 \(with .*\) makes a model of at "
-                                                        r"least .* more than this machine's"),
-    ({"vocab_size": 10**12}, r"vocab_size=1000000000000 \(with .*\) makes a model"),
-    ({"intermediate_size": 2**45}, r"intermediate_size=35184372088832 .* makes a model"),
-    ({"max_position_embeddings": 10**13}, r"max_position_embeddings=10000000000000 .* makes a model"),
-], ids=["layers", "hidden", "vocab", "intermediate", "positions"])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"num_hidden_layers": 10**9}, r"num_hidden_layers=1000000000 is more than the 10,000 layers"),
+        (
+            {"hidden_size": 2**40, "intermediate_size": None},
+            r"hidden_size=1099511627776 \(with .*\) makes a model of at "
+            r"least .* more than this machine's",
+        ),
+        ({"vocab_size": 10**12}, r"vocab_size=1000000000000 \(with .*\) makes a model"),
+        ({"intermediate_size": 2**45}, r"intermediate_size=35184372088832 .* makes a model"),
+        ({"max_position_embeddings": 10**13}, r"max_position_embeddings=10000000000000 .* makes a model"),
+    ],
+    ids=["layers", "hidden", "vocab", "intermediate", "positions"],
+)
 def test_a_config_too_large_for_the_machine_fails_fast_naming_the_field(folder, changes, field, capsys):
     import time
 
@@ -425,11 +491,15 @@ def test_a_config_too_large_for_the_machine_fails_fast_naming_the_field(folder, 
     assert time.perf_counter() - start < 30
 
 
-@pytest.mark.parametrize("config_class, sizes", [
-    ("MiniTFEncoderConfig", {"hidden_size": 2**30, "num_attention_heads": 1}),
-    ("MiniTFSeq2SeqConfig", {"src_vocab_size": 10**12}),
-    ("MiniTFGPTConfig", {"hidden_size": 2**40 + 1, "num_attention_heads": 2, "intermediate_size": 4}),
-], ids=["encoder", "seq2seq", "gpt-no-divisor-scan"])
+@pytest.mark.parametrize(
+    "config_class, sizes",
+    [
+        ("MiniTFEncoderConfig", {"hidden_size": 2**30, "num_attention_heads": 1}),
+        ("MiniTFSeq2SeqConfig", {"src_vocab_size": 10**12}),
+        ("MiniTFGPTConfig", {"hidden_size": 2**40 + 1, "num_attention_heads": 2, "intermediate_size": 4}),
+    ],
+    ids=["encoder", "seq2seq", "gpt-no-divisor-scan"],
+)
 def test_every_family_bounds_its_sizes(config_class, sizes):
     import hf_minitf
 
@@ -438,7 +508,7 @@ def test_every_family_bounds_its_sizes(config_class, sizes):
 
 
 def test_the_bound_names_the_field_against_a_given_memory():
-    from hf_minitf.configuration_minitf_limits import check_model_fits
+    from hf_minitf.modeling.configuration_minitf_limits import check_model_fits
 
     config = MiniTFGPTConfig(**TINY)
     check_model_fits(config, memory=2**20)  # a tiny model fits in a MiB
@@ -451,8 +521,11 @@ def test_a_config_that_asks_for_weights_the_folder_lacks_is_an_error(folder):
     from transformers import AutoModelForCausalLM
 
     folder_with_config(folder, num_hidden_layers=3)  # the weights hold one layer
-    with pytest.raises(ValueError, match=r"the weights lack 24 tensors that its config asks for "
-                                         r"\(model.layers.1.*num_hidden_layers"):
+    with pytest.raises(
+        ValueError,
+        match=r"the weights lack 24 tensors that its config asks for "
+        r"\(model.layers.1.*num_hidden_layers",
+    ):
         AutoModelForCausalLM.from_pretrained(folder)
 
 
@@ -462,8 +535,9 @@ def test_a_new_head_on_a_saved_base_model_still_loads(tmp_path):
     from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel
 
     MiniTFEncoderModel(MiniTFEncoderConfig(**TINY)).save_pretrained(tmp_path / "encoder")
-    model, info = AutoModelForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=2,
-                                                                     output_loading_info=True)
+    model, info = AutoModelForSequenceClassification.from_pretrained(
+        tmp_path / "encoder", num_labels=2, output_loading_info=True
+    )
     assert info["missing_keys"] and all(not key.startswith("model.") for key in info["missing_keys"])
 
 
@@ -486,7 +560,7 @@ def test_a_compressed_pytorch_model_bin_is_refused_by_from_pretrained(folder, tm
 SLOW_CONVERT = """
 import sys, time
 import hf_minitf.conversion.base as base
-from minitf_cli import main
+from hf_minitf.cli import main
 
 real = base.write_safetensors
 def slow(path, plans, metadata=None):
@@ -499,15 +573,29 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
-    """`minitf` and `python -m hf_minitf.conversion` install the same handler (minitf_cli.sigterm_exits)."""
+    """`minitf` and `python -m hf_minitf.conversion` install the same handler (hf_minitf.cli.sigterm_exits)."""
     import signal
     import subprocess
     import sys
 
-    argv = ["convert", "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", "4",
-            "--out", tmp_path / "out"]
-    process = subprocess.Popen([sys.executable, "-c", SLOW_CONVERT, *map(str, argv)], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, cwd=Path(__file__).parent.parent)
+    argv = [
+        "convert",
+        "char-gpt",
+        CHAR_GPT / "checkpoint.pt",
+        "--vocab",
+        CHAR_GPT / "vocab.json",
+        "--num-heads",
+        "4",
+        "--out",
+        tmp_path / "out",
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_CONVERT, *map(str, argv)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
     try:
         assert process.stdout.readline().strip() == "writing"
         assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out.writing-")]
@@ -524,8 +612,10 @@ def test_info_refuses_a_safetensors_header_length_past_the_end(folder, capsys):
     (folder / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + data[8:])
     status, err = run_cli(["info", folder], capsys)
     assert status == 2 and err.count("\n") == 1
-    assert "model.safetensors is not a readable safetensors file (Error while deserializing header: header too large)" \
+    assert (
+        "model.safetensors is not a readable safetensors file (Error while deserializing header: header too large)"
         in err
+    )
 
 
 def test_from_pretrained_of_a_weights_file_with_code_names_it(tmp_path, gpt_folder):
@@ -537,7 +627,10 @@ def test_from_pretrained_of_a_weights_file_with_code_names_it(tmp_path, gpt_fold
         if path.name != "model.safetensors":
             (folder / path.name).write_bytes(path.read_bytes())
     torch.save({**load_file(gpt_folder / "model.safetensors"), "payload": RunsCode()}, folder / "pytorch_model.bin")
-    with pytest.raises(pickle.UnpicklingError, match=r"refused to load .*pytorch_model.bin: it holds a pickled "
-                                                     r"reference to `posix.system`") as error:
+    with pytest.raises(
+        pickle.UnpicklingError,
+        match=r"refused to load .*pytorch_model.bin: it holds a pickled "
+        r"reference to `posix.system`",
+    ) as error:
         AutoModelForCausalLM.from_pretrained(folder)
     assert isinstance(error.value, ValueError) and "weights_only" not in str(error.value)

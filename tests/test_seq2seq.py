@@ -8,7 +8,9 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import tiny_model
 from datasets import Dataset
+from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import (
@@ -29,9 +31,7 @@ from hf_minitf import (
     MiniTFSeq2SeqTokenizer,
     train_translation_tokenizers,
 )
-from hf_minitf.configuration_minitf_seq2seq import NORM_TYPES
-from conftest import tiny_model
-from isolation import run_without_hf_minitf
+from hf_minitf.modeling.configuration_minitf_seq2seq import NORM_TYPES
 
 SPECIALS = ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]
 PAD, SOS, EOS = 1, 2, 3
@@ -47,6 +47,7 @@ def padded_sources():
 
 
 # --- hkproj's pytorch-transformer: the converted original reproduces its outputs ---
+
 
 def hkproj_key(key: str) -> str:
     """hkproj's state-dict name -> ours (the conversion module does this for real checkpoints)."""
@@ -70,11 +71,17 @@ def test_reproduces_hkproj(data_dir, name, attn_implementation):
     folder = data_dir / name
     original = json.loads((folder / "config.json").read_text())
     config = MiniTFSeq2SeqConfig(
-        src_vocab_size=original["src_vocab_size"], vocab_size=original["tgt_vocab_size"],
-        hidden_size=original["d_model"], num_hidden_layers=original["N"], num_attention_heads=original["h"],
+        src_vocab_size=original["src_vocab_size"],
+        vocab_size=original["tgt_vocab_size"],
+        hidden_size=original["d_model"],
+        num_hidden_layers=original["N"],
+        num_attention_heads=original["h"],
         intermediate_size=original["d_ff"],
         max_position_embeddings=max(original["src_seq_len"], original["tgt_seq_len"]),
-        norm_type="scalar_std_times_eps", layer_norm_eps=1e-6, attention_mask_value=-1e9, output_log_softmax=True,
+        norm_type="scalar_std_times_eps",
+        layer_norm_eps=1e-6,
+        attention_mask_value=-1e9,
+        output_log_softmax=True,
     )
     config._attn_implementation = attn_implementation
     model = MiniTFSeq2SeqForConditionalGeneration(config).eval()
@@ -86,24 +93,38 @@ def test_reproduces_hkproj(data_dir, name, attn_implementation):
     assert torch.equal(io["tgt_mask"][:, 0].bool(), target_mask[:, None, :].bool() & torch.ones(9, 9).tril().bool())
 
     with torch.no_grad():
-        out = model(input_ids=io["src"], attention_mask=source_mask, decoder_input_ids=io["tgt"],
-                    decoder_attention_mask=target_mask, output_hidden_states=True)
+        out = model(
+            input_ids=io["src"],
+            attention_mask=source_mask,
+            decoder_input_ids=io["tgt"],
+            decoder_attention_mask=target_mask,
+            output_hidden_states=True,
+        )
     # hkproj's untrained norm divides by std * 1e-6, so activations reach ~1e6: compare relative to their size.
-    for ours, theirs in [(out.encoder_last_hidden_state, io["encoder_output"]),
-                         (out.decoder_hidden_states[-1], io["decoder_output"]),
-                         (out.logits, io["log_probs"])]:
+    for ours, theirs in [
+        (out.encoder_last_hidden_state, io["encoder_output"]),
+        (out.decoder_hidden_states[-1], io["decoder_output"]),
+        (out.logits, io["log_probs"]),
+    ]:
         assert (ours - theirs).abs().max() <= 1e-5 * max(1.0, theirs.abs().max().item())
 
     # hkproj's -1e9 mask stops masking once scores pass ~1e9 (the untrained fixture's ~1e12): its decoder then
     # sees later tokens, which a KV cache cannot reproduce. Trained hkproj models (the other fixture) cache exactly.
     cache_options = [False] if name == "seq2seq_transformer" else [False, True]
     for use_cache in cache_options:
-        greedy = model.generate(input_ids=io["src"][:1], attention_mask=source_mask[:1], max_length=8,
-                                do_sample=False, num_beams=1, use_cache=use_cache)
+        greedy = model.generate(
+            input_ids=io["src"][:1],
+            attention_mask=source_mask[:1],
+            max_length=8,
+            do_sample=False,
+            num_beams=1,
+            use_cache=use_cache,
+        )
         assert torch.equal(greedy, io["greedy_src0"])
 
 
 # --- generate ---
+
 
 def hkproj_like(model):
     """hkproj's norm and -1e9 masking, with norm gains near eps as its training leaves them (activations ~1)."""
@@ -116,17 +137,23 @@ def hkproj_like(model):
 
 MODEL_VARIANTS = {
     "layer_norm": lambda: tiny_model("seq2seq"),
-    "per_feature_std_plus_eps": lambda: tiny_model("seq2seq", seed=0, norm_type="per_feature_std_plus_eps", attention_bias=False),
-    "hkproj_trained": lambda: hkproj_like(tiny_model("seq2seq", norm_type="scalar_std_times_eps", attention_mask_value=-1e9,
-                                                     output_log_softmax=True)),
+    "per_feature_std_plus_eps": lambda: tiny_model(
+        "seq2seq", seed=0, norm_type="per_feature_std_plus_eps", attention_bias=False
+    ),
+    "hkproj_trained": lambda: hkproj_like(
+        tiny_model("seq2seq", norm_type="scalar_std_times_eps", attention_mask_value=-1e9, output_log_softmax=True)
+    ),
 }
 
 
-@pytest.mark.parametrize("decoding", [
-    dict(num_beams=1),
-    dict(num_beams=3),
-    dict(num_beams=3, num_return_sequences=2),
-])
+@pytest.mark.parametrize(
+    "decoding",
+    [
+        dict(num_beams=1),
+        dict(num_beams=3),
+        dict(num_beams=3, num_return_sequences=2),
+    ],
+)
 @pytest.mark.parametrize("variant", list(MODEL_VARIANTS))
 def test_generate_with_cache_equals_without(decoding, variant):
     model = MODEL_VARIANTS[variant]()
@@ -151,8 +178,13 @@ def test_incremental_decoding_logits_equal_full_pass(variant):
         encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
         cache, steps = None, []
         for position in range(target.shape[1]):
-            out = model(encoder_outputs=encoder_outputs, attention_mask=mask, cache=cache,
-                        decoder_input_ids=target[:, position:position + 1], use_cache=True)
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                cache=cache,
+                decoder_input_ids=target[:, position : position + 1],
+                use_cache=True,
+            )
             cache = out.cache if hasattr(out, "cache") else out.past_key_values
             steps.append(out.logits)
     # Float32 rounding differs between the two paths in proportion to the logits' scale (tens here), not to each
@@ -210,6 +242,7 @@ def test_output_log_softmax_changes_scores_not_decisions():
 
 # --- loss ---
 
+
 def test_loss_ignores_padding_and_smooths_labels():
     model = tiny_model("seq2seq", label_smoothing=0.1)
     ids, mask = padded_sources()
@@ -222,8 +255,10 @@ def test_loss_ignores_padding_and_smooths_labels():
     keep = labels != PAD
     expected = F.cross_entropy(logits[keep], labels[keep], label_smoothing=0.1)
     torch.testing.assert_close(out.loss, expected)
-    assert torch.equal(model.prepare_decoder_input_ids_from_labels(labels.masked_fill(labels == PAD, -100)),
-                       torch.tensor([[SOS, 5, 6, 7], [SOS, 8, 9, EOS]]))
+    assert torch.equal(
+        model.prepare_decoder_input_ids_from_labels(labels.masked_fill(labels == PAD, -100)),
+        torch.tensor([[SOS, 5, 6, 7], [SOS, 8, 9, EOS]]),
+    )
 
 
 # --- the toy translation task: Seq2SeqTrainer, then the pipeline ---
@@ -258,9 +293,15 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
     train, held_out = number_pairs()
     tokenizer = train_translation_tokenizers(train, min_frequency=1)
     config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size, hidden_size=32,
-        num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=16,
-        hidden_dropout=0.0, attention_dropout=0.0,
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        hidden_dropout=0.0,
+        attention_dropout=0.0,
     )
     torch.manual_seed(0)
     model = MiniTFSeq2SeqForConditionalGeneration(config)
@@ -268,11 +309,25 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
         lambda batch: tokenizer(batch["src"], text_target=batch["tgt"]), batched=True, remove_columns=["src", "tgt"]
     )
     args = Seq2SeqTrainingArguments(
-        str(tmp_path / "run"), per_device_train_batch_size=32, learning_rate=5e-3, max_steps=200, warmup_steps=20,
-        use_cpu=True, report_to="none", save_strategy="no", logging_steps=50, seed=0, disable_tqdm=True,
+        str(tmp_path / "run"),
+        per_device_train_batch_size=32,
+        learning_rate=5e-3,
+        max_steps=200,
+        warmup_steps=20,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=50,
+        seed=0,
+        disable_tqdm=True,
     )
-    trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=data, processing_class=tokenizer,
-                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+    )
     trainer.train()
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert losses[-1] < 0.1 < losses[0]
@@ -295,6 +350,7 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
 
 
 # --- save / load ---
+
 
 @pytest.mark.parametrize("norm_type", NORM_TYPES)
 def test_save_load_keeps_weights_bit_identical(tmp_path, norm_type):
@@ -337,7 +393,8 @@ def test_remote_code_load_in_fresh_process(tmp_path):
     generated = model.generate(**batch, max_new_tokens=8, num_beams=2)
     with torch.no_grad():
         logits = model(**batch, decoder_input_ids=generated).logits
-    result = run_without_hf_minitf(f"""
+    result = run_without_hf_minitf(
+        f"""
         import json, torch
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         model = AutoModelForSeq2SeqLM.from_pretrained({str(tmp_path)!r}, trust_remote_code=True).eval()
@@ -350,7 +407,9 @@ def test_remote_code_load_in_fresh_process(tmp_path):
                           "input_ids": batch["input_ids"].tolist(), "generated": generated.tolist(),
                           "texts": tokenizer.batch_decode(generated, skip_special_tokens=True),
                           "logits": logits.tolist()}}))
-    """, cwd=str(tmp_path))
+    """,
+        cwd=str(tmp_path),
+    )
     assert result["classes"] == ["MiniTFSeq2SeqForConditionalGeneration", "MiniTFSeq2SeqTokenizer"]
     assert result["input_ids"] == batch["input_ids"].tolist()
     assert result["generated"] == generated.tolist()
@@ -359,6 +418,7 @@ def test_remote_code_load_in_fresh_process(tmp_path):
 
 
 # --- tokenizer ---
+
 
 def original_style_tokenizer(texts, path):
     """A tokenizer as hkproj's train.py builds and saves it: WordLevel + Whitespace, specials 0..3, min count 2."""
@@ -403,8 +463,9 @@ def test_tokenizer_from_original_files_round_trip(tmp_path):
 def test_train_translation_tokenizers_one_call():
     pairs = [("the cat", "il gatto"), ("the dog", "il cane"), ("a cat", "un gatto")]
     from_pairs = train_translation_tokenizers(pairs, min_frequency=2)
-    from_lists = train_translation_tokenizers(source_texts=[p[0] for p in pairs],
-                                              target_texts=[p[1] for p in pairs], min_frequency=2)
+    from_lists = train_translation_tokenizers(
+        source_texts=[p[0] for p in pairs], target_texts=[p[1] for p in pairs], min_frequency=2
+    )
     assert from_pairs.get_vocab() == from_lists.get_vocab()
     assert set(from_pairs.get_vocab()) == set(SPECIALS) | {"the", "cat"}
     assert from_pairs(text_target="il gatto cane")["input_ids"] == [
@@ -433,12 +494,21 @@ BAD_INPUTS = {
     "id outside both vocabularies": (dict(input_ids=torch.tensor([[SOS, 50, EOS]])), "outside the source vocab"),
     "negative id": (dict(input_ids=torch.tensor([[SOS, -1, EOS]])), "outside the source vocab"),
     "target id as source": (dict(input_ids=torch.tensor([[SOS, 39, EOS]])), "lies in the target vocabulary"),
-    "all-padding source": (dict(input_ids=torch.tensor([[SOS, 5, EOS], [PAD, PAD, PAD]]),
-                            attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]])), "all padding"),
-    "target id outside vocabulary": (dict(input_ids=torch.tensor([[SOS, 5, EOS]]),
-                                          decoder_input_ids=torch.tensor([[SOS, 41]])), "decoder_input_ids"),
-    "label outside vocabulary": (dict(input_ids=torch.tensor([[SOS, 5, EOS]]), labels=torch.tensor([[5, 99]])),
-                                 "labels"),
+    "all-padding source": (
+        dict(
+            input_ids=torch.tensor([[SOS, 5, EOS], [PAD, PAD, PAD]]),
+            attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]]),
+        ),
+        "all padding",
+    ),
+    "target id outside vocabulary": (
+        dict(input_ids=torch.tensor([[SOS, 5, EOS]]), decoder_input_ids=torch.tensor([[SOS, 41]])),
+        "decoder_input_ids",
+    ),
+    "label outside vocabulary": (
+        dict(input_ids=torch.tensor([[SOS, 5, EOS]]), labels=torch.tensor([[5, 99]])),
+        "labels",
+    ),
 }
 
 

@@ -21,6 +21,7 @@ import openai
 import pytest
 import torch
 from sentence_transformers import SentenceTransformer
+from test_frawdllm import write_frawdllm_tokenizer
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
 from hf_minitf import (
@@ -36,10 +37,9 @@ from hf_minitf import (
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
+from hf_minitf.cli import build_parser
 from hf_minitf.conversion.frawdllm import convert_frawdllm
-from hf_minitf.serving import server_process
-from minitf_cli import build_parser
-from test_frawdllm import write_frawdllm_tokenizer
+from hf_minitf.serving.process import server_process
 
 DATA = Path(__file__).parent / "data"
 API_KEY = "test-key-123"
@@ -72,17 +72,35 @@ def folders(tmp_path_factory):
     torch.manual_seed(0)
     chars = char_tokenizer("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?'\n")
     gpt_config = MiniTFGPTConfig(
-        vocab_size=len(chars), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64,
-        pad_token_id=chars.pad_token_id, bos_token_id=chars.bos_token_id, eos_token_id=chars.eos_token_id,
-        initializer_range=0.5)
+        vocab_size=len(chars),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=chars.pad_token_id,
+        bos_token_id=chars.bos_token_id,
+        eos_token_id=chars.eos_token_id,
+        initializer_range=0.5,
+    )
     folders = {"gpt": _save(MiniTFGPTForCausalLM(gpt_config), chars, root / "gpt")}
     _to_hub_cache(root / "gpt", HUB_REPO)
     folders["hub"] = HUB_REPO
-    native = GPT2Config(vocab_size=len(chars), n_embd=16, n_layer=1, n_head=2, n_positions=32,
-                        bos_token_id=chars.bos_token_id, eos_token_id=chars.eos_token_id, initializer_range=0.5)
+    native = GPT2Config(
+        vocab_size=len(chars),
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        n_positions=32,
+        bos_token_id=chars.bos_token_id,
+        eos_token_id=chars.eos_token_id,
+        initializer_range=0.5,
+    )
     folders["gpt2"] = _save(GPT2LMHeadModel(native), chars, root / "gpt2")
-    convert_frawdllm(DATA / "frawdllm_learned/checkpoint.pt", root / "chat",
-                     tokenizer=write_frawdllm_tokenizer(root / "chat_tokenizer.json", chat=True))
+    convert_frawdllm(
+        DATA / "frawdllm_learned/checkpoint.pt",
+        root / "chat",
+        tokenizer=write_frawdllm_tokenizer(root / "chat_tokenizer.json", chat=True),
+    )
     # The fixture's weights answer every prompt with <|assistant|> (an empty reply): larger random weights, same
     # converted config, tokenizer and chat template, give replies with text.
     chat_config = AutoConfig.from_pretrained(root / "chat")
@@ -90,16 +108,31 @@ def folders(tmp_path_factory):
     MiniTFGPTForCausalLM(chat_config).save_pretrained(root / "chat")
     folders["chat"] = str(root / "chat")
     words = train_wordlevel_tokenizer(SENTENCES * 2, vocab_size=64, min_frequency=1, max_length=12)
-    encoder = MiniTFEncoderModel(MiniTFEncoderConfig(
-        vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=12))
+    encoder = MiniTFEncoderModel(
+        MiniTFEncoderConfig(
+            vocab_size=len(words),
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=12,
+        )
+    )
     folders["encoder"] = save_sentence_transformer(encoder, words, root / "encoder")
     pair_tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
     torch.manual_seed(4)  # a random model whose translations are not empty
-    seq2seq = MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqConfig(
-        src_vocab_size=pair_tokenizer.source_vocab_size, vocab_size=pair_tokenizer.target_vocab_size,
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, max_position_embeddings=12,
-        initializer_range=1.0))
+    seq2seq = MiniTFSeq2SeqForConditionalGeneration(
+        MiniTFSeq2SeqConfig(
+            src_vocab_size=pair_tokenizer.source_vocab_size,
+            vocab_size=pair_tokenizer.target_vocab_size,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=12,
+            initializer_range=1.0,
+        )
+    )
     folders["seq2seq"] = _save(seq2seq, pair_tokenizer, root / "seq2seq")
     return folders
 
@@ -107,8 +140,12 @@ def folders(tmp_path_factory):
 def http(method: str, url: str, body: str | dict | None = None, headers: dict | None = None) -> tuple[int, dict]:
     """One HTTP request (stdlib): the status and the JSON answer."""
     data = json.dumps(body) if isinstance(body, dict) else body
-    request = urllib.request.Request(url, data=None if data is None else data.encode(), method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url,
+        data=None if data is None else data.encode(),
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
@@ -118,16 +155,21 @@ def http(method: str, url: str, body: str | dict | None = None, headers: dict | 
 
 def _snapshot(folders: dict) -> dict:
     """Every file of the served folders with its size and modification time."""
-    return {path: (path.stat().st_size, path.stat().st_mtime_ns) for name, folder in folders.items() if name != "hub"
-            for path in Path(folder).rglob("*")}
+    return {
+        path: (path.stat().st_size, path.stat().st_mtime_ns)
+        for name, folder in folders.items()
+        if name != "hub"
+        for path in Path(folder).rglob("*")
+    }
 
 
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
     """`minitf serve` on every test folder, API key required, in an empty working folder."""
     work = tmp_path_factory.mktemp("server_cwd")
-    with server_process(folders.values(), "--log-level", "warning", api_key=API_KEY, cwd=work,
-                        log=work.parent / "server.log") as running:
+    with server_process(
+        folders.values(), "--log-level", "warning", api_key=API_KEY, cwd=work, log=work.parent / "server.log"
+    ) as running:
         yield {"url": running.url, "process": running.process, "work": work, "before": _snapshot(folders)}
 
 
@@ -140,17 +182,24 @@ def client(server):
 @pytest.fixture(scope="module")
 def local(folders):
     """The served models loaded here, for the reference outputs."""
+
     def causal(name):
         return AutoModelForCausalLM.from_pretrained(folders[name]).eval(), AutoTokenizer.from_pretrained(folders[name])
 
-    return {"gpt": causal("gpt"), "gpt2": causal("gpt2"), "chat": causal("chat"),
-            "encoder": SentenceTransformer(folders["encoder"])}
+    return {
+        "gpt": causal("gpt"),
+        "gpt2": causal("gpt2"),
+        "chat": causal("chat"),
+        "encoder": SentenceTransformer(folders["encoder"]),
+    }
 
 
 def generate_locally(model, tokenizer, inputs: dict, max_new_tokens: int, count: bool = False) -> str | tuple:
     """Greedy `generate()`: the new text (and, with `count`, the number of new tokens)."""
     with torch.no_grad():
-        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)[0, inputs["input_ids"].shape[1]:]
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)[
+            0, inputs["input_ids"].shape[1] :
+        ]
     text = tokenizer.decode(output, skip_special_tokens=True)
     return (text, len(output)) if count else text
 
@@ -160,8 +209,7 @@ def generate_locally(model, tokenizer, inputs: dict, max_new_tokens: int, count:
 def test_completion_is_local_greedy_generate(client, folders, local, name):
     model, tokenizer = local["gpt" if name == "hub" else name]
     for prompt, max_tokens in zip(PROMPTS, (12, 5, 1, 9)):
-        completion = client.completions.create(model=folders[name], prompt=prompt, max_tokens=max_tokens,
-                                               temperature=0)
+        completion = client.completions.create(model=folders[name], prompt=prompt, max_tokens=max_tokens, temperature=0)
         inputs = tokenizer(prompt, return_tensors="pt")
         text, new_tokens = generate_locally(model, tokenizer, inputs, max_tokens, count=True)
         assert completion.choices[0].text == text
@@ -174,8 +222,9 @@ def test_completion_is_local_greedy_generate(client, folders, local, name):
 def test_streamed_chunks_join_to_the_completion(client, folders, local):
     model, tokenizer = local["gpt"]
     prompt = PROMPTS[0]
-    chunks = list(client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=10, temperature=0,
-                                            stream=True))
+    chunks = list(
+        client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=10, temperature=0, stream=True)
+    )
     assert len(chunks) > 2
     text = "".join(chunk.choices[0].text for chunk in chunks)
     assert text == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), 10)
@@ -193,16 +242,18 @@ def test_chat_uses_the_frawdllm_chat_template(client, folders, local):
     model, tokenizer = local["chat"]
     for content in ("hi", "sun?"):  # FrawdLLM's fixture reads 16 tokens
         messages = [{"role": "user", "content": content}]
-        inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
-                                               return_dict=True)
+        inputs = tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
         expected = generate_locally(model, tokenizer, inputs, 4)
         assert expected
         reply = client.chat.completions.create(model=folders["chat"], messages=messages, max_tokens=4, temperature=0)
         assert reply.choices[0].message.role == "assistant"
         assert reply.choices[0].message.content == expected
         assert reply.usage.prompt_tokens == inputs["input_ids"].shape[1]
-        stream = client.chat.completions.create(model=folders["chat"], messages=messages, max_tokens=4,
-                                                temperature=0, stream=True)
+        stream = client.chat.completions.create(
+            model=folders["chat"], messages=messages, max_tokens=4, temperature=0, stream=True
+        )
         assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == expected
 
 
@@ -218,18 +269,19 @@ def test_chat_without_a_template_is_400_pointing_to_completions(client, folders)
 def test_embeddings_equal_local_encode(client, folders, local):
     expected = local["encoder"].encode(SENTENCES)
     for encoding_format in ("float", "base64"):
-        response = client.embeddings.create(model=folders["encoder"], input=SENTENCES,
-                                            encoding_format=encoding_format)
-        vectors = np.array([item.embedding for item in response.data], dtype=np.float32) \
-            if encoding_format == "float" else None
+        response = client.embeddings.create(model=folders["encoder"], input=SENTENCES, encoding_format=encoding_format)
+        vectors = (
+            np.array([item.embedding for item in response.data], dtype=np.float32)
+            if encoding_format == "float"
+            else None
+        )
         if encoding_format == "base64":  # the client hands the base64 text back as it came
             vectors = np.stack([np.frombuffer(base64.b64decode(item.embedding), dtype="<f4") for item in response.data])
         assert [item.index for item in response.data] == list(range(len(SENTENCES)))
         assert np.abs(vectors - expected).max() <= 1e-5 * max(1.0, np.abs(expected).max())
     tokens = sum(len(ids) for ids in local["encoder"].tokenizer(SENTENCES)["input_ids"])
     assert response.usage.prompt_tokens == response.usage.total_tokens == tokens
-    one = client.embeddings.create(model=folders["encoder"], input=SENTENCES[1],
-                                   dimensions=expected.shape[1])
+    one = client.embeddings.create(model=folders["encoder"], input=SENTENCES[1], dimensions=expected.shape[1])
     assert len(one.data) == 1 and np.abs(np.array(one.data[0].embedding) - expected[1]).max() <= 1e-5
     # The client's default (no encoding_format) asks for base64 and decodes it to floats.
     default = client.embeddings.create(model=folders["encoder"], input=SENTENCES[2:])
@@ -237,7 +289,7 @@ def test_embeddings_equal_local_encode(client, folders, local):
 
 
 def test_embedding_batcher_encodes_waiting_requests_together():
-    from hf_minitf.serving_embeddings import EmbeddingBatcher
+    from hf_minitf.serving.embeddings import EmbeddingBatcher
 
     calls = []
 
@@ -261,29 +313,36 @@ def test_embedding_batcher_encodes_waiting_requests_together():
 def test_translation_is_a_completion_of_the_source(client, folders):
     translate = pipeline(TRANSLATION_TASK, model=folders["seq2seq"])
     for source, max_tokens in (("one two three", 6), ("four five", None)):
-        completion = client.completions.create(model=folders["seq2seq"], prompt=source, temperature=0,
-                                               **({"max_tokens": max_tokens} if max_tokens else {}))
+        completion = client.completions.create(
+            model=folders["seq2seq"], prompt=source, temperature=0, **({"max_tokens": max_tokens} if max_tokens else {})
+        )
         options = {"max_new_tokens": max_tokens} if max_tokens else {}
         assert completion.choices[0].text == translate(source, **options)[0]["translation_text"]
         assert completion.choices[0].text
     streamed = client.completions.create(model=folders["seq2seq"], prompt="six two", max_tokens=4, stream=True)
-    assert "".join(chunk.choices[0].text for chunk in streamed) == translate("six two", max_new_tokens=4)[0][
-        "translation_text"]
+    assert (
+        "".join(chunk.choices[0].text for chunk in streamed)
+        == translate("six two", max_new_tokens=4)[0]["translation_text"]
+    )
 
 
 # ------------------------------------------------------------------------------------------------ concurrency
 def test_eight_concurrent_requests_are_all_answered_correctly(client, folders, local):
     model, tokenizer = local["gpt"]
     jobs = [("completion", PROMPTS[n % 4] + "xyz"[: n % 3], 3 + n) for n in range(5)]
-    jobs += [("embedding", SENTENCES[n:n + 2], None) for n in range(3)]
+    jobs += [("embedding", SENTENCES[n : n + 2], None) for n in range(3)]
 
     def ask(job):
         kind, payload, max_tokens = job
         if kind == "completion":
-            return client.completions.create(model=folders["gpt"], prompt=payload, max_tokens=max_tokens,
-                                             temperature=0).choices[0].text
-        return np.array([item.embedding for item in
-                         client.embeddings.create(model=folders["encoder"], input=payload).data])
+            return (
+                client.completions.create(model=folders["gpt"], prompt=payload, max_tokens=max_tokens, temperature=0)
+                .choices[0]
+                .text
+            )
+        return np.array(
+            [item.embedding for item in client.embeddings.create(model=folders["encoder"], input=payload).data]
+        )
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(ask, jobs))
@@ -298,17 +357,24 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
     """transformers' continuous batching (paged attention) runs the MiniTF GPT: 8 concurrent requests, one streamed."""
     model, tokenizer = local["gpt"]
     jobs = [(PROMPTS[n % 4] + "xyz"[: n % 3], 2 + n) for n in range(8)]
-    with server_process([folders["gpt"]], "--continuous-batching", "--log-level", "warning") as running, \
-            openai.OpenAI(base_url=f"{running.url}/v1", api_key="none", max_retries=0, timeout=120) as client:
+    with (
+        server_process([folders["gpt"]], "--continuous-batching", "--log-level", "warning") as running,
+        openai.OpenAI(base_url=f"{running.url}/v1", api_key="none", max_retries=0, timeout=120) as client,
+    ):
+
         def ask(job):
             prompt, max_tokens = job
-            return client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=max_tokens,
-                                             temperature=0).choices[0].text
+            return (
+                client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=max_tokens, temperature=0)
+                .choices[0]
+                .text
+            )
 
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(ask, jobs))
-        streamed = client.completions.create(model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0,
-                                             stream=True)
+        streamed = client.completions.create(
+            model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0, stream=True
+        )
         streamed = "".join(chunk.choices[0].text for chunk in streamed)
     for (prompt, max_tokens), answer in zip(jobs, answers):
         assert answer == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), max_tokens)
@@ -318,57 +384,139 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
 # ------------------------------------------------------------------------------------------------ bad requests
 BAD_REQUESTS = {
     "unknown model": ("/v1/completions", {"model": "no/such-model", "prompt": "hi"}, 404, "not served"),
-    "zero max_tokens": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "max_tokens": 0}, 400,
-                        "positive integer"),
-    "negative max_tokens (chat)": ("/v1/chat/completions", {"model": "{chat}", "max_tokens": -3,
-                                   "messages": [{"role": "user", "content": "hi"}]}, 400, "positive integer"),
-    "max_tokens past the context": ("/v1/completions", {"model": "{gpt}", "prompt": "hello", "max_tokens": 60}, 400,
-                                    "at most 59"),
+    "zero max_tokens": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "max_tokens": 0},
+        400,
+        "positive integer",
+    ),
+    "negative max_tokens (chat)": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "max_tokens": -3, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "positive integer",
+    ),
+    "max_tokens past the context": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hello", "max_tokens": 60},
+        400,
+        "at most 59",
+    ),
     "prompt past the context": ("/v1/completions", {"model": "{gpt}", "prompt": "x" * 70}, 400, "no room"),
-    "chat past the context": ("/v1/chat/completions", {"model": "{chat}", "max_tokens": 50,
-                              "messages": [{"role": "user", "content": "hi"}]}, 400, "context"),
+    "chat past the context": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "context",
+    ),
     "empty prompt": ("/v1/completions", {"model": "{gpt}", "prompt": ""}, 400, "empty"),
     "empty messages": ("/v1/chat/completions", {"model": "{chat}", "messages": []}, 400, "messages"),
-    "message the template refuses": ("/v1/chat/completions", {"model": "{chat}", "messages": [
-        {"role": "system", "content": "Be nice."}, {"role": "user", "content": "hi"}]}, 400, "chat template"),
+    "message the template refuses": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "messages": [{"role": "system", "content": "Be nice."}, {"role": "user", "content": "hi"}]},
+        400,
+        "chat template",
+    ),
     "empty embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": ""}, 400, "empty"),
     "empty embedding list": ("/v1/embeddings", {"model": "{encoder}", "input": []}, 400, "non-empty"),
     "token ids as embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": [[1, 2]]}, 400, "token ids"),
     "other dimensions": ("/v1/embeddings", {"model": "{encoder}", "input": "hi", "dimensions": 8}, 400, "16 dim"),
-    "bad encoding_format": ("/v1/embeddings", {"model": "{encoder}", "input": "hi", "encoding_format": "int8"}, 400,
-                            "encoding_format"),
+    "bad encoding_format": (
+        "/v1/embeddings",
+        {"model": "{encoder}", "input": "hi", "encoding_format": "int8"},
+        400,
+        "encoding_format",
+    ),
     "embedding past the context": ("/v1/embeddings", {"model": "{encoder}", "input": "the " * 20}, 400, "at most 12"),
     "embeddings of a GPT": ("/v1/embeddings", {"model": "{gpt}", "input": "hi"}, 400, "/v1/completions"),
     "completion of an encoder": ("/v1/completions", {"model": "{encoder}", "prompt": "hi"}, 400, "/v1/embeddings"),
-    "translation past the positions": ("/v1/completions", {"model": "{seq2seq}", "prompt": "one", "max_tokens": 30},
-                                       400, "at most 11"),
+    "translation past the positions": (
+        "/v1/completions",
+        {"model": "{seq2seq}", "prompt": "one", "max_tokens": 30},
+        400,
+        "at most 11",
+    ),
     "no model named, several served": ("/v1/completions", {"prompt": "hi"}, 400, "Name the model"),
-    "temperature past 2": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": 1e300}, 400,
-                           "temperature must be a number in [0, 2]"),
-    "negative temperature": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": -1}, 400,
-                             "temperature must be"),
-    "temperature as text": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "temperature": "hot"}, 400,
-                            "got 'hot'"),
-    "top_p past 1": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "top_p": 2}, 400, "top_p must be a number in (0, 1]"),
-    "top_p 0 (chat)": ("/v1/chat/completions", {"model": "{chat}", "top_p": 0,
-                       "messages": [{"role": "user", "content": "hi"}]}, 400, "top_p"),
-    "seed past 64 bits": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "seed": 2**70}, 400,
-                          "seed must be an integer"),
-    "frequency_penalty huge": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "frequency_penalty": 1e308},
-                               400, "frequency_penalty must be a number in [-2, 2]"),
-    "several choices": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "n": 1000}, 400, "n=1000 is not supported"),
+    "temperature past 2": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "temperature": 1e300},
+        400,
+        "temperature must be a number in [0, 2]",
+    ),
+    "negative temperature": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "temperature": -1},
+        400,
+        "temperature must be",
+    ),
+    "temperature as text": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "temperature": "hot"},
+        400,
+        "got 'hot'",
+    ),
+    "top_p past 1": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "top_p": 2},
+        400,
+        "top_p must be a number in (0, 1]",
+    ),
+    "top_p 0 (chat)": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "top_p": 0, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "top_p",
+    ),
+    "seed past 64 bits": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "seed": 2**70},
+        400,
+        "seed must be an integer",
+    ),
+    "frequency_penalty huge": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "frequency_penalty": 1e308},
+        400,
+        "frequency_penalty must be a number in [-2, 2]",
+    ),
+    "several choices": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "n": 1000},
+        400,
+        "n=1000 is not supported",
+    ),
     "logprobs": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logprobs": 5}, 400, "logprobs=5"),
-    "presence_penalty (chat)": ("/v1/chat/completions", {"model": "{chat}", "presence_penalty": 1.5,
-                                "messages": [{"role": "user", "content": "hi"}]}, 400, "presence_penalty=1.5"),
-    "generation_config": ("/v1/completions", {"model": "{gpt}", "prompt": "hi",
-                                              "generation_config": '{"num_beams": 1000}'}, 400, "generation_config"),
+    "presence_penalty (chat)": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "presence_penalty": 1.5, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "presence_penalty=1.5",
+    ),
+    "generation_config": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "generation_config": '{"num_beams": 1000}'},
+        400,
+        "generation_config",
+    ),
     "too many stops": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "stop": list("abcde")}, 400, "stop must"),
-    "logit_bias on completions": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logit_bias": {"3": 5}}, 400,
-                                  "logit_bias"),
-    "logit_bias past the vocabulary": ("/v1/chat/completions", {"model": "{chat}", "logit_bias": {"99999": 5},
-                                       "messages": [{"role": "user", "content": "hi"}]}, 400, "not a token id"),
-    "logit_bias not a number": ("/v1/chat/completions", {"model": "{chat}", "logit_bias": {"x": 5},
-                                "messages": [{"role": "user", "content": "hi"}]}, 400, "not a token id"),
+    "logit_bias on completions": (
+        "/v1/completions",
+        {"model": "{gpt}", "prompt": "hi", "logit_bias": {"3": 5}},
+        400,
+        "logit_bias",
+    ),
+    "logit_bias past the vocabulary": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "logit_bias": {"99999": 5}, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "not a token id",
+    ),
+    "logit_bias not a number": (
+        "/v1/chat/completions",
+        {"model": "{chat}", "logit_bias": {"x": 5}, "messages": [{"role": "user", "content": "hi"}]},
+        400,
+        "not a token id",
+    ),
     "body not JSON": ("/v1/completions", '{"model": "x", "prompt": ', 400, "not valid JSON"),
     "body a JSON list": ("/v1/embeddings", "[1, 2]", 400, "JSON object"),
 }
@@ -377,8 +525,11 @@ BAD_REQUESTS = {
 def test_temperature_samples_and_seed_repeats(client, folders):
     """A request asking for sampling samples (transformers' server alone would answer greedily, keeping the
     model's do_sample=False); the same seed gives the same text, temperature 0 the greedy one."""
+
     def complete(**fields):
-        return client.completions.create(model=folders["gpt"], prompt="The cat", max_tokens=16, **fields).choices[0].text
+        return (
+            client.completions.create(model=folders["gpt"], prompt="The cat", max_tokens=16, **fields).choices[0].text
+        )
 
     greedy = complete(temperature=0)
     sampled = {complete(temperature=1.5, seed=seed) for seed in range(4)}
@@ -412,9 +563,12 @@ def test_openai_client_raises_its_errors(client, folders):
 
 # ------------------------------------------------------------------------------------------------ API key, models
 def test_every_route_requires_the_api_key(server, folders):
-    routes = [("GET", "/health", None), ("GET", "/v1/models", None),
-              ("POST", "/v1/completions", {"model": folders["gpt"], "prompt": "hi", "max_tokens": 1}),
-              ("POST", "/v1/embeddings", {"model": folders["encoder"], "input": "hi"})]
+    routes = [
+        ("GET", "/health", None),
+        ("GET", "/v1/models", None),
+        ("POST", "/v1/completions", {"model": folders["gpt"], "prompt": "hi", "max_tokens": 1}),
+        ("POST", "/v1/embeddings", {"model": folders["encoder"], "input": "hi"}),
+    ]
     for method, route, body in routes:
         for headers in ({}, {"Authorization": "Bearer wrong-key"}, {"Authorization": API_KEY}):
             status, answer = http(method, server["url"] + route, body, headers)
@@ -436,7 +590,7 @@ def test_serve_parser_binds_loopback_by_default():
 
 
 def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
-    from minitf_cli import main
+    from hf_minitf.cli import main
 
     assert main(["serve", str(tmp_path / "absent")]) == 2
     error = capsys.readouterr().err.strip()
@@ -444,11 +598,11 @@ def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_missing_serving_code_is_a_clear_error(monkeypatch):
-    from hf_minitf import serving
+    from hf_minitf.serving import api
 
     monkeypatch.setitem(sys.modules, "transformers.cli.serving", None)
-    with pytest.raises(serving.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
-        serving._serving_api()
+    with pytest.raises(api.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
+        api.serving_api()
 
 
 # ------------------------------------------------------------------------------------------------ the docs page
@@ -464,8 +618,12 @@ def test_the_serving_page_examples(server, folders):
 
     from test_docs import read_blocks
 
-    served = {"quickstart_models/gpt": folders["gpt"], "quickstart_models/embedding": folders["encoder"],
-              "quickstart_models/translation": folders["seq2seq"], "frawdllm-chat": folders["chat"]}
+    served = {
+        "quickstart_models/gpt": folders["gpt"],
+        "quickstart_models/embedding": folders["encoder"],
+        "quickstart_models/translation": folders["seq2seq"],
+        "frawdllm-chat": folders["chat"],
+    }
 
     def aimed(code: str) -> str:
         for port in ("8000", "8001", "8002"):

@@ -1,11 +1,11 @@
 """Character and byte-level BPE tokenizers of the GPT family."""
 
 import pytest
+from isolation import run_without_hf_minitf
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_minitf.tokenization_minitf import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
-from isolation import run_without_hf_minitf
+from hf_minitf.tokenization.gpt import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
 
 TRICKY_TEXT = "  Hello,\n\twörld!  ça va? 😀 日本\n\n  end  "
 
@@ -20,7 +20,11 @@ def test_char_tokenizer_from_text_round_trips_exactly():
 def test_char_tokenizer_special_tokens_come_first():
     tokenizer = char_tokenizer("ba")
     assert [tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id] == [
-        0, 1, 2, 3]
+        0,
+        1,
+        2,
+        3,
+    ]
     assert tokenizer("ab").input_ids == [4, 5], "characters sorted after the specials"
     assert tokenizer("az").input_ids == [4, tokenizer.unk_token_id]
     assert tokenizer.decode([2, 4, 5, 3], skip_special_tokens=True) == "ab"
@@ -40,8 +44,9 @@ def test_char_tokenizer_batches_with_padding():
     assert batch.input_ids[1] == [4, 0, 0] and batch.attention_mask[1] == [1, 0, 0]
 
 
-@pytest.mark.parametrize(("chars", "message"), [([], "at least one character"), (["ab"], "one character"),
-                                                 (["a", "a"], "duplicates")])
+@pytest.mark.parametrize(
+    ("chars", "message"), [([], "at least one character"), (["ab"], "one character"), (["a", "a"], "duplicates")]
+)
 def test_char_tokenizer_rejects_bad_vocabularies(chars, message):
     with pytest.raises(ValueError, match=message):
         char_tokenizer(chars)
@@ -70,9 +75,14 @@ def test_bpe_tokenizer_vocab_too_small_is_refused():
 def test_load_bpe_tokenizer_wraps_a_tokenizers_file(tmp_path):
     raw = Tokenizer(models.BPE(unk_token="<|unk|>"))
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    raw.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=280, special_tokens=["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    raw.train_from_iterator(
+        CORPUS,
+        trainers.BpeTrainer(
+            vocab_size=280,
+            special_tokens=["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     path = tmp_path / "tokenizer.json"
     raw.save(str(path))
     tokenizer = load_bpe_tokenizer(path)
@@ -89,8 +99,10 @@ def test_both_tokenizers_load_with_auto_tokenizer_without_hf_minitf(tmp_path):
     char_dir, bpe_dir = tmp_path / "char", tmp_path / "bpe"
     char_tokenizer(TRICKY_TEXT).save_pretrained(char_dir)
     train_bpe_tokenizer(CORPUS, vocab_size=300).save_pretrained(bpe_dir)
-    assert AutoTokenizer.from_pretrained(char_dir).decode(AutoTokenizer.from_pretrained(char_dir)(TRICKY_TEXT)
-                                                          .input_ids) == TRICKY_TEXT
+    assert (
+        AutoTokenizer.from_pretrained(char_dir).decode(AutoTokenizer.from_pretrained(char_dir)(TRICKY_TEXT).input_ids)
+        == TRICKY_TEXT
+    )
     result = run_without_hf_minitf(
         f"""
         import json

@@ -1,4 +1,4 @@
-"""hf_minitf.training and what it builds on: reading training data, presets, options, a byte-level BPE GPT, and
+"""hf_minitf.training.trainers and what it builds on: reading training data, presets, options, a byte-level BPE GPT, and
 the configs every trainer writes."""
 
 import json
@@ -6,15 +6,17 @@ import json
 import pytest
 import torch
 from datasets import Dataset, DatasetDict
+from transformers import AutoModel
 
-from hf_minitf import AutoModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
-from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
-from hf_minitf.presets import FAMILIES, FRAWDLLM_PRESETS, PRESETS, get_preset
-from hf_minitf.training import TrainingError, TrainSettings, train_encoder, train_gpt, train_seq2seq
-from hf_minitf.training_data import TrainingDataError, load_pairs, load_texts
+from hf_minitf import MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
+from hf_minitf.catalog import FAMILIES, FRAWDLLM_PRESETS, PRESETS, get_preset
+from hf_minitf.training.data import TrainingDataError, load_pairs, load_texts
+from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
+from hf_minitf.training.trainers import TrainingError, TrainSettings, train_encoder, train_gpt, train_seq2seq
 
-TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=32)
+TINY = dict(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=32
+)
 
 
 def test_texts_from_a_text_file_and_jsonl_rows(tmp_path):
@@ -49,39 +51,69 @@ def test_pairs_from_tsv_json_and_a_saved_dataset(tmp_path):
 
 def test_presets_carry_the_original_sizes():
     shakespeare = get_preset("gpt", "shakespeare-char").config
-    assert (shakespeare["num_hidden_layers"], shakespeare["num_attention_heads"], shakespeare["hidden_size"],
-            shakespeare["max_position_embeddings"]) == (6, 6, 384, 256)
+    assert (
+        shakespeare["num_hidden_layers"],
+        shakespeare["num_attention_heads"],
+        shakespeare["hidden_size"],
+        shakespeare["max_position_embeddings"],
+    ) == (6, 6, 384, 256)
     assert get_preset("gpt", "frawdllm-100m").vocab_size == 32000
     mini = get_preset("encoder", "miniembed-mini")
-    assert (mini.vocab_size, mini.config["num_hidden_layers"], mini.config["hidden_size"],
-            mini.config["intermediate_size"]) == (30000, 4, 256, 1024)
+    assert (
+        mini.vocab_size,
+        mini.config["num_hidden_layers"],
+        mini.config["hidden_size"],
+        mini.config["intermediate_size"],
+    ) == (30000, 4, 256, 1024)
     hkproj = get_preset("seq2seq", "hkproj").config
-    assert (hkproj["hidden_size"], hkproj["num_hidden_layers"], hkproj["num_attention_heads"],
-            hkproj["intermediate_size"], hkproj["max_position_embeddings"]) == (512, 6, 8, 2048, 350)
+    assert (
+        hkproj["hidden_size"],
+        hkproj["num_hidden_layers"],
+        hkproj["num_attention_heads"],
+        hkproj["intermediate_size"],
+        hkproj["max_position_embeddings"],
+    ) == (512, 6, 8, 2048, 350)
     with pytest.raises(ValueError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
         get_preset("gpt", "huge")
     with pytest.raises(ValueError, match="unknown model family 'embedding'; choose one of gpt, encoder, seq2seq"):
         get_preset("embedding", "tiny")
-    assert FAMILIES == tuple(PRESETS) == ("gpt", "encoder", "seq2seq")
+    assert tuple(FAMILIES) == tuple(PRESETS) == ("gpt", "encoder", "seq2seq")
 
 
 def test_frawdllm_training_presets_are_frawdllms_sizes():
     """FrawdLLM's sizes are declared once; the training presets (and the converter's head inference) read them."""
     assert list(FRAWDLLM_PRESETS) == ["tiny", "small", "base", "tiny-llama", "small-llama", "100m"]
     base = get_preset("gpt", "frawdllm-base")
-    assert (base.vocab_size, base.tokenizer, base.config["hidden_size"], base.config["num_hidden_layers"],
-            base.config["num_attention_heads"], base.config["max_position_embeddings"],
-            base.config["position_embedding_type"], base.config["hidden_dropout"]) == (
-        8192, "bpe", 768, 12, 12, 1024, "learned", 0.1)
+    assert (
+        base.vocab_size,
+        base.tokenizer,
+        base.config["hidden_size"],
+        base.config["num_hidden_layers"],
+        base.config["num_attention_heads"],
+        base.config["max_position_embeddings"],
+        base.config["position_embedding_type"],
+        base.config["hidden_dropout"],
+    ) == (8192, "bpe", 768, 12, 12, 1024, "learned", 0.1)
     small_llama = get_preset("gpt", "frawdllm-small-llama").config
-    assert (small_llama["hidden_size"], small_llama["num_hidden_layers"], small_llama["position_embedding_type"],
-            small_llama["hidden_dropout"]) == (512, 8, "rope", 0.0)
+    assert (
+        small_llama["hidden_size"],
+        small_llama["num_hidden_layers"],
+        small_llama["position_embedding_type"],
+        small_llama["hidden_dropout"],
+    ) == (512, 8, "rope", 0.0)
 
 
-@pytest.mark.parametrize("options, word", [
-    ({"epochs": 0}, "epochs"), ({"max_steps": -5}, "max_steps"), ({"batch_size": 0}, "batch_size"),
-    ({"eval_steps": 0}, "eval_steps"), ({"mixed_precision": "fp8"}, "fp8"), ({"resume": True}, "--checkpoint-dir"),
-])
+@pytest.mark.parametrize(
+    "options, word",
+    [
+        ({"epochs": 0}, "epochs"),
+        ({"max_steps": -5}, "max_steps"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"eval_steps": 0}, "eval_steps"),
+        ({"mixed_precision": "fp8"}, "fp8"),
+        ({"resume": True}, "--checkpoint-dir"),
+    ],
+)
 def test_settings_refuse_unusable_values(options, word):
     with pytest.raises(TrainingError, match=word):
         TrainSettings(**options)
@@ -89,10 +121,16 @@ def test_settings_refuse_unusable_values(options, word):
 
 def test_gpt_with_a_byte_level_bpe_tokenizer_trained_on_the_text():
     text = "the quick brown fox jumps over the lazy dog. " * 40
-    result = train_gpt(text, None, tokenizer="bpe", vocab_size=300, block_size=16, eval_fraction=0.1,
-                       settings=TrainSettings(max_steps=3, batch_size=4, progress=False),
-                       config_overrides=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                             max_position_embeddings=32))
+    result = train_gpt(
+        text,
+        None,
+        tokenizer="bpe",
+        vocab_size=300,
+        block_size=16,
+        eval_fraction=0.1,
+        settings=TrainSettings(max_steps=3, batch_size=4, progress=False),
+        config_overrides=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32),
+    )
     tokenizer, model = result.tokenizer, result.model
     assert len(tokenizer) == model.config.vocab_size and 260 <= len(tokenizer) <= 300
     assert tokenizer.decode(tokenizer("the lazy fox ~ ünïcode").input_ids) == "the lazy fox ~ ünïcode"
@@ -109,15 +147,15 @@ def trained_folders(tmp_path_factory):
     """A gpt, encoder and seq2seq folder written by the trainers (two steps each)."""
     root = tmp_path_factory.mktemp("trained")
     settings = TrainSettings(max_steps=2, batch_size=4, progress=False)
-    train_gpt("the cat sat on the mat\n" * 20, root / "gpt", block_size=16, settings=settings,
-              config_overrides=TINY)
+    train_gpt("the cat sat on the mat\n" * 20, root / "gpt", block_size=16, settings=settings, config_overrides=TINY)
     train_encoder(paraphrase_pairs(40, 4).train, root / "encoder", settings=settings, config_overrides=TINY)
     train_seq2seq(english_italian_pairs(40, 4).train, root / "seq2seq", settings=settings, config_overrides=TINY)
     return root
 
 
-@pytest.mark.parametrize("family, model_class", [("gpt", MiniTFGPTForCausalLM),
-                                                 ("seq2seq", MiniTFSeq2SeqForConditionalGeneration)])
+@pytest.mark.parametrize(
+    "family, model_class", [("gpt", MiniTFGPTForCausalLM), ("seq2seq", MiniTFSeq2SeqForConditionalGeneration)]
+)
 def test_saved_configs_keep_the_cache_the_trainer_turned_off(trained_folders, family, model_class):
     """The Trainer sets config.use_cache=False for training; the written config says use_cache: true again, and a
     bare forward of the reloaded model returns its cache."""

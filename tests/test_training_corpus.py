@@ -1,4 +1,4 @@
-"""A GPT corpus read and tokenized in chunks (hf_minitf.training_data.safe_chunks, TextFile; encode_to_file's id
+"""A GPT corpus read and tokenized in chunks (hf_minitf.training.data.safe_chunks, TextFile; encode_to_file's id
 file and TokenBlocks) gives the ids of one tokenizer call, trains as the same text in memory does, and splits its
 held-out blocks correctly; a run whose loss becomes NaN stops with a TrainingError and writes nothing."""
 
@@ -8,17 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from hf_minitf.builtin_tasks import english_italian_pairs, paraphrase_pairs
-from hf_minitf.tokenization_minitf import char_tokenizer, train_bpe_tokenizer
-from hf_minitf.training import (
-    TrainingError,
-    TrainSettings,
-    _held_out_indices,
-    train_encoder,
-    train_gpt,
-    train_seq2seq,
-)
-from hf_minitf.training_data import (
+from hf_minitf.tokenization.gpt import char_tokenizer, train_bpe_tokenizer
+from hf_minitf.training.data import (
     TextFile,
     TokenBlocks,
     TrainingDataError,
@@ -27,12 +18,39 @@ from hf_minitf.training_data import (
     safe_chunks,
     text_chunks,
 )
+from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
+from hf_minitf.training.trainers import (
+    TrainingError,
+    TrainSettings,
+    _held_out_indices,
+    train_encoder,
+    train_gpt,
+    train_seq2seq,
+)
 
-TINY = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=32)
+TINY = dict(
+    hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=32
+)
 STEPS = TrainSettings(max_steps=2, batch_size=4, progress=False)
-PIECES = ["word", "héllo", "  ", "\n", "\n\n", " ", "\t", "don't", "42", "!!", "x", " \n ", "日本語", "a-b", "\r\n",
-          "'s", "   x"]
+PIECES = [
+    "word",
+    "héllo",
+    "  ",
+    "\n",
+    "\n\n",
+    " ",
+    "\t",
+    "don't",
+    "42",
+    "!!",
+    "x",
+    " \n ",
+    "日本語",
+    "a-b",
+    "\r\n",
+    "'s",
+    "   x",
+]
 
 
 def varied_text(count: int = 3000, seed: int = 0) -> str:
@@ -60,7 +78,8 @@ def test_a_text_file_streams_as_python_reads_it(tmp_path):
     rows = [{"text": "one"}, {"text": text[:300]}, {"text": ""}]
     (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(row) for row in rows) + "\n\n")
     assert ["".join(document) for document in TextFile(tmp_path / "a.jsonl").documents(50)] == [
-        row["text"] for row in rows]
+        row["text"] for row in rows
+    ]
     assert isinstance(open_texts(tmp_path / "a.jsonl"), TextFile)
     (tmp_path / "b.jsonl").write_text('{"text": "one"}\n{"body": "two"}\n')
     with pytest.raises(TrainingDataError, match="line 2 has no column 'text'; its columns are body"):
@@ -104,8 +123,15 @@ def test_the_held_out_blocks_are_a_random_fraction_apart_from_the_training_block
 def test_a_white_space_file_is_refused(tmp_path):
     (tmp_path / "blank.txt").write_text(" \n\t \n" * 100)
     with pytest.raises(TrainingError, match="blank.txt is empty .or only white space"):
-        train_gpt(TextFile(tmp_path / "blank.txt"), tmp_path / "out", tokenizer="bpe", vocab_size=300,
-                  config_overrides=TINY, settings=STEPS, chunk_chars=16)
+        train_gpt(
+            TextFile(tmp_path / "blank.txt"),
+            tmp_path / "out",
+            tokenizer="bpe",
+            vocab_size=300,
+            config_overrides=TINY,
+            settings=STEPS,
+            chunk_chars=16,
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -115,8 +141,11 @@ DIVERGING = TrainSettings(max_steps=4, batch_size=4, progress=False, learning_ra
 @pytest.mark.parametrize("family", ["gpt", "encoder", "seq2seq"])
 def test_a_loss_that_becomes_nan_stops_training_and_writes_nothing(family, tmp_path):
     out = tmp_path / "out"
-    with pytest.raises(TrainingError, match=r"loss became (nan|inf) at step \d+ .*nothing was written; try a lower "
-                                            r"--learning-rate than 1e\+30"):
+    with pytest.raises(
+        TrainingError,
+        match=r"loss became (nan|inf) at step \d+ .*nothing was written; try a lower "
+        r"--learning-rate than 1e\+30",
+    ):
         if family == "gpt":
             train_gpt("the cat sat on the mat\n" * 20, out, block_size=16, config_overrides=TINY, settings=DIVERGING)
         elif family == "encoder":

@@ -1,0 +1,175 @@
+"""The sources `minitf convert SOURCE` takes, one registry entry each: the original project, the function that
+converts it from Python (as `hf_minitf.conversion` exports it), the module that runs it, and its help: what it reads,
+what it infers from the weights and what must be given. Light to import, so `minitf convert SOURCE --help` needs no torch.
+
+Adding a source is one entry here plus its module in `conversion/` (see CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Converter(NamedTuple):
+    """One source of `minitf convert SOURCE`."""
+
+    project: str
+    """The original codebase, as its users know it."""
+    function: str
+    """The converting function, exported by hf_minitf.conversion."""
+    module: str
+    """Its module in hf_minitf.conversion."""
+    runner: str
+    """The function of that module that runs a parsed `minitf convert SOURCE`."""
+    summary: str
+    description: str
+
+
+CHAR_GPT_DESCRIPTION = """\
+Convert a nanoGPT-style character-level GPT to `MiniTFGPTForCausalLM` + a character tokenizer.
+
+Input: the model's state_dict (`torch.save(model.state_dict())` or safetensors) and its character list.
+Inferred from the weights: vocabulary size, hidden size, context (block_size), layers, MLP width, and whether
+the LM head is tied. Not in the weights: the number of heads (`num_heads`, or the original constructor
+arguments as JSON).
+
+The original `generate` feeds only the last `block_size` tokens at each step. The converted config sets
+`context_overflow="crop"` (the model cuts longer inputs to their last `max_position_embeddings` tokens) and
+the saved generation config `use_cache=False`, so a plain `generate()` continues past the context exactly
+like the original, recomputing the window at each step. For cached, faster generation inside the context,
+pass `use_cache=True` (and keep prompt plus new tokens within the context) or set `context_overflow="error"`."""
+
+FRAWDLLM_DESCRIPTION = """\
+Convert a FrawdLLM model to `MiniTFGPTForCausalLM` + its byte-level BPE tokenizer (and FrawdLLM's
+`Embeddings` layer to the GPT's embedding weights).
+
+Input, one of:
+- a FrawdLLM training checkpoint (`{"model_state_dict", "config", ...}`, whose pickled
+  `src.model.config.ModelConfig` is read into a stand-in without running any FrawdLLM code), or a bare
+  state_dict (torch.save or safetensors), with `--tokenizer` (the `tokenizers` JSON of its BPE);
+- a Hugging Face folder FrawdLLM published with its `scripts/convert_to_hf.py` (`config.json` with
+  `model_type: "frawdllm"`, `model.safetensors` with `model.`-prefixed keys, `tokenizer.json`), or the Hub
+  repository id of one. Only its JSON and safetensors files are read (a repository's code is not even
+  downloaded); `HF_HUB_OFFLINE=1` reads the repository from the local cache.
+Inferred from the weights: vocabulary size, hidden size, layers, MLP width, learned positions or RoPE
+(no `embeddings.pos_emb`), the context length (learned: position rows; RoPE: the causal-mask buffer,
+which spans 4 x context_length), tied LM head. From the stored config when present: everything, checked
+against the weights. Not in a bare state_dict: the number of heads (`num_heads`, a ModelConfig JSON, or a
+size that matches one of FrawdLLM's presets), and a RoPE context length when the mask buffer was dropped.
+Special-token ids default to FrawdLLM's (<|pad|>=0, <|unk|>=1, <|bos|>=2, <|eos|>=3) and must agree with
+the tokenizer.
+
+FrawdLLM's `use_rmsnorm` and `use_swiglu` flags (set by its `tiny-llama` and `small-llama` presets) are read
+by none of its model code: its blocks always build LayerNorm and the GELU MLP. So the weights decide: a
+checkpoint with LayerNorm biases and a plain fc1/fc2 MLP converts (the card names the flags that were set
+but had no effect); only weights that really are RMSNorm (norms without bias) or SwiGLU (a gate projection)
+are refused, naming the keys.
+
+Chat: when the tokenizer holds `<|user|>` and `<|assistant|>` (FrawdLLM's SFT/DPO chat models), the converted
+tokenizer gets a chat template giving exactly FrawdLLM's format `<|bos|><|user|>{instruction}<|assistant|>
+{response}<|eos|>`. A tokenizer file without them, for a model two tokens larger, gets them at the next two
+ids, as FrawdLLM's chat scripts add them.
+
+FrawdLLM's own loss takes `targets` already shifted and ignores pad id 0; the converted model's `labels`
+follow transformers (labels = input ids, shifted inside, -100 ignored): pass `labels` with pad set to -100."""
+
+MINIEMBED_DESCRIPTION = """\
+Convert a MiniEmbed embedding model to `MiniTFEncoderModel` + a fast tokenizer, saved as a folder that is
+both a Hugging Face model and a SentenceTransformer (and a Transformer-embedding layer, `TransformerEmbedding`,
+to the encoder's embedding weights).
+
+Input: the model weights (`model.safetensors`, or `model.pt`: a state_dict or a dict holding one), MiniEmbed's
+`config.json` (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len,
+dropout, pad_token_id) and its `tokenizer.json` (`{vocab_size, word_to_id}`).
+Inferred from the weights: vocabulary size, hidden size, layers, feed-forward width, and the maximum length
+(rows of the stored positional table, checked against the sinusoidal formula). From config.json: the head
+count (no weight shape reveals it; `num_heads` may be given instead), dropout and pad id, checked against
+the weights. The SentenceTransformer (Transformer -> mean Pooling -> Normalize) gives MiniEmbed's `encode`."""
+
+HKPROJ_DESCRIPTION = """\
+Convert an hkproj pytorch-transformer translation model (its early version and the later ones) to
+`MiniTFSeq2SeqForConditionalGeneration` + the paired source/target tokenizer.
+
+Input: a training checkpoint `tmodel_XX.pt` (`{"model_state_dict", ...}`), or a bare state_dict (torch.save
+or safetensors), and the two `tokenizers` files `tokenizer_{src}.json`, `tokenizer_{tgt}.json`.
+Inferred from the weights: both vocabulary sizes, hidden size, layers, feed-forward width, the maximum
+length (the stored positional tables, checked against the sinusoidal formula), q/k/v/o biases (later
+versions dropped them), the projection's name, and the norm variant: per-feature gains (hkproj's last
+version: `std + eps`, plain logits) or the early version's scalar gain; scalar gains far below 1 can only come
+from training the early version's `std * eps` norm. Not in the weights: the head count (hkproj's train.py uses
+build_transformer's default h=8; pass `num_heads`), and, for scalar gains near 1 (an untrained early-version
+model, or hkproj's `std + eps` fix), which norm formula the code used (`norm_type`).
+The model returns log-probabilities as `logits` for the scalar-norm versions (their ProjectionLayer ends in
+log_softmax), plain scores for the last version; argmax, beams and the loss are the same either way.
+With the early version's norm and gains near 1, attention scores reach ~1e12 and the original's masking (scores set
+to -1e9) leaks masked positions into the softmax, so a decoder state depends on the prefix length; the
+generation config then sets `use_cache=False`, which recomputes the prefix at each step as the original's
+greedy_decode does and reproduces its tokens (a KV cache would keep states computed from shorter prefixes)."""
+
+TRANSFORMER_EMBEDDING_DESCRIPTION = """\
+Convert a Transformer-embedding layer (`TransformerEmbedding`: token embedding with padding row, scaled by
+sqrt(d_model), plus a fixed sinusoidal table) into MiniTF encoder embedding weights: writes
+embeddings.safetensors (weights under MiniTF names) and embedding_config.json (vocab_size, hidden_size,
+max_position_embeddings, sinusoidal positions, scaled embeddings), to load into a larger MiniTFEncoderConfig
+model with strict=False. The padding row is the one the encoder's pad_token_id must name (the layer's pad_idx,
+0 by default)."""
+
+FRAWDLLM_EMBEDDINGS_DESCRIPTION = """\
+Convert FrawdLLM's `Embeddings` layer alone (token embedding, plus the learned position embedding unless it
+uses RoPE) into MiniTF GPT embedding weights: writes embeddings.safetensors (weights under MiniTF names) and
+embedding_config.json (vocab_size, hidden_size, position_embedding_type and, for learned positions,
+max_position_embeddings), to load into a larger MiniTFGPTConfig model with strict=False."""
+
+
+CONVERTERS: dict[str, Converter] = {
+    "char-gpt": Converter(
+        "nanoGPT-style character GPT",
+        "convert_char_gpt",
+        "char_gpt",
+        "run",
+        "nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer",
+        CHAR_GPT_DESCRIPTION,
+    ),
+    "frawdllm": Converter(
+        "FrawdLLM",
+        "convert_frawdllm",
+        "frawdllm",
+        "run",
+        "FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models too) -> MiniTFGPTForCausalLM + its BPE tokenizer",
+        FRAWDLLM_DESCRIPTION,
+    ),
+    "miniembed": Converter(
+        "MiniEmbed",
+        "convert_miniembed",
+        "miniembed",
+        "run",
+        "MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
+        MINIEMBED_DESCRIPTION,
+    ),
+    "hkproj": Converter(
+        "hkproj pytorch-transformer",
+        "convert_hkproj",
+        "hkproj",
+        "run",
+        "hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration",
+        HKPROJ_DESCRIPTION,
+    ),
+    "transformer-embedding": Converter(
+        "Transformer-embedding layer (TransformerEmbedding)",
+        "convert_transformer_embedding",
+        "miniembed",
+        "run_embeddings",
+        "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF encoder embedding weights",
+        TRANSFORMER_EMBEDDING_DESCRIPTION,
+    ),
+    "frawdllm-embeddings": Converter(
+        "FrawdLLM Embeddings layer",
+        "convert_frawdllm_embeddings",
+        "frawdllm",
+        "run_embeddings",
+        "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
+        FRAWDLLM_EMBEDDINGS_DESCRIPTION,
+    ),
+}
+
+__all__ = ["CONVERTERS", "Converter"]

@@ -1,0 +1,109 @@
+"""The formats `minitf export FORMAT` writes, one registry entry each: the module and function that write it, the
+families it takes, and its help. Light to import, so `minitf export FORMAT --help` needs no torch.
+
+Adding an export is one entry here plus its module in `hf_minitf/export/` (see CONTRIBUTING.md); its options are
+declared by the `export` command (`hf_minitf/commands/export.py`).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class ExportFormat(NamedTuple):
+    """One format of `minitf export FORMAT`."""
+
+    module: str
+    """Its module in hf_minitf.export."""
+    function: str
+    """The function that writes it (exported by hf_minitf.export)."""
+    families: tuple[str, ...]
+    """The model families it takes."""
+    summary: str
+    description: str
+
+
+EXPORT_DESCRIPTION = "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express exactly is refused with one line naming the config field. `FORMAT --help` says what each format is."
+"""What `minitf export --help` says."""
+
+NATIVE_DESCRIPTION = """\
+Write the model as the transformers architecture that computes the same function, with its tokenizer,
+generation config and a model card (no .py files, no auto_map):
+
+- GPT, learned positions -> GPT2LMHeadModel (Conv1D weights are the transposed Linear weights)
+- GPT, rotary positions  -> GPTNeoXForCausalLM (sequential residual, full rotary; qkv regrouped per head,
+  interleaved rotary pairs permuted to rotate-half order)
+- encoder               -> a SentenceTransformer folder (Transformer + mean Pooling + Normalize) around
+  XLMRobertaXLModel (word embeddings pre-scaled, positions at XLM-R's padding_idx + 1 offset)
+
+The folder loads with AutoModelForCausalLM / SentenceTransformer without trust_remote_code, in transformers
+4.x too, and serves with `transformers serve` or vLLM. Refused (nothing written): the seq2seq family (no
+native encoder-decoder is exact), a learned-position GPT with context_overflow="crop" (set "error" to export
+it), an encoder without pad_token_id."""
+
+GGUF_DESCRIPTION = """\
+Write a GPT model as one GGUF file for llama.cpp, Ollama and LM Studio: llama.cpp's `gpt2` architecture for
+learned positions, `gptneox` for rotary positions, with the tokenizer inside (byte-level BPE as llama.cpp's
+`gpt2` tokenizer model; a character tokenizer is rewritten as a byte-level vocabulary with the merges that
+build its multi-byte characters), the context length, the special tokens and the chat template if the
+tokenizer has one.
+
+--dtype: f32 (exact weights), f16 (half-precision weights), q8_0 (8-bit blocks of 32 with a scale, llama.cpp's
+Q8_0; norms and biases stay f32). Refused: encoder and seq2seq models, activations other than gelu (llama.cpp's
+GPT-2 and GPT-NeoX graphs compute GELU only), and what `export native` refuses."""
+
+CTRANSLATE2_DESCRIPTION = """\
+Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder (the C++
+inference engine: `pip install ctranslate2`), with the tokenizer files and a README. `minitf generate` /
+`minitf translate` run such a folder in CTranslate2 and print what the MiniTF folder prints.
+
+- GPT: learned positions as the position table, rotary positions as CTranslate2's rotary attention
+  (interleaved pairs or halves, as the model has them)
+- seq2seq: pre-norm Transformer, ReLU, separate source and target vocabularies, the interleaved sinusoid
+  as an explicit position table, the norms' eps from the config (hkproj's first norm as the exact LayerNorm)
+
+--quantization: float32 (MiniTF's greedy tokens), int8, int8_float32 (8-bit weights; measure before using:
+they can change tokens), bfloat16. Refused (nothing written): encoder models (use `export onnx`),
+context_overflow="crop", a generation config with use_cache=False, hkproj's "std + eps" norms,
+activations CTranslate2 lacks."""
+
+ONNX_DESCRIPTION = """\
+Write an encoder as ONNX for ONNX Runtime in a copy of its SentenceTransformer folder: onnx/model.onnx
+(float32; the same embeddings within 1e-5), inputs input_ids and attention_mask with dynamic batch and
+sequence axes, output last_hidden_state. --quantize int8 adds onnx/model_quint8_avx2.onnx (ONNX Runtime's
+dynamic 8-bit quantization of the matrix products; cosine to float32 about 0.9999), which `minitf embed`
+then runs. The README in the folder has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
+that needs no optimum. Refused: GPT and seq2seq models (use `export ctranslate2`), pooling other than mean."""
+
+EXPORTS: dict[str, ExportFormat] = {
+    "native": ExportFormat(
+        "native",
+        "export_native",
+        ("gpt", "encoder"),
+        "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer: loads without trust_remote_code",
+        NATIVE_DESCRIPTION,
+    ),
+    "gguf": ExportFormat(
+        "gguf",
+        "export_gguf",
+        ("gpt",),
+        "GPT -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
+        GGUF_DESCRIPTION,
+    ),
+    "ctranslate2": ExportFormat(
+        "ctranslate2",
+        "export_ctranslate2",
+        ("gpt", "seq2seq"),
+        "GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator folder",
+        CTRANSLATE2_DESCRIPTION,
+    ),
+    "onnx": ExportFormat(
+        "onnx",
+        "export_onnx",
+        ("encoder",),
+        "encoder -> ONNX (+ int8) in a SentenceTransformer folder, for ONNX Runtime",
+        ONNX_DESCRIPTION,
+    ),
+}
+
+__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "ExportFormat"]

@@ -1,0 +1,60 @@
+"""The bounds and choices of the package's options, declared once for the parser (`minitf`, which reads them
+without importing torch) and for the code that checks the same values from Python.
+
+Each bound is where a larger value stops being a request and becomes a way to hang or crash the process.
+"""
+
+from __future__ import annotations
+
+from hf_minitf.modeling.configuration_minitf_limits import NORM_TYPES
+
+MAX_STEPS = 10**9
+"""Most steps a run's step counts, warmup and batch size may be: more runs until killed or overflows a C integer
+inside the trainer."""
+MAX_EPOCHS = 10**6
+"""Most epochs a run may ask for: 1e300 ran until killed, inf failed inside the trainer."""
+SEED_LIMIT = 2**32
+"""Seeds lie in [0, SEED_LIMIT): transformers' set_seed also seeds numpy, which takes no other."""
+MAX_STEPS_SCALE = 1000
+"""The largest `QuickstartSteps.scaled` factor: a thousand quickstarts take about ten hours; 1e300 ran until killed
+and inf failed inside round()."""
+MAX_VOCAB_SIZE = 10**6
+"""The largest vocabulary a tokenizer is trained to: tokenizers' trainers reserve memory for the size asked (10**9
+aborted the process, 10**30 overflowed), and published vocabularies stay well below this."""
+GREEDY_BELOW_TEMPERATURE = 1e-4
+"""Below this temperature sampling is greedy decoding to float precision, and dividing the logits by it overflows
+float32 (1e-45 turns them into inf and generate() fails): such requests decode greedily."""
+MAX_NEW_TOKENS = 10**6
+"""Most tokens one generation may add: 10**12 holds the machine for hours."""
+MAX_BEAMS = 1000
+"""Widest beam search: 10**9 beams hold the machine for hours."""
+MAX_PORT = 65535
+
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+"""The dtypes weights are converted to, loaded in or served in (besides `auto`, the saved weights')."""
+GGUF_DTYPES = ("f32", "f16", "q8_0")
+"""The weight types `minitf export gguf` writes."""
+CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
+"""The weight types `minitf export ctranslate2` stores."""
+HKPROJ_NORM_TYPES = ("auto", *(norm for norm in NORM_TYPES if norm != "layer_norm"))
+"""`minitf convert hkproj --norm-type`: the LayerNormalization formulas of hkproj's versions, or auto to infer the
+formula from the gains where they can tell."""
+ONNX_QUANTIZATIONS = ("int8",)
+"""The extra ONNX files `minitf export onnx --quantize` writes."""
+
+__all__ = [
+    "CTRANSLATE2_QUANTIZATIONS",
+    "DTYPE_NAMES",
+    "GGUF_DTYPES",
+    "GREEDY_BELOW_TEMPERATURE",
+    "HKPROJ_NORM_TYPES",
+    "MAX_BEAMS",
+    "MAX_EPOCHS",
+    "MAX_NEW_TOKENS",
+    "MAX_PORT",
+    "MAX_STEPS",
+    "MAX_STEPS_SCALE",
+    "MAX_VOCAB_SIZE",
+    "ONNX_QUANTIZATIONS",
+    "SEED_LIMIT",
+]

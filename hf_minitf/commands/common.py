@@ -1,0 +1,268 @@
+"""What every `minitf` command shares: one-line errors (`reports_errors`), the checks of the model folder a command
+is given, and the argparse types of bounded numbers (bounds from `hf_minitf.catalog.limits`).
+
+Light to import (no torch): the parser imports every command module to build `minitf --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pickle
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+
+from hf_minitf.catalog.families import FAMILIES, family_of_model_type
+from hf_minitf.catalog.limits import (
+    GREEDY_BELOW_TEMPERATURE,
+    MAX_BEAMS,
+    MAX_EPOCHS,
+    MAX_NEW_TOKENS,
+    MAX_PORT,
+    MAX_STEPS,
+    MAX_STEPS_SCALE,
+    MAX_VOCAB_SIZE,
+    SEED_LIMIT,
+)
+from hf_minitf.hub.push import PushError
+from hf_minitf.safety.files import refused_pickle_message
+from hf_minitf.safety.output_folders import OutputFolderError
+
+# The errors a command reports in one line: input it cannot use, a file system that refused, a refused push, a
+# pickle torch refused to load (it holds code).
+REPORTED_ERRORS = (ValueError, OSError, PushError, pickle.UnpicklingError)
+
+
+class CommandError(ValueError):
+    """Input a command cannot use; the message says what to change."""
+
+
+def error_line(error: BaseException, out: str = "--out") -> str:
+    """The first line of an error's message, in the command line's words (`out` for the output, `--overwrite`)."""
+    if isinstance(error, OutputFolderError):
+        return error.worded(out, "--overwrite")
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str = "--out") -> Callable:
+    """Turn a command's reported errors into `minitf COMMAND: error: ...` on stderr and exit status 2.
+    `command` is the command's name, or a function of the arguments giving it (`convert SOURCE`); `out` is
+    how the command's output is given (`--out`, or a positional `OUT`)."""
+
+    def decorate(function: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+        @wraps(function)
+        def run(args: argparse.Namespace) -> int:
+            try:
+                return function(args)
+            except BrokenPipeError:  # the output's reader left: hf_minitf.cli.main ends quietly, no error line
+                raise
+            except REPORTED_ERRORS as error:
+                if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
+                    error = ValueError(
+                        refused_pickle_message(
+                            error, [value for value in vars(args).values() if isinstance(value, (str, Path))]
+                        )
+                    )
+                name = command(args) if callable(command) else command
+                print(f"minitf {name}: error: {error_line(error, out)}", file=sys.stderr)
+                return 2
+
+        return run
+
+    return decorate
+
+
+# The command that uses each family's folders, and the engine export each command runs.
+FAMILY_COMMANDS = {family.name: family.command for family in FAMILIES.values()}
+ENGINE_KINDS = {family.command: family.engine_kind for family in FAMILIES.values()}
+
+GGUF_MAGIC = b"GGUF"
+
+
+# The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
+# fails inside torch's embedding lookup).
+NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
+
+
+def read_config(folder: Path) -> dict:
+    """The folder's config.json as a dict; a CommandError naming the file when it is not a JSON object."""
+    path = folder / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CommandError(
+            f"{path} is not JSON ({error}); it is not a saved model's config: save or convert the model again"
+        ) from None
+    if not isinstance(config, dict):
+        raise CommandError(
+            f"{path} holds a JSON {type(config).__name__}, not an object of config fields; it is not "
+            "a saved model's config: save or convert the model again"
+        )
+    return config
+
+
+def architectures(config: dict) -> list[str]:
+    names = config.get("architectures")
+    return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+
+
+def folder_family(config: dict, folder: Path) -> str | None:
+    """gpt, encoder or seq2seq, as the folder's config (model_type, architectures) or its SentenceTransformer
+    modules.json says; None where neither tells (a model of another library: its loader decides)."""
+    family = family_of_model_type(config.get("model_type"))
+    if family is not None:
+        return family.name
+    names = architectures(config)
+    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in names):
+        return "gpt"
+    if config.get("is_encoder_decoder") is True or any(name.endswith("ForConditionalGeneration") for name in names):
+        return "seq2seq"
+    if (folder / "modules.json").is_file():
+        return "encoder"
+    return None
+
+
+def _a(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
+def _described(config: dict) -> str:
+    """The model a config describes, as `model_type: Architecture`."""
+    return ", ".join([str(config.get("model_type", "no model_type")), *architectures(config)])
+
+
+def model_folder(path: Path, command: str | None = None) -> Path:
+    """`path` when it is a model folder (or an engine export) that `minitf COMMAND` uses; a CommandError naming what
+    the folder is and which command fits it otherwise."""
+    from hf_minitf.export.run import export_info
+
+    if path.is_file():
+        with path.open("rb") as handle:
+            if handle.read(4) == GGUF_MAGIC:
+                raise CommandError(
+                    f"{path} is a GGUF file (minitf export gguf), which runs in llama.cpp or Ollama; "
+                    "give minitf the MiniTF folder it was exported from"
+                )
+    if not path.is_dir():
+        raise CommandError(
+            f"{path} is not a folder; give a model folder written by minitf train, quickstart or convert"
+        )
+    export = export_info(path)
+    if export is not None:
+        fitting = {kind: name for name, kind in ENGINE_KINDS.items()}.get(export.get("kind"))
+        if command is not None and fitting is not None and fitting != command:
+            raise CommandError(
+                f"{path} is {_a(str(export.get('engine')))} {export.get('kind')} export of "
+                f"{_a(str(export.get('family')))} model, which `minitf {command}` does not run; use "
+                f"`minitf {fitting}` with it"
+            )
+        return path
+    if not (path / "config.json").is_file():
+        raise CommandError(f"{path} has no config.json; it is not a saved model folder")
+    config = read_config(path)
+    family = folder_family(config, path)
+    if command is not None and family is not None and FAMILY_COMMANDS[family] != command:
+        needed = {name: family for family, name in FAMILY_COMMANDS.items()}[command]
+        raise CommandError(
+            f"{path} holds {_a(family)} model ({_described(config)}); `minitf {command}` needs "
+            f"{_a(needed)} model: use `minitf "
+            f"{FAMILY_COMMANDS[family]}` with this folder"
+        )
+    return path
+
+
+def quiet_transformers() -> None:
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
+
+def _figure(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+
+def _number(
+    kind: type,
+    minimum: float,
+    inclusive: bool = True,
+    maximum: float | None = None,
+    maximum_included: bool = False,
+    advice: str = "",
+):
+    """An argparse type for finite numbers in a range, with an error that names the range (and `advice`)."""
+    bound = (f">= {_figure(minimum)}" if inclusive else f"> {_figure(minimum)}") + (
+        "" if maximum is None else f" and {'<=' if maximum_included else '<'} {_figure(maximum)}"
+    )
+    expected = f"a finite number {bound}" if kind is float else bound
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        if (
+            (kind is float and not math.isfinite(value))
+            or (value < minimum if inclusive else value <= minimum)
+            or (maximum is not None and (value > maximum if maximum_included else value >= maximum))
+        ):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {text}{advice}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _at_most(kind: type, maximum: float, minimum: float = 1, inclusive: bool = True, advice: str = ""):
+    return _number(kind, minimum, inclusive, maximum=maximum, maximum_included=True, advice=advice)
+
+
+count = _at_most(int, MAX_STEPS)  # steps, batch sizes, heads, lengths: bounded so no value overflows a C integer
+random_seed = _number(int, 0, maximum=SEED_LIMIT)
+port_number = _at_most(int, MAX_PORT)
+vocab_size = _at_most(int, MAX_VOCAB_SIZE)
+new_tokens = _at_most(int, MAX_NEW_TOKENS)
+beam_width = _at_most(int, MAX_BEAMS)
+epochs = _at_most(float, MAX_EPOCHS, minimum=0.0, inclusive=False)
+warmup = _at_most(float, MAX_STEPS, minimum=0.0)
+steps_scale = _at_most(float, MAX_STEPS_SCALE, minimum=0.0, inclusive=False)
+temperature = _number(
+    float, GREEDY_BELOW_TEMPERATURE, advice=" (a lower temperature is greedy decoding: leave out --sample)"
+)
+positive_float = _number(float, 0.0, inclusive=False)
+non_negative_float = _number(float, 0.0)
+fraction = _number(float, 0.0, maximum=1.0)
+
+
+def add_out(parser: argparse.ArgumentParser, default: str | None = None, what: str = "the model") -> None:
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=default is None,
+        default=None if default is None else Path(default),
+        help=f"folder to write {what} to (must be empty unless --overwrite)"
+        + (f"; default: ./{default}" if default else ""),
+    )
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace a non-empty --out model folder (nothing else)"
+    )
+
+
+__all__ = [
+    "CommandError",
+    "FAMILY_COMMANDS",
+    "REPORTED_ERRORS",
+    "add_out",
+    "error_line",
+    "folder_family",
+    "model_folder",
+    "quiet_transformers",
+    "read_config",
+    "reports_errors",
+]

@@ -1,0 +1,55 @@
+"""`minitf embed DIR TEXT...`: embed texts with an encoder folder (SentenceTransformer, or ONNX Runtime for an ONNX
+export of one) and print the vectors or their similarity table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hf_minitf.commands.common import CommandError, model_folder, quiet_transformers, reports_errors
+
+HELP = "embed texts with an encoder folder (vectors or a similarity table)"
+DESCRIPTION = (
+    "Encode texts with SentenceTransformer(DIR). Prints one JSON vector per line, or with "
+    "--similarity the table of cosine similarities between the texts."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, metavar="DIR", help="an encoder folder (a SentenceTransformer)")
+    parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to embed")
+    parser.add_argument("--similarity", action="store_true", help="print the similarity table instead of vectors")
+
+
+@reports_errors("embed")
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import cos_sim
+
+    from hf_minitf.export.run import load_engine
+
+    quiet_transformers()
+    folder = model_folder(args.model, "embed")
+    empty = [index for index, text in enumerate(args.texts) if not text]
+    if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
+        raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
+    engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
+    if engine is None:
+        embedder = SentenceTransformer(str(folder))
+        vectors, similarity = embedder.encode(args.texts, convert_to_tensor=True), embedder.similarity
+    else:
+        vectors, similarity = torch.from_numpy(engine.encode(args.texts)), cos_sim
+    if not args.similarity:
+        for vector in vectors.tolist():
+            print(json.dumps([round(value, 6) for value in vector]))
+        return 0
+    scores = similarity(vectors, vectors).tolist()
+    width = max(len(f"[{index}]") for index in range(len(args.texts)))
+    print(" " * width + "".join(f"{f'[{index}]':>8}" for index in range(len(args.texts))))
+    for index, row in enumerate(scores):
+        print(f"{f'[{index}]':>{width}}" + "".join(f"{score:8.3f}" for score in row))
+    for index, text in enumerate(args.texts):
+        print(f"[{index}] {text}")
+    return 0

@@ -1,0 +1,120 @@
+"""`minitf generate DIR PROMPT...`: continue prompts with a GPT folder, streaming the tokens (or with the engine of a
+CTranslate2 export of one)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hf_minitf.commands.common import (
+    NATIVE_POSITIONS,
+    CommandError,
+    count,
+    model_folder,
+    new_tokens,
+    quiet_transformers,
+    random_seed,
+    reports_errors,
+    temperature,
+)
+
+HELP = "continue prompts with a gpt folder, streaming the tokens"
+DESCRIPTION = (
+    "Load a GPT folder with AutoModelForCausalLM and continue each prompt, printing tokens as they "
+    "are generated (TextStreamer). Greedy unless --sample."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, metavar="DIR", help="a folder written by minitf train/quickstart/convert")
+    parser.add_argument("prompts", nargs="+", metavar="PROMPT", help="text(s) to continue")
+    parser.add_argument("--max-new-tokens", type=new_tokens, default=64, help="tokens to add (default: 64)")
+    parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
+    parser.add_argument("--temperature", type=temperature, default=1.0, help="sampling temperature (1.0)")
+    parser.add_argument("--top-k", type=count, default=None, help="sample from the k likeliest tokens")
+    parser.add_argument("--seed", type=random_seed, default=0, help="random seed for sampling (default: 0)")
+
+
+@reports_errors("generate")
+def run(args: argparse.Namespace) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TextStreamer
+
+    from hf_minitf.export.run import load_engine
+
+    quiet_transformers()
+    folder = model_folder(args.model, "generate")
+    engine = load_engine(folder, "generator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    if engine is None:
+        model = AutoModelForCausalLM.from_pretrained(folder).eval()
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        config = model.config
+        positions = getattr(config, "position_embedding_type", None) or NATIVE_POSITIONS.get(config.model_type)
+        limit = (
+            config.max_position_embeddings
+            if positions == "learned" and getattr(config, "context_overflow", "error") == "error"
+            else None
+        )
+        trained = config.max_position_embeddings if positions == "rope" else None
+    else:
+        tokenizer, limit = engine.tokenizer, engine.position_limit
+        trained = engine.max_positions if limit is None else None
+    torch.manual_seed(args.seed)
+    requests, notes = [], []  # every prompt is checked before any is continued or noted
+    for prompt in args.prompts:
+        if not prompt:  # as the server's /v1/completions: there is nothing to continue
+            raise CommandError(f"prompt [{len(requests)}] is empty; give the text to continue")
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
+        if ids.shape[1] == 0:
+            raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
+        kept = tokenizer.decode(ids[0], skip_special_tokens=True)
+        unknown = sorted({char for char in prompt if char not in kept})
+        if unknown:
+            notes.append(
+                f"{''.join(unknown)!r} not in the model's vocabulary; read as {tokenizer.unk_token or 'nothing'}"
+            )
+        new_tokens = args.max_new_tokens
+        if limit is not None:
+            room = limit - ids.shape[1]
+            if room <= 0:
+                raise CommandError(f"the prompt is {ids.shape[1]} tokens; this model reads at most {limit}")
+            if room < new_tokens:
+                notes.append(f"{new_tokens} new tokens would pass the model's {limit} positions; generating {room}")
+                new_tokens = room
+        if trained is not None and ids.shape[1] + new_tokens > trained:
+            notes.append(
+                f"the prompt ({ids.shape[1]} tokens) and {new_tokens} new tokens pass the {trained} "
+                "positions this model was trained on; its rotary positions go on past them, but expect "
+                "weaker text there"
+            )
+        requests.append((ids, new_tokens))
+    for note in notes:
+        print(f"minitf generate: note: {note}", file=sys.stderr)
+    for ids, new_tokens in requests:
+        if engine is not None:
+            new_ids = engine.generate(
+                [ids[0].tolist()],
+                new_tokens,
+                sample=args.sample,
+                temperature=args.temperature,
+                top_k=args.top_k,
+                seed=args.seed,
+            )[0]
+            print(tokenizer.decode(ids[0].tolist() + new_ids, skip_special_tokens=True), flush=True)
+            continue
+        options = (
+            {"do_sample": True, "temperature": args.temperature, "top_k": args.top_k}
+            if args.sample
+            else {"do_sample": False}
+        )
+        with torch.no_grad():
+            model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=new_tokens,
+                pad_token_id=tokenizer.pad_token_id,
+                streamer=TextStreamer(tokenizer, skip_special_tokens=True),
+                **options,
+            )
+    return 0

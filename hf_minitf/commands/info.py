@@ -1,0 +1,82 @@
+"""`minitf info DIR`: describe a model folder or engine export without loading its weights."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from hf_minitf.commands.common import CommandError, architectures, model_folder, read_config, reports_errors
+
+HELP = "describe a model folder: family, parameters, sizes, files, card metadata"
+DESCRIPTION = "Describe a saved model folder without loading its weights."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, metavar="DIR", help="a model folder")
+
+
+def safetensors_parameters(folder: Path) -> int | None:
+    """Parameters stored in the folder's safetensors files, read from their headers by safetensors (no tensor is
+    loaded; a malformed header is an error naming the file); None where the folder has none."""
+    from safetensors import SafetensorError, safe_open
+
+    paths = sorted(folder.glob("*.safetensors"))
+    total = 0
+    for path in paths:
+        try:
+            with safe_open(path, "pt") as weights:
+                total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+        except SafetensorError as error:
+            raise CommandError(
+                f"{path} is not a readable safetensors file ({error}); save or convert the model again"
+            ) from None
+    return total if paths else None
+
+
+@reports_errors("info")
+def run(args: argparse.Namespace) -> int:
+    """`minitf info DIR`: what a model folder or engine export holds. Everything is read before anything is
+    printed, so a malformed file gives its one-line error and no half report."""
+    from huggingface_hub.utils import logging as hub_logging
+
+    from hf_minitf.export.run import export_info
+    from hf_minitf.safety.files import load_model_card
+
+    folder = model_folder(args.model)
+    config = read_config(folder) if (folder / "config.json").is_file() else {}
+    export = export_info(folder)
+    parameters = safetensors_parameters(folder)
+    card = folder / "README.md"
+    hub_logging.get_logger("huggingface_hub.repocard").setLevel("ERROR")  # "no metadata block": the card's own say
+    metadata = load_model_card(card).data.to_dict() if card.is_file() else None
+    sizes = (
+        "vocab_size",
+        "src_vocab_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "intermediate_size",
+        "max_position_embeddings",
+        "position_embedding_type",
+    )
+    print(f"folder: {folder}")
+    if export is not None:
+        details = ", ".join(f"{key} {export[key]}" for key in ("quantization", "source") if export.get(key))
+        print(f"export: {export.get('engine')} {export.get('kind')}" + (f" ({details})" if details else ""))
+    model_type = config.get("model_type") or (export or {}).get("family", "unknown")
+    print(f"family: {model_type} ({', '.join(architectures(config) or ['?'])})")
+    print(f"parameters: {parameters:,}" if parameters is not None else "parameters: unknown (no .safetensors file)")
+    for key in sizes:
+        value = config.get(key, (export or {}).get(key))
+        if value is not None:
+            print(f"{key}: {value}")
+    print("files:")
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        print(f"  {path.relative_to(folder).as_posix()} ({path.stat().st_size:,} bytes)")
+    if metadata is not None:
+        print("card metadata:")
+        for key, value in metadata.items():
+            print(f"  {key}: {json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value}")
+    return 0

@@ -1,0 +1,94 @@
+"""`minitf push DIR REPO_ID`: upload a model folder with its card to the Hub, or its native export with GGUF files
+(hf_minitf.hub.push)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hf_minitf.catalog.limits import GGUF_DTYPES
+from hf_minitf.commands.common import CommandError, reports_errors
+
+HELP = "upload a model folder with its card to the Hugging Face Hub"
+DESCRIPTION = (
+    "Upload a model folder, with its model card, to the Hugging Face Hub. The folder is checked first: config.json "
+    "and safetensors weights, no pickles or training state."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "folder",
+        type=Path,
+        metavar="DIR",
+        help="a folder written by save_pretrained, a training command or minitf convert",
+    )
+    parser.add_argument("repo_id", metavar="REPO_ID", help="the model repo to push to, as namespace/name")
+    parser.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
+    parser.add_argument(
+        "--revision",
+        default=None,
+        metavar="REV",
+        help="branch to push to (created from main if missing; default: main)",
+    )
+    parser.add_argument(
+        "--license",
+        default=None,
+        metavar="ID",
+        help="license identifier written into the model card, e.g. mit or apache-2.0",
+    )
+    parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
+    parser.add_argument(
+        "--token", default=None, help="Hub token with write access (default: the logged-in token or HF_TOKEN)"
+    )
+    parser.add_argument(
+        "--native",
+        action="store_true",
+        help="upload the model exported to its native transformers architecture (`minitf export "
+        "native`: loads without trust_remote_code) instead of the MiniTF folder",
+    )
+    parser.add_argument(
+        "--gguf",
+        default=None,
+        metavar="TYPES",
+        help="with --native, GPT only: also upload GGUF files for llama.cpp and Ollama, of these "
+        f"comma-separated types ({', '.join(GGUF_DTYPES)}), e.g. f16,q8_0",
+    )
+
+
+@reports_errors("push")
+def run(args: argparse.Namespace) -> int:
+    """`minitf push DIR REPO_ID [--native [--gguf TYPES]]`: upload the folder with its card, or its native export
+    with GGUF files beside it (hf_minitf.hub.push)."""
+    from hf_minitf.hub.push import push_folder, push_native
+
+    gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
+    if gguf and not args.native:
+        raise CommandError("--gguf adds GGUF files to a native export: pass --native with it.")
+    unknown = [dtype for dtype in gguf if dtype not in GGUF_DTYPES]
+    if unknown:
+        raise CommandError(
+            f"--gguf {args.gguf}: unknown type(s) {', '.join(unknown)}; choose from {', '.join(GGUF_DTYPES)}."
+        )
+    if args.native:
+        url = push_native(
+            args.folder,
+            args.repo_id,
+            gguf_dtypes=gguf,
+            private=args.private,
+            revision=args.revision,
+            commit_message=args.commit_message,
+            token=args.token,
+        )
+    else:
+        url = push_folder(
+            args.folder,
+            args.repo_id,
+            private=args.private,
+            revision=args.revision,
+            license=args.license,
+            commit_message=args.commit_message,
+            token=args.token,
+        )
+    print(f"Pushed {args.folder} to {args.repo_id}: {url}")
+    return 0

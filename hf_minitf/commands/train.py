@@ -1,0 +1,178 @@
+"""`minitf train FAMILY`: train a model from scratch on a local file or a `datasets` dataset
+(hf_minitf.training.trainers)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.presets import PRESETS
+from hf_minitf.commands.common import (
+    add_out,
+    count,
+    epochs,
+    fraction,
+    non_negative_float,
+    positive_float,
+    random_seed,
+    reports_errors,
+    vocab_size,
+    warmup,
+)
+from hf_minitf.safety.output_folders import OutputFolder, existing_paths
+
+HELP = "train a gpt, encoder (sentence embeddings) or seq2seq (translation) model on your data"
+DESCRIPTION = (
+    "Train a model from scratch on a local file or a `datasets` dataset through the ecosystem's trainers "
+    "(transformers' Trainer for gpt, sentence-transformers' trainer for encoder, Seq2SeqTrainer for seq2seq), then "
+    "write one complete folder: weights, tokenizer, model card with held-out figures and loss_curve.png. Runs "
+    "unchanged under `torchrun` or `accelerate launch`."
+)
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    """`train`, with one sub-command per family (its name is `args.family`, also when an alias was given)."""
+    train = commands.add_parser("train", help=HELP, description=DESCRIPTION)
+    families = train.add_subparsers(dest="family", required=True, metavar="FAMILY")
+    for family in FAMILIES.values():
+        parser = families.add_parser(
+            family.name, aliases=family.aliases, help=family.summary, description=f"Train {family.summary}."
+        )
+        parser.set_defaults(family=family.name, run=run)
+        add_family_arguments(parser, family.name)
+    return train
+
+
+def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    family = FAMILIES[name]
+    parser.add_argument("--data", required=True, metavar="PATH", help=f"training data: {family.training_data}")
+    add_out(parser)
+    parser.add_argument(
+        "--preset",
+        default="tiny",
+        choices=tuple(PRESETS[name]),
+        help="model size (default: tiny); see the README for what each preset is",
+    )
+    columns = "column holding the text" if name == "gpt" else "the two columns of each pair, comma-separated"
+    parser.add_argument(
+        "--columns",
+        default=family.default_columns,
+        help=f"{columns} in jsonl/datasets data (default: {family.default_columns})",
+    )
+    parser.add_argument("--split", default="train", help="dataset split to train on (default: train)")
+    if name == "gpt":
+        parser.add_argument(
+            "--tokenizer",
+            choices=("char", "bpe"),
+            default=None,
+            help="char: one token per character; bpe: byte-level BPE trained on the data (default: the preset's)",
+        )
+        parser.add_argument("--vocab-size", type=vocab_size, default=None, help="BPE vocabulary size")
+        parser.add_argument(
+            "--block-size", type=count, default=None, help="tokens per training example (default: the preset's context)"
+        )
+    elif name == "encoder":
+        parser.add_argument("--vocab-size", type=vocab_size, default=None, help="word vocabulary size")
+    add_training_arguments(parser.add_argument_group("training"))
+
+
+def add_training_arguments(group) -> None:
+    group.add_argument("--epochs", type=epochs, default=1.0, help="passes over the data (default: 1)")
+    group.add_argument(
+        "--max-steps", type=count, default=None, help="stop after this many optimizer steps (overrides --epochs)"
+    )
+    group.add_argument("--batch-size", type=count, default=32, help="examples per device and step (32)")
+    group.add_argument("--learning-rate", type=positive_float, default=1e-3, help="peak learning rate (1e-3)")
+    group.add_argument(
+        "--warmup",
+        type=warmup,
+        default=0.0,
+        help="warmup: a fraction of the steps if < 1, else a number of steps (default: 0)",
+    )
+    group.add_argument("--weight-decay", type=non_negative_float, default=0.0, help="AdamW weight decay (0)")
+    group.add_argument(
+        "--eval-fraction",
+        type=fraction,
+        default=0.05,
+        help="fraction of the data held out for evaluation (default: 0.05, at most 1000 examples)",
+    )
+    group.add_argument(
+        "--eval-steps", type=count, default=None, help="also evaluate every N steps (default: only at the end)"
+    )
+    group.add_argument("--logging-steps", type=count, default=10, help="log the loss every N steps (10)")
+    group.add_argument(
+        "--checkpoint-dir", type=Path, default=None, help="keep trainer checkpoints here (default: none are kept)"
+    )
+    group.add_argument(
+        "--save-steps", type=count, default=500, help="checkpoint every N steps when --checkpoint-dir is given (500)"
+    )
+    group.add_argument("--resume", action="store_true", help="resume from the last checkpoint in --checkpoint-dir")
+    group.add_argument(
+        "--mixed-precision",
+        choices=("no", "fp16", "bf16"),
+        default="no",
+        help="mixed precision training on a GPU (default: no)",
+    )
+    group.add_argument(
+        "--report-to",
+        default="none",
+        help="logging integration(s) of the Trainer, e.g. tensorboard or wandb (default: none)",
+    )
+    group.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
+    group.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+@reports_errors("train")
+def run(args: argparse.Namespace) -> int:
+    from hf_minitf.training import trainers as training
+    from hf_minitf.training.data import load_pairs, open_texts
+
+    if args.no_progress:  # also the bars of saving and loading weights
+        from transformers.utils import logging
+
+        logging.disable_progress_bar()
+    out = OutputFolder(args.out, args.overwrite, [*existing_paths(args.data), args.checkpoint_dir])
+    data = Path(args.data)
+    settings = training.TrainSettings(
+        epochs=args.epochs,
+        max_steps=args.max_steps or -1,
+        batch_size=args.batch_size,
+        learning_rate=args.learning_rate,
+        warmup=args.warmup,
+        weight_decay=args.weight_decay,
+        seed=args.seed,
+        logging_steps=args.logging_steps,
+        eval_steps=args.eval_steps,
+        save_steps=args.save_steps,
+        checkpoint_dir=args.checkpoint_dir,
+        resume=args.resume,
+        mixed_precision=args.mixed_precision,
+        report_to=args.report_to,
+        progress=not args.no_progress,
+    )
+    columns = [column.strip() for column in args.columns.split(",")]
+    common = dict(
+        preset=args.preset,
+        settings=settings,
+        eval_fraction=args.eval_fraction,
+        dataset_name=data.name or str(args.data),
+    )
+    if args.family == "gpt":
+        texts = open_texts(args.data, columns[0], args.split)
+        result = training.train_gpt(
+            texts, out, tokenizer=args.tokenizer, vocab_size=args.vocab_size, block_size=args.block_size, **common
+        )
+    elif args.family == "encoder":
+        pairs = load_pairs(args.data, columns, args.split)
+        result = training.train_encoder(pairs, out, vocab_size=args.vocab_size, **common)
+    else:
+        pairs = load_pairs(args.data, columns, args.split)
+        result = training.train_seq2seq(pairs, out, **common)
+    if result.folder is not None:
+        figures = ", ".join(f"{key} {value:.4g}" for key, value in result.eval_results.items())
+        print(
+            f"Saved {args.family} model ({result.model.num_parameters():,} parameters) to {result.folder}"
+            + (f"; held out: {figures}" if figures else "")
+        )
+    return 0

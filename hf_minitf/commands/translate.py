@@ -1,0 +1,47 @@
+"""`minitf translate DIR TEXT...`: translate texts with a seq2seq folder (pipeline('minitf-translation'), or the engine
+of a CTranslate2 export of one)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hf_minitf.commands.common import beam_width, model_folder, new_tokens, quiet_transformers, reports_errors
+
+HELP = "translate texts with a seq2seq folder"
+DESCRIPTION = "Translate each text with pipeline('minitf-translation', model=DIR)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", type=Path, metavar="DIR", help="a seq2seq model folder")
+    parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to translate")
+    parser.add_argument("--num-beams", type=beam_width, default=1, help="beam search width (default: 1, greedy)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=new_tokens,
+        default=None,
+        help="longest translation in tokens (default: up to the model's positions)",
+    )
+
+
+@reports_errors("translate")
+def run(args: argparse.Namespace) -> int:
+    from transformers import pipeline
+
+    from hf_minitf.export.run import load_engine
+    from hf_minitf.pipelines.translation import TASK
+
+    quiet_transformers()
+    folder = model_folder(args.model, "translate")
+    engine = load_engine(folder, "translator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    if engine is not None:
+        for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
+            print(text)
+        return 0
+    translate = pipeline(TASK, model=str(folder))
+    options = {"num_beams": args.num_beams}
+    if args.max_new_tokens is not None:
+        options["max_new_tokens"] = args.max_new_tokens
+    for output in translate(list(args.texts), **options):
+        print(output["translation_text"])
+    return 0

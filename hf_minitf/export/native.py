@@ -1,0 +1,471 @@
+"""Export a MiniTF model to the transformers architecture that computes exactly the same function, so that it runs
+where remote code never does: transformers without `trust_remote_code`, `transformers serve`, vLLM, TGI, optimum,
+transformers.js, and (through `export_gguf`) llama.cpp and Ollama.
+
+| MiniTF | native architecture | layout changes |
+|---|---|---|
+| GPT, learned positions | `GPT2LMHeadModel` | Conv1D weights are the transposed Linear weights; `[q|k|v]` kept |
+| GPT, rotary positions | `GPTNeoXForCausalLM` (sequential residual, full rotary) | fused qkv regrouped per head `[q_h, k_h, v_h]`; FrawdLLM's interleaved rotary pairs permuted to rotate-half order within each head's q/k rows |
+| encoder | `XLMRobertaXLModel` in a SentenceTransformer folder | word embeddings times sqrt(d) when scaled; positions at XLM-R's `padding_idx + 1` offset; zero token types |
+
+A config with no exact native form is refused with one line naming the field (`native_refusal`): nothing is
+exported approximately. The written config.json and tokenizer files also read correctly in transformers 4.x.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import save_file
+
+from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
+from hf_minitf.safety.output_folders import atomic_output_dir
+
+NATIVE_ARCHITECTURES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM", "encoder": "XLMRobertaXLModel"}
+NATIVE_MODEL_TYPES = {"learned": "gpt2", "rope": "gpt_neox", "encoder": "xlm-roberta-xl"}
+# A tokenizer class every transformers release since 4.0 knows and loads from tokenizer.json alone
+# (5.x writes `TokenizersBackend`, which 4.x cannot resolve).
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+CARD_TEMPLATE = "native_export.md"  # in model_cards/
+
+
+def _layer_state(state: dict[str, torch.Tensor], index: int) -> dict[str, torch.Tensor]:
+    prefix = f"model.layers.{index}."
+    return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+
+
+def _bias(layer: dict[str, torch.Tensor], name: str, size: int, like: torch.Tensor) -> torch.Tensor:
+    """A projection's bias, or zeros where the model has none (`attention_bias=False`): the same function."""
+    return layer.get(f"{name}.bias", torch.zeros(size, dtype=like.dtype))
+
+
+def gpt2_state_dict(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+    """MiniTF GPT (learned positions) weights under GPT2LMHeadModel's names; Conv1D stores Linear weights transposed."""
+    hidden = config.hidden_size
+    out = {
+        "transformer.wte.weight": state["model.embed_tokens.weight"],
+        "transformer.wpe.weight": state["model.embed_positions.weight"],
+        "transformer.ln_f.weight": state["model.norm.weight"],
+        "transformer.ln_f.bias": state["model.norm.bias"],
+    }
+    for index in range(config.num_hidden_layers):
+        layer, prefix = _layer_state(state, index), f"transformer.h.{index}."
+        qkv = layer["self_attn.qkv_proj.weight"]
+        out |= {
+            prefix + "ln_1.weight": layer["self_attn_layer_norm.weight"],
+            prefix + "ln_1.bias": layer["self_attn_layer_norm.bias"],
+            prefix + "attn.c_attn.weight": qkv.t(),
+            prefix + "attn.c_attn.bias": _bias(layer, "self_attn.qkv_proj", 3 * hidden, qkv),
+            prefix + "attn.c_proj.weight": layer["self_attn.o_proj.weight"].t(),
+            prefix + "attn.c_proj.bias": _bias(layer, "self_attn.o_proj", hidden, qkv),
+            prefix + "ln_2.weight": layer["mlp_layer_norm.weight"],
+            prefix + "ln_2.bias": layer["mlp_layer_norm.bias"],
+            prefix + "mlp.c_fc.weight": layer["mlp.fc1.weight"].t(),
+            prefix + "mlp.c_fc.bias": layer["mlp.fc1.bias"],
+            prefix + "mlp.c_proj.weight": layer["mlp.fc2.weight"].t(),
+            prefix + "mlp.c_proj.bias": layer["mlp.fc2.bias"],
+        }
+    if not config.tie_word_embeddings:
+        out["lm_head.weight"] = state["lm_head.weight"]
+    return out
+
+
+def gpt_neox_qkv(tensor: torch.Tensor, config: Any) -> torch.Tensor:
+    """A fused `[q | k | v]` weight (rows) or bias regrouped per head `[q_h, k_h, v_h]` as GPT-NeoX splits it, with
+    q/k rows taken from interleaved to rotate-half order when the MiniTF model rotates interleaved pairs."""
+    return split_qkv_heads(tensor, config).transpose(0, 1).reshape(tensor.shape).contiguous()
+
+
+def gpt_neox_state_dict(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+    """MiniTF GPT (rotary positions) weights under GPTNeoXForCausalLM's names (the head as `embed_out`, the name
+    every transformers release reads; 5.x renames it to `lm_head` on load)."""
+    hidden = config.hidden_size
+    out = {
+        "gpt_neox.embed_in.weight": state["model.embed_tokens.weight"],
+        "gpt_neox.final_layer_norm.weight": state["model.norm.weight"],
+        "gpt_neox.final_layer_norm.bias": state["model.norm.bias"],
+    }
+    for index in range(config.num_hidden_layers):
+        layer, prefix = _layer_state(state, index), f"gpt_neox.layers.{index}."
+        qkv = layer["self_attn.qkv_proj.weight"]
+        out |= {
+            prefix + "input_layernorm.weight": layer["self_attn_layer_norm.weight"],
+            prefix + "input_layernorm.bias": layer["self_attn_layer_norm.bias"],
+            prefix + "attention.query_key_value.weight": gpt_neox_qkv(qkv, config),
+            prefix + "attention.query_key_value.bias": gpt_neox_qkv(
+                _bias(layer, "self_attn.qkv_proj", 3 * hidden, qkv), config
+            ),
+            prefix + "attention.dense.weight": layer["self_attn.o_proj.weight"],
+            prefix + "attention.dense.bias": _bias(layer, "self_attn.o_proj", hidden, qkv),
+            prefix + "post_attention_layernorm.weight": layer["mlp_layer_norm.weight"],
+            prefix + "post_attention_layernorm.bias": layer["mlp_layer_norm.bias"],
+            prefix + "mlp.dense_h_to_4h.weight": layer["mlp.fc1.weight"],
+            prefix + "mlp.dense_h_to_4h.bias": layer["mlp.fc1.bias"],
+            prefix + "mlp.dense_4h_to_h.weight": layer["mlp.fc2.weight"],
+            prefix + "mlp.dense_4h_to_h.bias": layer["mlp.fc2.bias"],
+        }
+    if not config.tie_word_embeddings:
+        out["embed_out.weight"] = state["lm_head.weight"]
+    return out
+
+
+def _token_ids(config: Any) -> dict[str, Any]:
+    return {
+        "bos_token_id": config.bos_token_id,
+        "eos_token_id": config.eos_token_id,
+        "pad_token_id": config.pad_token_id,
+    }
+
+
+def gpt2_config(config: Any) -> dict[str, Any]:
+    """GPT2Config fields of a MiniTF GPT with learned positions (`n_ctx` too: transformers 4.x readers want it)."""
+    return {
+        "architectures": [NATIVE_ARCHITECTURES["learned"]],
+        "model_type": "gpt2",
+        "vocab_size": config.vocab_size,
+        "n_positions": config.max_position_embeddings,
+        "n_ctx": config.max_position_embeddings,
+        "n_embd": config.hidden_size,
+        "n_layer": config.num_hidden_layers,
+        "n_head": config.num_attention_heads,
+        "n_inner": config.intermediate_size,
+        "activation_function": config.hidden_act,
+        "layer_norm_epsilon": config.layer_norm_eps,
+        "resid_pdrop": config.hidden_dropout,
+        "embd_pdrop": config.hidden_dropout,
+        "attn_pdrop": config.attention_dropout,
+        "initializer_range": config.initializer_range,
+        "scale_attn_weights": True,
+        "scale_attn_by_inverse_layer_idx": False,
+        "reorder_and_upcast_attn": False,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "use_cache": True,
+        **_token_ids(config),
+    }
+
+
+def gpt_neox_config(config: Any) -> dict[str, Any]:
+    """GPTNeoXConfig fields of a MiniTF GPT with rotary positions: sequential residual, rotary on every feature.
+
+    `rope_parameters` is what transformers 5 reads; `rotary_pct` and `rotary_emb_base` what 4.x reads (its
+    default `rotary_pct` of 0.25 would silently rotate a quarter of the features).
+    """
+    return {
+        "architectures": [NATIVE_ARCHITECTURES["rope"]],
+        "model_type": "gpt_neox",
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": config.hidden_act,
+        "max_position_embeddings": config.max_position_embeddings,
+        "layer_norm_eps": config.layer_norm_eps,
+        "hidden_dropout": config.hidden_dropout,
+        "attention_dropout": config.attention_dropout,
+        "initializer_range": config.initializer_range,
+        "use_parallel_residual": False,
+        "attention_bias": True,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": float(config.rope_theta),
+            "partial_rotary_factor": 1.0,
+        },
+        "rotary_pct": 1.0,
+        "rotary_emb_base": float(config.rope_theta),
+        "rope_scaling": None,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "use_cache": True,
+        **_token_ids(config),
+    }
+
+
+# --------------------------------------------------------------------------------------------- encoder weights
+def xlm_roberta_xl_state_dict(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
+    """MiniTF encoder weights under XLMRobertaXLModel's names.
+
+    XLM-R numbers real tokens from `padding_idx + 1`, so MiniTF's position p is written at row `padding_idx + 1 + p`
+    (the sinusoid table computed, or the learned rows copied); rows before stay zero. The scale MiniTF applies to
+    the token embedding is multiplied in; the one token type is a zero row. The pooler (unused: the sentence
+    embedding is the mean of the token states) is zero.
+    """
+    from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
+
+    hidden, offset = config.hidden_size, config.pad_token_id + 1
+    dtype = state["model.embed_tokens.weight"].dtype
+    scale = math.sqrt(hidden) if config.scale_embeddings else 1.0
+    if config.position_embedding_type == "learned":
+        table = state["model.embed_positions.weight"]
+    else:
+        positions = torch.arange(config.max_position_embeddings)[None]
+        table = SinusoidalPositionalEmbedding(hidden)(positions)[0].to(dtype)
+    position_rows = torch.zeros(offset + config.max_position_embeddings, hidden, dtype=dtype)
+    position_rows[offset:] = table
+    out = {
+        "embeddings.word_embeddings.weight": (state["model.embed_tokens.weight"].float() * scale).to(dtype),
+        "embeddings.position_embeddings.weight": position_rows,
+        "embeddings.token_type_embeddings.weight": torch.zeros(1, hidden, dtype=dtype),
+        "encoder.LayerNorm.weight": state["model.norm.weight"],
+        "encoder.LayerNorm.bias": state["model.norm.bias"],
+        "pooler.dense.weight": torch.zeros(hidden, hidden, dtype=dtype),
+        "pooler.dense.bias": torch.zeros(hidden, dtype=dtype),
+    }
+    for index in range(config.num_hidden_layers):
+        layer, prefix = _layer_state(state, index), f"encoder.layer.{index}."
+        like = layer["self_attn.q_proj.weight"]
+        attention = {
+            "self.query": "self_attn.q_proj",
+            "self.key": "self_attn.k_proj",
+            "self.value": "self_attn.v_proj",
+            "output.dense": "self_attn.o_proj",
+        }
+        for native, minitf in attention.items():
+            out[f"{prefix}attention.{native}.weight"] = layer[f"{minitf}.weight"]
+            out[f"{prefix}attention.{native}.bias"] = _bias(layer, minitf, hidden, like)
+        out |= {
+            prefix + "attention.self_attn_layer_norm.weight": layer["self_attn_layer_norm.weight"],
+            prefix + "attention.self_attn_layer_norm.bias": layer["self_attn_layer_norm.bias"],
+            prefix + "LayerNorm.weight": layer["mlp_layer_norm.weight"],
+            prefix + "LayerNorm.bias": layer["mlp_layer_norm.bias"],
+            prefix + "intermediate.dense.weight": layer["mlp.fc1.weight"],
+            prefix + "intermediate.dense.bias": layer["mlp.fc1.bias"],
+            prefix + "output.dense.weight": layer["mlp.fc2.weight"],
+            prefix + "output.dense.bias": layer["mlp.fc2.bias"],
+        }
+    return out
+
+
+def xlm_roberta_xl_config(config: Any) -> dict[str, Any]:
+    """XLMRobertaXLConfig fields of a MiniTF encoder (positions widened by XLM-R's `padding_idx + 1` offset)."""
+    return {
+        "architectures": [NATIVE_ARCHITECTURES["encoder"]],
+        "model_type": "xlm-roberta-xl",
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "intermediate_size": config.intermediate_size,
+        "hidden_act": config.hidden_act,
+        "hidden_dropout_prob": config.hidden_dropout,
+        "attention_probs_dropout_prob": config.attention_dropout,
+        "max_position_embeddings": config.max_position_embeddings + config.pad_token_id + 1,
+        "type_vocab_size": 1,
+        "layer_norm_eps": config.layer_norm_eps,
+        "initializer_range": config.initializer_range,
+        "position_embedding_type": "absolute",
+        "pad_token_id": config.pad_token_id,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "is_decoder": False,
+        "add_cross_attention": False,
+        "classifier_dropout": config.classifier_dropout,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ the folder
+def _save_weights(tensors: dict[str, torch.Tensor], folder: Path) -> None:
+    save_file(
+        {name: tensor.detach().contiguous() for name, tensor in tensors.items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+
+
+def _save_config(fields: dict[str, Any], dtype: torch.dtype, folder: Path) -> None:
+    """config.json through the native config class (so 5.x's own fields are complete), with every field given here
+    written explicitly for older readers."""
+    from transformers import AutoConfig
+
+    native = AutoConfig.for_model(
+        **{
+            key: value
+            for key, value in fields.items()
+            if key not in ("architectures", "rotary_pct", "rotary_emb_base", "n_ctx")
+        }
+    )
+    native.architectures = fields["architectures"]
+    native.dtype = dtype
+    data = {**native.to_diff_dict(), **fields, "dtype": str(dtype).removeprefix("torch.")}
+    (folder / "config.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _save_tokenizer(tokenizer, folder: Path, max_length: int) -> None:
+    """The tokenizer, with a class name and `model_max_length` that transformers 4.x reads too."""
+    tokenizer.model_max_length = min(tokenizer.model_max_length, max_length)
+    tokenizer.save_pretrained(folder)
+    path = folder / "tokenizer_config.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(tokenizer_class=PORTABLE_TOKENIZER_CLASS, model_max_length=tokenizer.model_max_length)
+    for key in ("auto_map", "is_local", "local_files_only"):  # loading state, not tokenizer settings
+        data.pop(key, None)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _save_generation_config(source: MiniTFSource, config: Any, folder: Path) -> None:
+    from transformers import GenerationConfig
+
+    generation = source.load_generation_config() or GenerationConfig()
+    for name, value in _token_ids(config).items():
+        if getattr(generation, name, None) is None and value is not None:
+            setattr(generation, name, value)
+    generation.save_pretrained(folder)
+
+
+def _card_license(source: MiniTFSource) -> str | None:
+    from hf_minitf.safety.files import load_model_card
+
+    card = source.folder / "README.md"
+    return load_model_card(card).data.to_dict().get("license") if card.is_file() else None
+
+
+def write_native_card(
+    folder: Path, source: MiniTFSource, config: Any, kind: str, model_id: str, gguf_files: Sequence[str] = ()
+) -> None:
+    """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
+    (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from hf_minitf.hub.cards import card_template
+
+    encoder = kind == "encoder"
+    data = ModelCardData(
+        library_name="sentence-transformers" if encoder else "transformers",
+        pipeline_tag="sentence-similarity" if encoder else "text-generation",
+        license=_card_license(source),
+        base_model=source.repo_id,
+        tags=["minitf", "minitf-export", NATIVE_MODEL_TYPES[kind]]
+        + (["sentence-transformers", "feature-extraction"] if encoder else []),
+    )
+    title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
+    card = ModelCard.from_template(
+        data,
+        template_str=card_template(CARD_TEMPLATE),
+        model_title=title,
+        kind=kind,
+        architecture=NATIVE_ARCHITECTURES[kind],
+        model_type=NATIVE_MODEL_TYPES[kind],
+        source=source.name,
+        source_repo=source.repo_id,
+        revision=source.revision,
+        family=source.family,
+        config=config,
+        head_dim=config.hidden_size // config.num_attention_heads,
+        model_id=model_id,
+        prompt="Hello",
+        gguf_files=[(name, name.rsplit("-", 1)[-1].removesuffix(".gguf")) for name in gguf_files],
+        on_hub=Path(model_id).exists() is False and "/" in model_id,
+    )
+    card.save(folder / "README.md")
+
+
+def export_native(
+    source: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    overwrite: bool = False,
+    revision: str | None = None,
+    gguf_dtypes: Sequence[str] = (),
+    model_id: str | None = None,
+) -> Path:
+    """Write the MiniTF model `source` (a folder or a Hub repo id) to `out` as its native transformers architecture,
+    with tokenizer, generation config and model card; no code, no `auto_map`. Returns `out`.
+
+    GPT with learned positions -> GPT2LMHeadModel; GPT with rotary positions -> GPTNeoXForCausalLM; encoder -> a
+    SentenceTransformer folder around XLMRobertaXLModel. Raises ExportRefused (a ValueError) naming the field when
+    the model has no exact native form; `out` is written whole or not at all.
+
+    `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
+    on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
+    """
+    from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
+    from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+    from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+
+    source = open_source(source, revision)
+    config_class = {"gpt": MiniTFGPTConfig, "encoder": MiniTFEncoderConfig, "seq2seq": MiniTFSeq2SeqConfig}
+    config = config_class[source.family].from_pretrained(source.folder)
+    check_native(config)
+    model = source.load_model()
+    tokenizer = source.load_tokenizer()
+    state = model.state_dict()
+    if source.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
+        state = {f"model.{name}": tensor for name, tensor in state.items()}
+    dtype = state["model.embed_tokens.weight"].dtype
+    out = Path(out)
+    inputs = [source.folder] if source.repo_id is None else []
+    if source.family == "gpt":
+        kind = config.position_embedding_type
+        tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
+        fields = gpt2_config(config) if kind == "learned" else gpt_neox_config(config)
+        model_id = model_id or str(out)
+        with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
+            _save_weights(tensors, work)
+            _save_config(fields, dtype, work)
+            _save_tokenizer(tokenizer, work, config.max_position_embeddings)
+            _save_generation_config(source, config, work)
+            gguf_files = _save_gguf_files(source, work, gguf_dtypes, model_id)
+            write_native_card(work, source, config, kind, model_id, gguf_files)
+        return out
+    if gguf_dtypes:
+        raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
+    with (
+        tempfile.TemporaryDirectory() as staging_dir,
+        atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work,
+    ):
+        staging = Path(staging_dir)
+        _save_weights(xlm_roberta_xl_state_dict(state, config), staging)
+        _save_config(xlm_roberta_xl_config(config), dtype, staging)
+        _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
+        _save_sentence_transformer(staging, work, config)
+        write_native_card(work, source, config, "encoder", model_id or str(out))
+    return out
+
+
+def _save_gguf_files(source: MiniTFSource, folder: Path, dtypes: Sequence[str], model_id: str) -> list[str]:
+    """`<name>-<DTYPE>.gguf` for each GGUF type, beside the native files; returns their names."""
+    from hf_minitf.export.gguf import export_gguf
+
+    names = [f"{Path(model_id).name}-{dtype.upper()}.gguf" for dtype in dtypes]
+    for dtype, name in zip(dtypes, names):
+        export_gguf(source.folder, folder / name, dtype=dtype)
+    return names
+
+
+def _save_sentence_transformer(model_folder: Path, work: Path, config: Any) -> None:
+    """The native encoder in `model_folder` as a SentenceTransformer folder in `work`, written by
+    sentence-transformers itself: Transformer -> Pooling(mean) -> Normalize, padding on the right."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    transformer = Transformer(str(model_folder), max_seq_length=config.max_position_embeddings)
+    transformer.tokenizer.padding_side = "right"
+    sentence_model = SentenceTransformer(
+        modules=[transformer, Pooling(config.hidden_size, "mean"), Normalize()],
+        similarity_fn_name="cosine",
+        device="cpu",
+    )
+    sentence_model.save(str(work))
+    for name in ("config.json", "tokenizer_config.json"):  # keep the portable files written above
+        (work / name).write_text((model_folder / name).read_text(encoding="utf-8"), encoding="utf-8")
+
+
+__all__ = [
+    "ExportRefused",
+    "NATIVE_ARCHITECTURES",
+    "check_native",
+    "export_native",
+    "gpt2_config",
+    "gpt2_state_dict",
+    "gpt_neox_config",
+    "gpt_neox_qkv",
+    "gpt_neox_state_dict",
+    "xlm_roberta_xl_config",
+    "xlm_roberta_xl_state_dict",
+]

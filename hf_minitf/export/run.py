@@ -1,0 +1,186 @@
+"""Run an export folder with its engine: CTranslate2 for the GPT and seq2seq families, ONNX Runtime for the encoder.
+
+`load_engine(folder)` tells an export folder (written by `export_ctranslate2` or `export_onnx`, named in its
+`minitf_export.json`) from a MiniTF folder (None) and returns a runner with the interface the `minitf generate`,
+`translate` and `embed` commands use, so the same command prints the same text or vectors from either folder.
+Greedy decoding gives the MiniTF model's tokens; sampling draws from the same distribution with the engine's own
+random numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+EXPORT_FILE = "minitf_export.json"
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    from hf_minitf import __name__ as _registers_the_auto_classes  # noqa: F401
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
+class CTranslate2Generator:
+    """A GPT export run by `ctranslate2.Generator`; ids in, ids out (CTranslate2 reads tokens as their text)."""
+
+    def __init__(self, folder: Path, info: dict) -> None:
+        import ctranslate2
+
+        self.generator = ctranslate2.Generator(str(folder), device="cpu")
+        self.tokenizer = _tokenizer(folder)
+        self.vocabulary = json.loads((folder / "vocabulary.json").read_text(encoding="utf-8"))
+        generation = _read_json(folder / "generation_config.json")
+        eos = generation.get("eos_token_id")
+        self.end_ids = [] if eos is None else eos if isinstance(eos, list) else [eos]
+        learned = info.get("position_embedding_type") == "learned"
+        self.max_positions = info["max_position_embeddings"]  # trained on; rotary positions go on past them
+        self.position_limit = self.max_positions if learned else None
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> list[list[int]]:
+        """The new token ids after each prompt (greedy unless `sample`); stops at the model's end token."""
+        options = (
+            {"sampling_topk": top_k or 0, "sampling_temperature": temperature, "random_seed": seed}
+            if sample
+            else {"sampling_topk": 1}
+        )
+        results = self.generator.generate_batch(
+            [[self.vocabulary[index] for index in prompt] for prompt in prompts],
+            max_length=max_new_tokens,
+            include_prompt_in_result=False,
+            end_token=self.end_ids,
+            return_end_token=True,
+            **options,
+        )
+        return [result.sequences_ids[0] for result in results]
+
+
+class CTranslate2Translator:
+    """A seq2seq export run by `ctranslate2.Translator`: texts in, translations out."""
+
+    def __init__(self, folder: Path, info: dict) -> None:
+        import ctranslate2
+
+        self.translator = ctranslate2.Translator(str(folder), device="cpu")
+        self.tokenizer = _tokenizer(folder)
+        target = json.loads((folder / "target_vocabulary.json").read_text(encoding="utf-8"))
+        self.target_ids = {token: index for index, token in enumerate(target)}
+        generation = _read_json(folder / "generation_config.json")
+        self.default_length = generation.get("max_length") or info["max_position_embeddings"]
+
+    def translate(self, texts: list[str], num_beams: int = 1, max_new_tokens: int | None = None) -> list[str]:
+        """Translate `texts` with `minitf-translation`'s defaults: until [EOS], `max_new_tokens` or the decoder's
+        `max_position_embeddings` positions (start token included)."""
+        for text in texts:
+            if not text.strip():
+                raise ValueError("Cannot translate an empty text; give at least one word.")
+        sources = [self.tokenizer.convert_ids_to_tokens(self.tokenizer(text).input_ids) for text in texts]
+        length = max_new_tokens if max_new_tokens is not None else self.default_length - 1
+        results = self.translator.translate_batch(sources, beam_size=num_beams, max_decoding_length=length)
+        return [
+            self.tokenizer.decode([self.target_ids[token] for token in result.hypotheses[0]], skip_special_tokens=True)
+            for result in results
+        ]
+
+
+class OnnxEmbedder:
+    """An encoder export run by ONNX Runtime: tokenizer -> session -> masked mean -> L2 normalize, as the
+    SentenceTransformer folder it was copied from computes it."""
+
+    def __init__(self, folder: Path, info: dict, file_name: str | None = None) -> None:
+        import onnxruntime
+
+        self.tokenizer = _tokenizer(folder)
+        # sentence-transformers 6 truncates at the tokenizer's model_max_length; earlier versions wrote max_seq_length.
+        self.max_length = (
+            _read_json(folder / "sentence_bert_config.json").get("max_seq_length") or self.tokenizer.model_max_length
+        )
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        model_file = folder / (file_name or info.get("default_file", "onnx/model.onnx"))
+        self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        batch = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="np")
+        feeds = {
+            "input_ids": batch["input_ids"].astype(np.int64),
+            "attention_mask": batch["attention_mask"].astype(np.int64),
+        }
+        (states,) = self.session.run(["last_hidden_state"], feeds)
+        return mean_pool_normalize(states, feeds["attention_mask"])
+
+
+def mean_pool_normalize(states: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
+    """Masked mean over the real tokens (count clamped at 1e-9), then L2 normalization (norm clamped at 1e-12),
+    as sentence-transformers' Pooling(mean) and Normalize compute it."""
+    mask = attention_mask[..., None].astype(states.dtype)
+    pooled = (states * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+    return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+
+ENGINES = {
+    ("ctranslate2", "generator"): CTranslate2Generator,
+    ("ctranslate2", "translator"): CTranslate2Translator,
+    ("onnxruntime", "embedder"): OnnxEmbedder,
+}
+
+
+def export_info(folder: str | os.PathLike) -> dict | None:
+    """What `minitf_export.json` says of an export folder (engine, kind, family, ...), or None for other folders;
+    a ValueError naming the file when it is not a JSON object."""
+    path = Path(folder) / EXPORT_FILE
+    try:
+        info = _read_json(path)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not JSON ({error}); export the model again with minitf export") from None
+    if not isinstance(info, dict):
+        raise ValueError(
+            f"{path} holds a JSON {type(info).__name__}, not an object; export the model again with minitf export"
+        )
+    return info or None
+
+
+def load_engine(
+    folder: str | os.PathLike, kind: str
+) -> CTranslate2Generator | CTranslate2Translator | OnnxEmbedder | None:
+    """The runner of the export folder `folder` when it is one, None for a MiniTF folder; a ValueError when it is
+    an export of another kind (`kind`: generator, translator or embedder)."""
+    info = export_info(folder)
+    if info is None:
+        return None
+    key = (info.get("engine"), info.get("kind"))
+    if key not in ENGINES:
+        raise ValueError(f"{folder} names an unknown export {key} in {EXPORT_FILE}; re-export it with minitf export.")
+    if info["kind"] != kind:
+        raise ValueError(
+            f"{folder} is an export for the {info['engine']} {info['kind']}; this command needs a "
+            f"MiniTF model folder or an export for the {kind}."
+        )
+    return ENGINES[key](Path(folder), info)
+
+
+__all__ = [
+    "CTranslate2Generator",
+    "CTranslate2Translator",
+    "OnnxEmbedder",
+    "export_info",
+    "load_engine",
+    "mean_pool_normalize",
+]

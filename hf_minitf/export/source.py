@@ -1,0 +1,181 @@
+"""What every export reads, a MiniTF folder (saved, trained or converted) or the Hub repo id of one, and what the
+exports share: their refusal and the rotary row order.
+
+A repository is downloaded through huggingface_hub with its data files only (JSON, safetensors, chat templates),
+never its code, and the model is built from this package's own classes: exporting runs nothing from the source.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
+
+# What the engine exports write beside their files (hf_minitf.export.run, which stays free of torch, names it too).
+EXPORT_FILE = "minitf_export.json"
+
+# model_type -> family name
+FAMILY_OF_MODEL_TYPE = {"minitf_gpt": "gpt", "minitf_encoder": "encoder", "minitf_seq2seq": "seq2seq"}
+# What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
+SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
+
+
+class ExportRefused(ValueError):
+    """A model that has no exact form in the requested format; the message names the field and why."""
+
+
+def native_refusal(config: Any) -> str | None:
+    """Why this MiniTF config (a MiniTF config object) has no exact native transformers form, or None.
+
+    The message names the field, its value and what to do. Everything else maps exactly: any activation (the native
+    classes take the same `ACT2FN` names), any eps, dropouts, intermediate size, untied heads (stored as the native
+    `lm_head`), `attention_bias=False` (written as zero biases), rotary positions past `max_position_embeddings`
+    (GPT-NeoX computes the angles for any position, as MiniTF does).
+    """
+    model_type = config.model_type
+    if model_type == "minitf_seq2seq":
+        return (
+            "model_type='minitf_seq2seq': no native transformers encoder-decoder matches hkproj's "
+            "pytorch-transformer exactly (Marian and FSMT are post-LN; M2M100 and Pegasus share one vocabulary "
+            "and differ in positions and eps); it stays a MiniTF model."
+        )
+    if model_type == "minitf_gpt":
+        if config.position_embedding_type == "learned" and config.context_overflow == "crop":
+            return (
+                "context_overflow='crop': GPT-2 has no sliding window; it refuses inputs past its "
+                f'{config.max_position_embeddings} positions. Set "context_overflow": "error" in config.json '
+                "(the same model inside its context) to export it."
+            )
+        return None
+    if model_type == "minitf_encoder":
+        if config.pad_token_id is None:
+            return (
+                "pad_token_id=null: XLM-R numbers positions after its padding id, so the export needs one; set "
+                "pad_token_id to the tokenizer's padding token id."
+            )
+        return None
+    return f"model_type={model_type!r} is not a MiniTF model."
+
+
+def check_native(config: Any) -> None:
+    """Raise ExportRefused when `config` has no exact native form (see `native_refusal`)."""
+    reason = native_refusal(config)
+    if reason is not None:
+        raise ExportRefused(f"cannot export to a native architecture: {reason}")
+
+
+def rotate_half_order(head_dim: int) -> torch.Tensor:
+    """Row order taking interleaved rotary pairs `(x[2i], x[2i+1])` to rotate-half pairs `(x[i], x[i + d/2])`:
+    even features first, then odd ones (as transformers' Llama conversion permutes Meta's weights)."""
+    return torch.cat((torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)))
+
+
+def split_qkv_heads(tensor: torch.Tensor, config: Any) -> torch.Tensor:
+    """A fused `[q | k | v]` weight (rows) or bias as `(3, heads, head_dim, ...)`, with the q/k rows of each head
+    taken from interleaved to rotate-half order when the MiniTF model rotates interleaved pairs (GPT-NeoX and
+    llama.cpp rotate halves)."""
+    heads = config.num_attention_heads
+    head_dim = config.hidden_size // heads
+    parts = tensor.reshape(3, heads, head_dim, *tensor.shape[1:])
+    if config.position_embedding_type == "rope" and config.rope_interleaved:
+        parts = torch.cat((parts[:2, :, rotate_half_order(head_dim)], parts[2:]))
+    return parts
+
+
+@dataclass
+class MiniTFSource:
+    """A MiniTF model folder on disk, with what the exports need to know about it."""
+
+    folder: Path
+    name: str  # the path or repo id the user gave, for the model card
+    repo_id: str | None
+    revision: str | None
+    config: dict[str, Any]
+
+    @property
+    def family(self) -> str:
+        return FAMILY_OF_MODEL_TYPE[self.config["model_type"]]
+
+    def load_model(self):
+        """The MiniTF model in eval mode (GPT: the causal LM; encoder: the bare encoder), built from this package's
+        classes, so no code of the source runs."""
+        from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
+        from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
+
+        model_class = {"gpt": MiniTFGPTForCausalLM, "encoder": MiniTFEncoderModel}[self.family]
+        return model_class.from_pretrained(self.folder, trust_remote_code=False).eval()
+
+    def load_tokenizer(self):
+        from transformers import AutoTokenizer
+
+        if not (self.folder / "tokenizer.json").is_file():
+            raise ValueError(
+                f"{self.name} has no tokenizer.json; export needs the model's tokenizer beside it "
+                "(save it with tokenizer.save_pretrained into the folder)."
+            )
+        return AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
+
+    def load_generation_config(self):
+        """The folder's generation config, or None."""
+        from transformers import GenerationConfig
+
+        if not (self.folder / "generation_config.json").is_file():
+            return None
+        return GenerationConfig.from_pretrained(self.folder)
+
+
+def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource:
+    """The MiniTF folder `source` names (a local folder, or a Hub repo id `owner/name` downloaded without its code).
+
+    Raises a ValueError saying what is wrong: no such folder, no config.json, not a MiniTF model.
+    """
+    name = str(source)
+    repo_id = None
+    if looks_like_repo_id(source):
+        repo_id = name
+        folder = download_repo_files(repo_id, SOURCE_FILES, revision)
+    elif revision is not None:
+        raise ValueError(f"--revision applies to a Hub repo id, but {name} is a local path.")
+    else:
+        folder = Path(source)
+        if not folder.is_dir():
+            raise ValueError(
+                f"{name} is neither a model folder nor a Hub repo id (owner/name); give the folder "
+                "written by minitf train, quickstart, convert or save_pretrained."
+            )
+    if (folder / EXPORT_FILE).is_file():
+        raise ValueError(
+            f"{name} is an engine export (it holds {EXPORT_FILE}); export the MiniTF folder it was made from."
+        )
+    config_path = folder / "config.json"
+    if not config_path.is_file():
+        raise ValueError(f"{name} has no config.json; it is not a saved model folder.")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{config_path} is not JSON ({error}); save or convert the model again.") from None
+    model_type = config.get("model_type") if isinstance(config, dict) else None
+    if model_type not in FAMILY_OF_MODEL_TYPE:
+        held = f"a {model_type!r} model" if model_type else "no model_type"
+        raise ValueError(
+            f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
+            "minitf_seq2seq); only MiniTF folders can be exported."
+        )
+    return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
+
+
+__all__ = [
+    "FAMILY_OF_MODEL_TYPE",
+    "ExportRefused",
+    "MiniTFSource",
+    "check_native",
+    "native_refusal",
+    "open_source",
+    "rotate_half_order",
+    "split_qkv_heads",
+]

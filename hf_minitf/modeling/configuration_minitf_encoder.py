@@ -1,0 +1,96 @@
+"""Configuration of the MiniTF encoder family: the MiniEmbed text-embedding encoder (and the Transformer-embedding
+layer it is built on)."""
+
+from __future__ import annotations
+
+from .configuration_minitf import (
+    MiniTFConfig,
+    activation,
+    boolean,
+    check_token_ids_in_vocabulary,
+    choice,
+    integer,
+    number,
+    probability,
+    token_ids,
+)
+
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+
+# Where each Auto class finds this family in a folder saved with its code (loaded with trust_remote_code=True).
+AUTO_MAP = {
+    "AutoConfig": "configuration_minitf_encoder.MiniTFEncoderConfig",
+    "AutoModel": "modeling_minitf_encoder.MiniTFEncoderModel",
+    "AutoModelForSequenceClassification": "modeling_minitf_encoder.MiniTFEncoderForSequenceClassification",
+}
+
+# What each field accepts, checked whenever it is set (see configuration_minitf).
+FIELD_CHECKS = {
+    "vocab_size": integer(),
+    "hidden_size": integer(),
+    "num_hidden_layers": integer(),
+    "num_attention_heads": integer(),
+    "intermediate_size": integer(),
+    "max_position_embeddings": integer(),
+    "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
+    "scale_embeddings": boolean(),
+    "hidden_act": activation(),
+    "layer_norm_eps": number(0, above=True),
+    "hidden_dropout": probability(),
+    "attention_dropout": probability(),
+    "attention_bias": boolean(),
+    "classifier_dropout": probability(optional=True),
+    "initializer_range": number(0),
+    "pad_token_id": token_ids(),
+}
+
+
+class MiniTFEncoderConfig(MiniTFConfig):
+    """Pre-LN transformer encoder for sentence embeddings.
+
+    Token embedding (row `pad_token_id` kept at zero) times sqrt(hidden_size) when `scale_embeddings`, plus
+    sinusoidal (sin on even, cos on odd features) or learned positions; pre-LN layers with q/k/v/o projections
+    (biased when `attention_bias`) and an exact-GELU MLP; final LayerNorm. The pooled output is the masked mean of the last
+    hidden states, L2-normalized. Defaults are MiniEmbed's; its argument names work as aliases
+    (`d_model`, `num_heads`, `num_layers`, `d_ff`, `max_seq_len`).
+
+    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
+    hidden size, `pad_token_id` inside the vocabulary): a bad value is a ValueError naming the field.
+    """
+
+    model_type = "minitf_encoder"
+    field_checks = FIELD_CHECKS
+    family_auto_map = AUTO_MAP
+    attribute_map = {
+        "d_model": "hidden_size",
+        "num_heads": "num_attention_heads",
+        "num_layers": "num_hidden_layers",
+        "d_ff": "intermediate_size",
+        "max_seq_len": "max_position_embeddings",
+    }
+
+    vocab_size: int = 30000
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    max_position_embeddings: int = 128
+    position_embedding_type: str = "sinusoidal"
+    scale_embeddings: bool = True
+    hidden_act: str = "gelu"
+    layer_norm_eps: float = 1e-5
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.1
+    attention_bias: bool = True
+    classifier_dropout: float | None = None
+    initializer_range: float = 0.02
+    pad_token_id: int | None = 0
+
+    def complete_fields(self) -> None:
+        super().complete_fields()
+        check_token_ids_in_vocabulary(self, ("pad_token_id",), self.vocab_size, "vocabulary")
+
+
+MiniTFEncoderConfig.register_for_auto_class()
+
+__all__ = ["MiniTFEncoderConfig"]

@@ -1,0 +1,373 @@
+"""Output folders that appear whole or not at all, for every writer of the package (training, conversion, the
+sentence-transformers export, the quickstart).
+
+`OutputFolder(out, overwrite, inputs)` checks the target once, before any work: not a file, not a symbolic link
+(replacing a link would put a folder where the link was and leave the folder it points to as it was; give that
+folder itself), inside a folder, empty unless `overwrite`, and with `overwrite` a model folder (`replace_refusal`:
+`overwrite` replaces a model this package or the Hub wrote, never a project checkout or a home directory), not
+one of the `inputs` (or a folder holding one) nor the current folder, since replacing it would delete them. Its
+`write()` yields a work folder beside `out` that replaces `out` once the block succeeds and is removed on any
+error, so an interrupted or failed write never leaves a partial folder and an existing folder is only replaced by
+a complete one: in one atomic swap where the system has one (Linux's `renameat2(RENAME_EXCHANGE)`), so a process
+reading `out` meanwhile never finds it missing, else in two renames. Leftovers of runs killed earlier (kill -9,
+power loss) are cleaned up first. `atomic_output_dir(out, overwrite, inputs)` does both in one step;
+`check_output_file` checks an output file (a GGUF) the same way.
+
+Errors are `OutputFolderError`s worded for Python callers (`overwrite=True`); a command line words them for
+its options with `worded("--out", "--overwrite")`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import logging
+import os
+import re
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+# Work and trash folders beside `out`: `.NAME.writing-PID-XXXXXXXX` (the new folder being written) and
+# `.NAME.old-PID-XXXXXXXX` (the previous folder while it is being replaced). PID is the writing process, so a
+# later run can tell the leftovers of a killed run (its process is gone) from a run still in progress. Work
+# folders named `converting` instead of `writing`, or without a PID, were made by earlier versions.
+_LEFTOVER = re.compile(r"\.(?P<name>.+)\.(?P<kind>writing|converting|old)-(?:(?P<pid>\d+)-)?[0-9a-f]{8}")
+
+
+class OutputFolderError(ValueError):
+    """An output folder that cannot be written as asked. The message names the folder as `{out} PATH` and the
+    option that allows replacing it as `{overwrite}`, so each caller words it its own way (`worded`)."""
+
+    def __init__(self, template: str, path: str | Path, what: str = "the output folder") -> None:
+        self.template, self.path = template, Path(path)
+        super().__init__(self.worded(what, "overwrite=True"))
+
+    def worded(self, out: str, overwrite: str) -> str:
+        """The message with the output folder called `out` and the replacing option `overwrite`, for example
+        `worded("--out", "--overwrite")` on a command line."""
+        return self.template.format(out=f"{out} {self.path}", overwrite=overwrite)
+
+
+# Files that make a folder a model folder, as this package's writers and the Hub leave them: a transformers
+# folder, a SentenceTransformer, a CTranslate2 or ONNX export, converted embedding weights, a training checkpoint.
+MODEL_FILES = (
+    "config.json",
+    "modules.json",
+    "config_sentence_transformers.json",
+    "minitf_export.json",
+    "embedding_config.json",
+    "trainer_state.json",
+)
+# Entries no model folder holds: the files of a project checkout. Hidden entries (`.git`, `.venv`, a home's
+# dotfiles) are refused too, except those the Hub and its clients leave in a model folder.
+PROJECT_FILES = frozenset(
+    {"pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "Makefile", "CMakeLists.txt"}
+)
+HIDDEN_IN_MODEL_FOLDERS = frozenset({".gitattributes", ".cache", ".huggingface", ".DS_Store"})
+
+
+def _resolved(path: str | Path) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _escaped(text: object) -> str:
+    """`text` safe inside a message template (`OutputFolderError` formats `{out}` and `{overwrite}`)."""
+    return str(text).replace("{", "{{").replace("}", "}}")
+
+
+def _listed(names: list[str], limit: int = 6) -> str:
+    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    return _escaped(shown)
+
+
+def _holds_model_file(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in MODEL_FILES)
+
+
+def replace_refusal(folder: Path) -> str | None:
+    """Why `overwrite` must not replace the existing folder `folder` (a message template naming what it holds), or
+    None for a model folder. The rule: a model folder holds one of MODEL_FILES, itself or in a subfolder (the
+    quickstart's folder of three models, a checkpoint folder's `checkpoint-N`), and no project file (PROJECT_FILES)
+    nor hidden entry other than HIDDEN_IN_MODEL_FOLDERS (so never a project checkout's `.git`, a home's dotfiles)."""
+    entries = sorted(folder.iterdir(), key=lambda entry: entry.name)
+    names = [entry.name + ("/" if entry.is_dir() else "") for entry in entries]
+    foreign = [
+        name
+        for entry, name in zip(entries, names)
+        if entry.name in PROJECT_FILES or (entry.name.startswith(".") and entry.name not in HIDDEN_IN_MODEL_FOLDERS)
+    ]
+    advice = "{overwrite} only replaces a model folder: choose another folder or delete it yourself."
+    if foreign:
+        return f"{{out}} holds {_listed(foreign)}, which no model folder holds; {advice}"
+    if not (_holds_model_file(folder) or any(entry.is_dir() and _holds_model_file(entry) for entry in entries)):
+        return f"{{out}} holds no model (found: {_listed(names)}); {advice}"
+    return None
+
+
+def _path_refusal(out: Path) -> str | None:
+    """Why `out` cannot be an output path whatever it holds (a message template), or None: a symbolic link (the
+    output would replace the link, not what it points to) or a path whose nearest existing parent is no folder."""
+    if out.is_symlink():
+        target = _escaped(os.readlink(out))
+        if not out.exists():
+            return (
+                f"{{out}} is a symbolic link to {target}, which does not exist; remove the link or choose another path."
+            )
+        return (
+            f"{{out}} is a symbolic link to {target}; give that path itself or another one: the output would "
+            "replace the link, not what it points to."
+        )
+    for parent in out.absolute().parents:
+        if os.path.lexists(parent):
+            if not parent.is_dir():
+                return f"{{out}} cannot be made: {_escaped(parent)} is not a folder; choose a path inside a folder."
+            return None
+    return None
+
+
+def check_output_dir(out: str | Path, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> Path:
+    """Refuse an output path that is a file or a non-empty folder (unless `overwrite`), or that is or holds one
+    of the `inputs` (files or folders, existing or to be made by the same run) or the current folder. Returns
+    `out` as a Path."""
+    out = Path(out)
+    refusal = _path_refusal(out)
+    if refusal is not None:
+        raise OutputFolderError(refusal, out)
+    target = _resolved(out)
+    for path in inputs:
+        if path is None:
+            continue
+        source = _resolved(path)
+        if source == target or source.is_relative_to(target):
+            relation = "is" if source == target else "holds"
+            raise OutputFolderError(
+                f"{{out}} {relation} the input {_escaped(path)}: writing there would delete it. Choose an output "
+                "folder outside the input's folder.",
+                out,
+            )
+    if out.exists() and not out.is_dir():
+        raise OutputFolderError("{out} exists and is not a folder; choose a folder path.", out)
+    if Path.cwd().resolve().is_relative_to(target) and out.is_dir():
+        raise OutputFolderError(
+            "{out} is or holds the current folder, which replacing it would delete; choose a "
+            "folder beside it or inside it.",
+            out,
+        )
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise OutputFolderError("{out} is not empty; choose another folder or pass {overwrite} to replace it.", out)
+        refusal = replace_refusal(out)
+        if refusal is not None:
+            raise OutputFolderError(refusal, out)
+    return out
+
+
+def check_output_file(out: str | Path, overwrite: bool, magic: bytes, kind: str) -> Path:
+    """Refuse an output file path that is a symbolic link, under a file, a folder, or an existing file unless
+    `overwrite`, and with `overwrite` a file that is not a `kind` file (does not start with `magic`): `overwrite`
+    replaces what such a writer wrote, nothing else. Returns `out` as a Path."""
+    out = Path(out)
+    refusal = _path_refusal(out)
+    if refusal is None and out.is_dir():
+        refusal = f"{{out}} is a folder; give the path of the {kind} file to write."
+    elif refusal is None and out.exists():
+        if not overwrite:
+            refusal = "{out} exists; choose another path or pass {overwrite} to replace it."
+        else:
+            with open(out, "rb") as file:
+                if file.read(len(magic)) != magic:
+                    refusal = (
+                        f"{{out}} is not a {kind} file (it does not start with {_escaped(magic)}); "
+                        f"{{overwrite}} only replaces a {kind} file: choose another path or delete it yourself."
+                    )
+    if refusal is not None:
+        raise OutputFolderError(refusal, out, "the output file")
+    return out
+
+
+def existing_paths(*values) -> list[Path]:
+    """The values (or items of list values) that name existing files or folders: what an output must not hold."""
+    flat = [item for value in values for item in (value if isinstance(value, (list, tuple)) else [value])]
+    return [Path(item) for item in flat if isinstance(item, (str, Path)) and item and Path(item).exists()]
+
+
+def _process_alive(pid: int | None) -> bool:
+    """Whether the process that made a leftover folder may still be writing it (unknown: assume not, for
+    folders named before the PID was part of the name; non-POSIX systems: assume it is)."""
+    if pid is None:
+        return False
+    if os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_leftovers(out: str | Path) -> list[str]:
+    """Remove what killed earlier runs left beside `out`, and restore a previous folder a run was replacing
+    when it died (`out` missing, its `.old-` copy present). Returns one line per action, also logged."""
+    out = Path(out).absolute()
+    if not out.parent.is_dir():
+        return []
+    actions = []
+    for leftover in sorted(out.parent.iterdir()):
+        match = _LEFTOVER.fullmatch(leftover.name)
+        if not match or match["name"] != out.name or not leftover.is_dir():
+            continue
+        if _process_alive(int(match["pid"]) if match["pid"] else None):
+            continue
+        if match["kind"] == "old" and not out.exists():
+            os.replace(leftover, out)
+            actions.append(f"restored {out} from {leftover.name}, left by an interrupted earlier run")
+        else:
+            shutil.rmtree(leftover, ignore_errors=True)
+            actions.append(f"removed {leftover}, left by an interrupted earlier run")
+    for action in actions:
+        logger.warning(action)
+    return actions
+
+
+_AT_FDCWD, _RENAME_EXCHANGE = -100, 2  # Linux's values (fcntl.h, linux/fs.h)
+# What renameat2 answers where it cannot swap, so two renames do instead: no such call (an old kernel, a sandbox's
+# seccomp filter), a file system or flag it does not support, or `out` gone meanwhile.
+_NO_EXCHANGE = frozenset({errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EPERM, errno.ENOENT})
+
+
+@functools.cache
+def _renameat2() -> Callable | None:
+    """The C library's renameat2 (Linux, glibc 2.28+ or musl), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    function = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if function is not None:
+        function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        function.restype = ctypes.c_int
+    return function
+
+
+def exchange_paths(first: str | Path, second: str | Path) -> None:
+    """Swap two existing paths in one atomic step (`renameat2(RENAME_EXCHANGE)`): no moment where either is missing.
+    Raises OSError(ENOSYS) where the system has no such call, and the call's own OSError when it fails."""
+    renameat2 = _renameat2()
+    if renameat2 is None:
+        raise OSError(errno.ENOSYS, "no atomic exchange of two paths on this system", str(first))
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code), str(first), None, str(second))
+
+
+def _put_in_place(work: Path, out: Path) -> None:
+    """Move the finished folder `work` to `out`. A previous folder is swapped with it in one step where the system
+    can (a reader never finds `out` missing) and then removed; elsewhere it is moved aside first, put back if the
+    second rename fails, and removed once the new folder is in place."""
+    if out.is_dir() and not out.is_symlink():
+        try:
+            exchange_paths(work, out)
+        except OSError as error:
+            if error.errno not in _NO_EXCHANGE:
+                raise
+            logger.debug("no atomic swap for %s (%s): replacing it in two renames", out, error)
+        else:
+            shutil.rmtree(work, ignore_errors=True)  # now the previous folder
+            return
+    trash = None
+    if out.exists():
+        trash = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        os.replace(out, trash)
+    try:
+        os.replace(work, out)
+    except OSError:
+        if trash is not None:
+            os.replace(trash, out)
+        raise
+    if trash is not None:
+        shutil.rmtree(trash, ignore_errors=True)
+
+
+class OutputFolder:
+    """A folder to be written whole: checked when made (after removing the leftovers of killed runs), written
+    by `write()`. Make it before long work (training, reading a checkpoint) so a wrong output fails first."""
+
+    def __init__(self, out: str | Path, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> None:
+        clean_stale_leftovers(out)
+        self.path = check_output_dir(out, overwrite, inputs)
+        self.overwrite = overwrite
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @contextmanager
+    def write(self) -> Iterator[Path]:
+        """Yield an empty work folder beside the output; when the block succeeds it takes the output's place
+        (replacing a previous folder only then), on any error it is removed with the parent folders made for it."""
+        out = self.path.absolute()
+        created = [parent for parent in out.parents if not parent.exists()]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            work.mkdir()
+            yield work
+            if out.is_dir() and any(out.iterdir()):  # filled by someone else meanwhile
+                refusal = (
+                    replace_refusal(out)
+                    if self.overwrite
+                    else (
+                        "{out} was filled while this output was written; choose another folder or pass {overwrite} "
+                        "to replace it."
+                    )
+                )
+                if refusal is not None:
+                    raise OutputFolderError(refusal, self.path)
+            _put_in_place(work, out)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            for parent in created:  # innermost first: only the folders made for this output, and only if empty
+                if parent.exists() and not any(parent.iterdir()):
+                    parent.rmdir()
+            raise
+
+
+def output_folder(
+    out: str | Path | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
+) -> OutputFolder:
+    """`out` itself when it is an OutputFolder already checked by the caller, else a new, checked one."""
+    return out if isinstance(out, OutputFolder) else OutputFolder(out, overwrite, inputs)
+
+
+@contextmanager
+def atomic_output_dir(
+    out: str | Path | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
+) -> Iterator[Path]:
+    """Check `out` (unless it is an OutputFolder already) and write it whole: yields the work folder that
+    replaces `out` when the block succeeds and is removed on any error (see `OutputFolder`)."""
+    with output_folder(out, overwrite, inputs).write() as work:
+        yield work
+
+
+__all__ = [
+    "MODEL_FILES",
+    "OutputFolder",
+    "OutputFolderError",
+    "atomic_output_dir",
+    "check_output_dir",
+    "check_output_file",
+    "clean_stale_leftovers",
+    "exchange_paths",
+    "existing_paths",
+    "output_folder",
+    "replace_refusal",
+]

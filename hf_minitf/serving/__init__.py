@@ -1,0 +1,6 @@
+"""`minitf serve`: model folders behind transformers' own OpenAI-compatible server (`server`), with the models it
+answers for (`models`), the checks of each request (`requests`), `/v1/embeddings` (`embeddings`) and errors in
+OpenAI's shape (`errors`); `process` runs the server in a subprocess."""
+
+API_KEY_VARIABLE = "MINITF_API_KEY"
+"""The environment variable that holds the key `minitf serve` requires when `--api-key` is not given."""

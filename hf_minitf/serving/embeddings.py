@@ -1,0 +1,166 @@
+"""`POST /v1/embeddings` (OpenAI's embeddings API) for the embedding models `minitf serve` serves.
+
+transformers' server has no embeddings route; this one sits on the same app. A request's texts are encoded by
+the model's `SentenceTransformer.encode`, so the vectors are those of local `encode`; requests that arrive while a
+batch is being encoded wait and are encoded together in the next one (`EmbeddingBatcher`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI
+
+from hf_minitf.serving.errors import RequestError
+
+# OpenAI's request fields (`user` is accepted and unused, as there).
+FIELDS = {"input", "model", "encoding_format", "dimensions", "user"}
+# OpenAI's limit on the texts of one request.
+MAX_INPUTS = 2048
+
+
+class EmbeddingBatcher:
+    """Encode the texts of concurrent requests in shared batches: one worker takes every request waiting, encodes
+    their texts in one `encode` call on a worker thread (at most `max_texts` at once), and hands each request its rows."""
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray], max_texts: int = 256) -> None:
+        self.encode = encode
+        self.max_texts = max_texts
+        self.batch_sizes: list[int] = []  # requests per encode call, for monitoring and tests
+        self._queue: asyncio.Queue | None = None
+        self._worker: asyncio.Task | None = None
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """The embeddings of `texts`, one row each."""
+        loop = asyncio.get_running_loop()
+        if self._queue is None:
+            self._queue = asyncio.Queue()
+            self._worker = loop.create_task(self._run())
+        future = loop.create_future()
+        await self._queue.put((texts, future))
+        return await future
+
+    async def _run(self) -> None:
+        while True:
+            pending = [await self._queue.get()]
+            count = len(pending[0][0])
+            while count < self.max_texts and not self._queue.empty():
+                pending.append(self._queue.get_nowait())
+                count += len(pending[-1][0])
+            self.batch_sizes.append(len(pending))
+            try:
+                vectors = await asyncio.to_thread(self.encode, [text for texts, _ in pending for text in texts])
+            except Exception as error:  # each waiting request gets the failure; the worker serves the next batch
+                for _, future in pending:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            start = 0
+            for texts, future in pending:
+                if not future.done():
+                    future.set_result(vectors[start : start + len(texts)])
+                start += len(texts)
+
+
+def _texts(body: dict) -> list[str]:
+    """The request's `input` as a list of non-empty texts (OpenAI also takes token ids, which need its tokenizer)."""
+    value = body.get("input")
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not texts or not all(isinstance(text, str) for text in texts):
+        raise RequestError(
+            400,
+            "input must be a non-empty text or a non-empty list of texts (token ids are not "
+            "taken: this server tokenizes with the model's own tokenizer).",
+            param="input",
+        )
+    if len(texts) > MAX_INPUTS:
+        raise RequestError(
+            400, f"input holds {len(texts)} texts; send at most {MAX_INPUTS} per request.", param="input"
+        )
+    empty = [index for index, text in enumerate(texts) if not text]
+    if empty:
+        raise RequestError(400, f"input[{empty[0]}] is empty; every text needs at least one character.", param="input")
+    return texts
+
+
+def _encoding(body: dict, dimension: int) -> str:
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:
+        raise RequestError(400, f"Unknown fields {unknown}; /v1/embeddings takes {sorted(FIELDS)}.", param=unknown[0])
+    encoding_format = body.get("encoding_format") or "float"
+    if encoding_format not in ("float", "base64"):
+        raise RequestError(
+            400, f"encoding_format must be 'float' or 'base64', got {encoding_format!r}.", param="encoding_format"
+        )
+    dimensions = body.get("dimensions")
+    if dimensions is not None and dimensions != dimension:
+        raise RequestError(
+            400,
+            f"dimensions={dimensions!r}: this model's embeddings have {dimension} dimensions "
+            f"and cannot be shortened; omit dimensions or pass {dimension}.",
+            param="dimensions",
+        )
+    return encoding_format
+
+
+def _dimension(model) -> int:
+    """The embedding size (sentence-transformers 6 renamed the method; 5 has the old name only)."""
+    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return method()
+
+
+def _encoder(model) -> Callable[[list[str]], np.ndarray]:
+    def encode(texts: list[str]) -> np.ndarray:
+        return model.encode(texts, batch_size=min(len(texts), 64), convert_to_numpy=True).astype(np.float32)
+
+    return encode
+
+
+def add_embeddings_route(app: FastAPI, manager: Any) -> None:
+    """Add `POST /v1/embeddings`, answering for the encoder models that `manager` (the ServedModelManager) serves."""
+    batchers = {
+        served.key: EmbeddingBatcher(_encoder(served.model))
+        for served in manager.served.values()
+        if served.family == "encoder"
+    }
+    app.state.embedding_batchers = batchers
+
+    @app.post("/v1/embeddings")
+    async def embeddings(body: dict) -> dict:
+        served = manager.find_for(body, ("encoder",), "/v1/embeddings")
+        dimension = _dimension(served.model)
+        encoding_format = _encoding(body, dimension)
+        texts = _texts(body)
+        lengths = [len(ids) for ids in served.tokenizer(texts)["input_ids"]]
+        limit = served.model.max_seq_length
+        too_long = [index for index, length in enumerate(lengths) if length > limit]
+        if too_long:
+            raise RequestError(
+                400,
+                f"input[{too_long[0]}] is {lengths[too_long[0]]} tokens; {served.name!r} reads at "
+                f"most {limit}. Split the text.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        vectors = await batchers[served.key].embed(texts)
+        encode = (
+            (lambda row: base64.b64encode(row.astype("<f4").tobytes()).decode("ascii"))
+            if encoding_format == "base64"
+            else (lambda row: row.tolist())
+        )
+        tokens = sum(lengths)
+        return {
+            "object": "list",
+            "model": served.name,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            "data": [
+                {"object": "embedding", "index": index, "embedding": encode(row)} for index, row in enumerate(vectors)
+            ],
+        }
+
+
+__all__ = ["EmbeddingBatcher", "add_embeddings_route"]

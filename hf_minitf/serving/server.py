@@ -1,0 +1,218 @@
+"""`minitf serve`: model folders behind transformers' own OpenAI-compatible server (`transformers serve`).
+
+The app is the one `transformers.cli.serving.build_server` builds: its routes, request and response schemas,
+streaming, continuous batching, `/v1/models` and `/health`. This module adds only what that server lacks for
+these folders, by subclassing its parts (nothing in transformers is patched):
+
+- `ServedModelManager`: transformers' model manager limited to the folders given to `minitf serve`, loading
+  classes registered with the Auto classes (transformers' own resolves `getattr(transformers,
+  config.architectures[0])`, which no registered class is);
+- request checks before generation (the model name, `max_tokens` against the context, an empty prompt, chat
+  messages for a tokenizer without a chat template, sampling numbers in OpenAI's ranges, fields the server would
+  silently ignore), answered with HTTP 4xx instead of a 500 from inside `generate()`;
+- sampling as asked: `temperature` > 0 samples (transformers' server keeps the model's `do_sample=False`);
+- `/v1/completions` for translation folders (the prompt is the source text) and `POST /v1/embeddings` for
+  embedding folders (`serving_embeddings`);
+- errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) and an optional API key that every
+  route requires.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Sequence
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+
+from hf_minitf.export.run import export_info
+from hf_minitf.serving import API_KEY_VARIABLE
+from hf_minitf.serving.api import SystemOneHandler, TranscriptionHandler
+from hf_minitf.serving.api import model_manager as _model_manager
+from hf_minitf.serving.api import server as _server
+from hf_minitf.serving.api import utils as _utils
+from hf_minitf.serving.errors import RequestError, error_body
+from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
+from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
+
+# The continuous-batching KV cache on a CPU: transformers sizes it from the free memory of the device, which on a
+# CPU is the whole RAM (tens of GB allocated, a minute spent). This many pages of 256 tokens is plenty for small models.
+CPU_CB_NUM_BLOCKS = 32
+
+
+def _install_openai_errors(app: FastAPI) -> None:
+    """Answer every error in OpenAI's shape: ours, transformers' HTTPExceptions (`{"detail": ...}` there), a body
+    that is not a JSON object (FastAPI's 422 list of validation errors), and unexpected failures (500)."""
+
+    @app.exception_handler(RequestError)
+    async def request_error(_request: Request, error: RequestError) -> JSONResponse:
+        return JSONResponse(error_body(error.message, error.status, error.param, error.code), status_code=error.status)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_request: Request, error: HTTPException) -> JSONResponse:
+        return JSONResponse(
+            error_body(str(error.detail), error.status_code),
+            status_code=error.status_code,
+            headers=getattr(error, "headers", None),
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_request: Request, error: RequestValidationError) -> JSONResponse:
+        kinds = {problem.get("type") for problem in error.errors()}
+        message = (
+            "The request body is not valid JSON; send a JSON object (Content-Type: application/json)."
+            if "json_invalid" in kinds
+            else "The request body must be a JSON object of the request's fields."
+        )
+        return JSONResponse(error_body(message, 400, code="invalid_json"), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def server_error(_request: Request, error: Exception) -> JSONResponse:
+        return JSONResponse(error_body(f"{type(error).__name__}: {error}", 500), status_code=500)
+
+
+def _require_api_key(app: FastAPI, api_key: str) -> None:
+    """Every route answers 401 unless the request carries `Authorization: Bearer <api_key>`."""
+    expected = api_key.encode()
+
+    @app.middleware("http")
+    async def check_api_key(request: Request, call_next):
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+            message = (
+                "Missing or incorrect API key: send the header `Authorization: Bearer <key>` with the key "
+                "given to minitf serve (--api-key or " + API_KEY_VARIABLE + ")."
+            )
+            return JSONResponse(
+                error_body(message, 401, code="invalid_api_key"),
+                status_code=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+        return await call_next(request)
+
+
+def _device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def load_served_models(
+    sources: Sequence[str], dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False
+) -> list[ServedModel]:
+    """Each source's family and, for the families transformers' manager does not load, the model itself."""
+    import torch
+
+    served, keys = [], set()
+    for source in sources:
+        source = str(source)
+        key = _model_manager.ModelManager.process_model_name(source)
+        if key in keys:
+            raise ValueError(f"{source} is given twice; give each model once.")
+        keys.add(key)
+        export = export_info(source) if Path(source).is_dir() else None
+        if export is not None and export.get("engine") == "ctranslate2":  # an ONNX export is a whole ST folder too
+            raise ValueError(
+                f"cannot serve {source}: it is an engine export ({export.get('engine')} "
+                f"{export.get('kind')}), which minitf generate, translate or embed run; serve the MiniTF "
+                f"folder it was exported from ({export.get('source', 'the one given to minitf export')})"
+            )
+        try:
+            config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"cannot serve {source}: not a model folder, or a Hub repo id that can be read "
+                f"({str(error).strip().splitlines()[0]})"
+            ) from error
+        model = ServedModel(name=source, key=key, family=model_family(config), config=config)
+        torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
+        if model.family == "encoder":
+            from sentence_transformers import SentenceTransformer  # heavy: imported when an encoder is served
+
+            model.model = SentenceTransformer(
+                source,
+                device=_device(device),
+                trust_remote_code=trust_remote_code,
+                model_kwargs={"dtype": torch_dtype} if torch_dtype else None,
+            )
+            model.tokenizer = model.model.tokenizer
+        elif model.family == "seq2seq":
+            model.model = (
+                AutoModelForSeq2SeqLM.from_pretrained(
+                    source, dtype=torch_dtype or "auto", trust_remote_code=trust_remote_code
+                )
+                .to(_device(device))
+                .eval()
+            )
+            model.tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        served.append(model)
+    return served
+
+
+def build_app(
+    sources: Sequence[str],
+    *,
+    dtype: str = "auto",
+    device: str = "auto",
+    continuous_batching: bool = False,
+    cb_num_blocks: int | None = None,
+    cb_max_batch_tokens: int | None = None,
+    api_key: str | None = None,
+    trust_remote_code: bool = False,
+) -> FastAPI:
+    """The server of `minitf serve`: transformers' app (as `transformers serve` builds it) for `sources`, with
+    /v1/embeddings, OpenAI-shaped errors and, with `api_key`, a key every route requires."""
+    from transformers import ContinuousBatchingConfig
+
+    from hf_minitf.serving.embeddings import add_embeddings_route
+
+    if not sources:
+        raise ValueError("give at least one model folder or Hub repo id to serve")
+    served = load_served_models(sources, dtype=dtype, device=device, trust_remote_code=trust_remote_code)
+    manager = ServedModelManager(
+        served, device=device, dtype=dtype, trust_remote_code=trust_remote_code, continuous_batching=continuous_batching
+    )
+    if cb_num_blocks is None and _device(device) == "cpu":
+        cb_num_blocks = CPU_CB_NUM_BLOCKS
+    cb_options = {
+        key: value
+        for key, value in {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens}.items()
+        if value is not None
+    }
+    state = _utils.GenerationState(
+        continuous_batching=continuous_batching,
+        cb_config=ContinuousBatchingConfig(**cb_options) if cb_options else None,
+    )
+    app = _server.build_server(
+        manager,
+        ChatCompletions(manager, state),
+        completion_handler=Completions(manager, state),
+        response_handler=Responses(manager, state),
+        transcription_handler=TranscriptionHandler(manager, state),
+        systemone_handler=SystemOneHandler(manager, state),
+        generation_state=state,
+    )
+    add_embeddings_route(app, manager)
+    _install_openai_errors(app)
+    if api_key:
+        _require_api_key(app, api_key)
+    return app
+
+
+def serve(
+    sources: Sequence[str], host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **options
+) -> None:
+    """Serve `sources` over HTTP until interrupted (options: those of `build_app`)."""
+    import uvicorn
+
+    app = build_app(sources, **options)
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+__all__ = ["API_KEY_VARIABLE", "build_app", "load_served_models", "serve"]

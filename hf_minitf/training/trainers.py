@@ -1,0 +1,717 @@
+"""Train MiniTF models with the ecosystem's trainers: transformers' `Trainer` (gpt), sentence-transformers'
+`SentenceTransformerTrainer` (encoder, as a sentence-embedding model) and `Seq2SeqTrainer` (seq2seq).
+
+So checkpoints, resuming, evaluation, logging integrations, mixed precision and multi-process runs
+(`torchrun`, `accelerate launch`, FSDP or DeepSpeed through `TrainingArguments`) behave as those trainers'
+users expect. Each `train_*` function builds a model from a preset (`presets`), trains it and writes one
+complete folder (weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the output
+folder is checked before training and appears only once everything succeeded. In a multi-process run every
+process trains and only the main one writes. `model_id` (default: the folder) is the name the card's usage
+snippets load the model by. `training_data` reads the files `minitf train` takes.
+
+A GPT's training text goes through the tokenizer in chunks (`training_data.safe_chunks`) into a file of token
+ids (uint16, or uint32 for vocabularies over 65,536) that the blocks are memory-mapped views of, so memory stays
+bounded by a chunk, not the corpus. A run whose loss becomes NaN or infinite stops with a `TrainingError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import random
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import (
+    DataCollatorForLanguageModeling,
+    DataCollatorForSeq2Seq,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    ProgressCallback,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
+from transformers.trainer_callback import PrinterCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from hf_minitf.catalog import Preset, get_preset
+from hf_minitf.catalog.limits import MAX_EPOCHS, MAX_STEPS, SEED_LIMIT
+from hf_minitf.hub.cards import update_model_card
+from hf_minitf.modeling.configuration_minitf import integer, number
+from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
+from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
+from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
+from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
+from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
+from hf_minitf.safety.files import refused_pickle_message
+from hf_minitf.safety.output_folders import OutputFolder, output_folder
+from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+from hf_minitf.tokenization.gpt import char_tokenizer, train_bpe_tokenizer
+from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
+from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
+
+LOSS_CURVE = "loss_curve.png"
+BPE_SAMPLE_CHARS = 64 * 2**20
+"""The byte-level BPE tokenizer is trained on at most this many characters from the start of the training text
+(64 Mi; all of the text is tokenized with it): more adds little to a vocabulary and costs minutes per 100 MB."""
+
+
+class TrainingError(ValueError):
+    """Training data or options that cannot be used, with what to change."""
+
+
+@dataclass
+class TrainSettings:
+    """The trainer options `minitf train` exposes (everything else keeps the trainers' defaults)."""
+
+    epochs: float = 1.0
+    max_steps: int = -1
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    warmup: float = 0.0
+    weight_decay: float = 0.0
+    seed: int = 0
+    logging_steps: int = 10
+    eval_steps: int | None = None
+    save_steps: int = 500
+    checkpoint_dir: str | Path | None = None
+    resume: bool = False
+    mixed_precision: str = "no"
+    report_to: str = "none"
+    progress: bool = True
+    logs_on_bar: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Each number finite and in its range (`minitf train` refuses the same values), else a TrainingError
+        naming the option, its range and the value."""
+        steps = integer(1, maximum=MAX_STEPS)
+        checks = {
+            "epochs": number(0, MAX_EPOCHS, above=True),
+            "learning_rate": number(0, above=True),
+            "warmup": number(0, MAX_STEPS),
+            "weight_decay": number(0),
+            "batch_size": steps,
+            "logging_steps": steps,
+            "save_steps": steps,
+            "eval_steps": integer(1, True, MAX_STEPS),
+            "seed": integer(0, maximum=SEED_LIMIT - 1),
+        }
+        if self.max_steps != -1:
+            checks["max_steps"] = steps
+        for name, check in checks.items():
+            expected = check(getattr(self, name))
+            if expected is not None:
+                raise TrainingError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+        if self.max_steps != -1 and self.warmup > self.max_steps:
+            raise TrainingError(
+                f"warmup={self.warmup} steps is more than max_steps={self.max_steps}: the learning "
+                "rate would never reach its peak; give fewer steps or a fraction below 1"
+            )
+        if self.mixed_precision not in ("no", "fp16", "bf16"):
+            raise TrainingError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
+        if self.resume and self.checkpoint_dir is None:
+            raise TrainingError("--resume needs --checkpoint-dir, the checkpoint folder of the earlier run")
+
+
+@dataclass
+class TrainingResult:
+    """What a training run wrote and measured."""
+
+    folder: Path | None
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    log_history: list[dict[str, float]]
+    eval_results: dict[str, float]
+
+    @property
+    def losses(self) -> list[tuple[int, float]]:
+        """(step, training loss) as the trainer logged them."""
+        return [(entry["step"], entry["loss"]) for entry in self.log_history if "loss" in entry]
+
+
+class LossOnBarCallback(ProgressCallback):
+    """The trainer's own progress bars, showing the latest loss on the bar instead of printing each log."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs and "loss" in logs:
+            self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}", refresh=False)
+
+
+def _distributed_without_gpu() -> bool:
+    """Several processes (torchrun, accelerate launch) and no CUDA or XPU device: the Trainer then runs
+    DistributedDataParallel over gloo only with `use_cpu=True` (else every process trains alone)."""
+    has_gpu = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_gpu
+
+
+def _training_arguments(
+    settings: TrainSettings,
+    work_dir: Path,
+    has_eval: bool,
+    arguments_class: type[TrainingArguments] = TrainingArguments,
+    **extra,
+) -> TrainingArguments:
+    saving = settings.checkpoint_dir is not None
+    evaluate_every = settings.eval_steps if has_eval and settings.eval_steps else None
+    arguments = dict(
+        output_dir=str(work_dir),
+        num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup,
+        weight_decay=settings.weight_decay,
+        lr_scheduler_type="cosine",
+        seed=settings.seed,
+        data_seed=settings.seed,
+        logging_steps=settings.logging_steps,
+        logging_first_step=True,
+        eval_strategy="steps" if evaluate_every else "no",
+        eval_steps=evaluate_every,
+        save_strategy="steps" if saving else "no",
+        save_steps=settings.save_steps,
+        save_total_limit=2 if saving else None,
+        fp16=settings.mixed_precision == "fp16",
+        bf16=settings.mixed_precision == "bf16",
+        report_to=settings.report_to,
+        logging_nan_inf_filter=False,  # a NaN/inf loss must reach the logs (_StopOnNonFiniteLoss), not be hidden
+        disable_tqdm=not settings.progress,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        use_cpu=_distributed_without_gpu(),
+        ddp_find_unused_parameters=False,
+        **extra,
+    )
+    arguments.update(settings.extra)
+    return arguments_class(**arguments)
+
+
+class _StopOnNonFiniteLoss(TrainerCallback):
+    """Stops training with a TrainingError when a logged loss is NaN or infinite (the weights are then lost)."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "train_loss", "eval_loss"):
+            value = (logs or {}).get(key)
+            if isinstance(value, (int, float)) and not math.isfinite(value):
+                mixed = args.fp16 or args.bf16
+                raise TrainingError(
+                    f"the {'held-out' if key == 'eval_loss' else 'training'} loss became {value} at step "
+                    f"{state.global_step} (logged every {args.logging_steps} steps), so the model diverged and "
+                    f"nothing was written; try a lower --learning-rate than {args.learning_rate:g}"
+                    + (" or --mixed-precision no" if mixed else " or some --warmup")
+                )
+
+
+def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, model: PreTrainedModel) -> dict[str, float]:
+    """Train (resuming when asked), then evaluate on the held-out set; returns the evaluation figures.
+
+    The Trainer sets `model.config.use_cache` to its own `use_cache` argument (False) for training; the config
+    gets back its class's value (what the architecture supports), so the saved `config.json` and a bare forward
+    keep the cache, and a config without the field (the encoder's) is left without it."""
+    if settings.progress and settings.logs_on_bar:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(LossOnBarCallback())
+    elif not settings.progress:
+        trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(_StopOnNonFiniteLoss())
+    resume = None
+    if settings.resume:
+        resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
+        if resume is None:
+            raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
+    if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
+        batches = len(trainer.get_train_dataloader())
+        total = math.ceil(batches * settings.epochs / trainer.args.gradient_accumulation_steps)
+        if settings.warmup > total:
+            raise TrainingError(
+                f"warmup={settings.warmup:g} steps is more than this run's {total} steps "
+                f"({settings.epochs:g} epochs of {batches} batches): the learning rate would never "
+                "reach its peak; give fewer warmup steps, a fraction below 1, or more epochs"
+            )
+    try:
+        trainer.train(resume_from_checkpoint=resume)
+    except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
+        raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
+    results = trainer.evaluate() if has_eval else {}
+    if hasattr(type(model.config), "use_cache"):
+        model.config.use_cache = type(model.config).use_cache
+    else:
+        vars(model.config).pop("use_cache", None)
+    return {
+        key: float(value)
+        for key, value in results.items()
+        if key.startswith("eval_") and isinstance(value, (int, float)) and not key.endswith(("runtime", "per_second"))
+    }
+
+
+class _WorkDir:
+    """The trainer's output folder: `settings.checkpoint_dir` when given (kept, to resume), else a temporary one."""
+
+    def __init__(self, settings: TrainSettings) -> None:
+        self._temporary = None if settings.checkpoint_dir else tempfile.TemporaryDirectory(prefix="minitf-train-")
+        self.path = Path(settings.checkpoint_dir or self._temporary.name)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc_info) -> None:
+        if self._temporary is not None:
+            self._temporary.cleanup()
+
+
+def plot_loss_curve(log_history: Sequence[dict], path: str | Path, title: str) -> Path | None:
+    """Draw training (and evaluation) loss against step into a PNG; None when matplotlib is not installed."""
+    try:
+        from matplotlib.figure import Figure  # the object API: no pyplot, no global backend change
+    except ImportError:
+        return None
+    train = [(entry["step"], entry["loss"]) for entry in log_history if "loss" in entry]
+    evaluation = [(entry["step"], entry["eval_loss"]) for entry in log_history if "eval_loss" in entry]
+    figure = Figure(figsize=(6, 3.5), dpi=100)
+    axes = figure.subplots()
+    if train:
+        axes.plot(*zip(*train), label="training loss")
+    if evaluation:
+        axes.plot(*zip(*evaluation), "o-", label="held-out loss")
+    axes.set_xlabel("step")
+    axes.set_ylabel("loss")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return Path(path)
+
+
+def _describe_losses(log_history: Sequence[dict]) -> str:
+    losses = [entry["loss"] for entry in log_history if "loss" in entry]
+    steps = max((entry.get("step", 0) for entry in log_history), default=0)
+    if not losses:
+        return ""
+    return f"Trained for {steps} steps; training loss {losses[0]:.3f} at the start, {losses[-1]:.3f} at the end."
+
+
+def _write_folder(
+    target: OutputFolder,
+    save,
+    result: TrainingResult,
+    title: str,
+    dataset_name: str | None,
+    extra_markdown: str | None,
+    model_id: str | None,
+) -> Path:
+    """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures
+    (its snippets load `model_id`, default: the output folder)."""
+    with target.write() as work:
+        save(work)
+        image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
+        notes = "\n\n".join(text for text in (_describe_losses(result.log_history), extra_markdown) if text)
+        update_model_card(
+            work,
+            eval_results=result.eval_results or None,
+            dataset_name=dataset_name,
+            image=LOSS_CURVE if image else None,
+            extra_markdown=notes or None,
+            model_id=model_id or str(target),
+        )
+    return target.path
+
+
+def _config_fields(preset: Preset, overrides: dict[str, Any] | None) -> dict[str, Any]:
+    fields = dict(preset.config)
+    fields.update(overrides or {})
+    return fields
+
+
+def _held_out_indices(total: int, fraction: float, seed: int, limit: int = 1000) -> list[int]:
+    """The sorted indices of a random `fraction` (at most `limit`) of `total` items held out for evaluation;
+    none for tiny data. Drawn without listing all `total` indices."""
+    if not 0 <= fraction < 1:
+        raise TrainingError(f"the held-out fraction must lie in [0, 1), got {fraction}")
+    return sorted(random.Random(seed).sample(range(total), min(limit, int(total * fraction))))
+
+
+def _split_held_out(items: list, fraction: float, seed: int) -> tuple[list, list]:
+    """`items` without and with the `_held_out_indices`."""
+    held = set(_held_out_indices(len(items), fraction, seed))
+    return [item for index, item in enumerate(items) if index not in held], [items[index] for index in sorted(held)]
+
+
+class _GPTCorpus:
+    """GPT training text as documents of chunks, read again for each pass: a `TextFile` (with a progress
+    bar in bytes) or texts in memory."""
+
+    def __init__(self, texts: str | Sequence[str] | TextFile, chunk_chars: int, progress: bool) -> None:
+        if isinstance(texts, TextFile):
+            self.file, self.texts = texts, None
+        else:
+            self.file, self.texts = None, [texts] if isinstance(texts, str) else list(texts)
+        self.chunk_chars, self.progress = chunk_chars, progress
+        self.has_content = self.texts is not None and any(text.strip() for text in self.texts)
+
+    def check_content(self) -> None:
+        """Refuse a corpus that, as far as read, is empty or white space only."""
+        if not self.has_content:
+            where = f"{self.file.path} is" if self.file else "the GPT training text is"
+            raise TrainingError(f"{where} empty (or only white space); give a text file with some content")
+
+    def _noting_content(self, chunks: Iterable[str]) -> Iterator[str]:
+        for chunk in chunks:
+            self.has_content = self.has_content or not (chunk.isspace() or not chunk)
+            yield chunk
+
+    def documents(self, description: str) -> Iterator[Iterator[str]]:
+        if self.texts is not None:
+            yield from (text_chunks(text, self.chunk_chars) for text in self.texts)
+            return
+        with tqdm(
+            total=self.file.size, unit="B", unit_scale=True, desc=description, disable=not self.progress, leave=False
+        ) as bar:
+
+            def report(position: int) -> None:
+                bar.update(position - bar.n)
+
+            yield from (self._noting_content(document) for document in self.file.documents(self.chunk_chars, report))
+
+    def chunks(self, description: str) -> Iterator[str]:
+        for document in self.documents(description):
+            yield from document
+
+    def whole_texts(self) -> list[str]:
+        return self.texts if self.texts is not None else ["".join(document) for document in self.documents("reading")]
+
+
+def train_gpt(
+    texts: str | Sequence[str] | TextFile,
+    out: str | Path | OutputFolder | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    tokenizer: str | None = None,
+    vocab_size: int | None = None,
+    block_size: int | None = None,
+    pack: bool = True,
+    eval_texts: Sequence[str] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+    model_id: str | None = None,
+    chunk_chars: int = CHUNK_CHARS,
+    bpe_sample_chars: int = BPE_SAMPLE_CHARS,
+) -> TrainingResult:
+    """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training_data.TextFile`
+    read lazily) and write it to `out`.
+
+    The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts
+    (BPE: on their first `bpe_sample_chars` characters); they are packed (joined, each ended by EOS) and cut
+    into blocks of `block_size` tokens (default: the context length), tokenized `chunk_chars` characters at a
+    time into a memory-mapped file of ids. With `pack=False` each text is one example (cut at `block_size`,
+    batches padded), so that every example starts at position 0, as for line-per-example data (the texts are
+    then held in memory). Held out: `eval_texts`, or an `eval_fraction` of the blocks. `out=None` trains
+    without writing (the result holds the model).
+    """
+    settings = settings or TrainSettings()
+    chosen = get_preset("gpt", preset)
+    target = output_folder(out, overwrite) if out is not None else None
+    corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
+    if corpus.texts is not None:
+        corpus.check_content()
+    kind = tokenizer or chosen.tokenizer
+    fields = _config_fields(chosen, config_overrides)
+    context = fields["max_position_embeddings"]
+    block_size = block_size or context
+    if not 2 <= block_size <= context:
+        raise TrainingError(f"block size must lie in [2, {context}] (the preset's context), got {block_size}")
+    if kind not in ("char", "bpe"):
+        raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
+    with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, _WorkDir(settings) as work_dir:
+        built = _gpt_tokenizer(corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context)
+        if pack:
+            ids = encode_to_file(built, corpus.documents("tokenizing"), Path(token_dir) / "train.ids")
+            corpus.check_content()
+            if eval_texts is not None:
+                eval_ids = encode_to_file(
+                    built, (text_chunks(text, chunk_chars) for text in eval_texts), Path(token_dir) / "eval.ids"
+                )
+                train_blocks, eval_blocks = TokenBlocks(ids, block_size), TokenBlocks(eval_ids, block_size)
+            else:
+                held = _held_out_indices(len(ids) // block_size, eval_fraction, settings.seed)
+                train_blocks, eval_blocks = (
+                    TokenBlocks(ids, block_size, excluded=held),
+                    TokenBlocks(ids, block_size, chosen=held),
+                )
+        else:
+
+            def examples(parts: Sequence[str]) -> list[dict[str, list[int]]]:
+                return [
+                    {
+                        "input_ids": (
+                            built(text, add_special_tokens=False, verbose=False).input_ids + [built.eos_token_id]
+                        )[:block_size]
+                    }
+                    for text in parts
+                ]
+
+            blocks = examples(corpus.whole_texts())
+            corpus.check_content()
+            if eval_texts is not None:
+                train_blocks, eval_blocks = blocks, examples(eval_texts)
+            else:
+                train_blocks, eval_blocks = _split_held_out(blocks, eval_fraction, settings.seed)
+        if not len(train_blocks):
+            raise TrainingError(
+                f"the training text gives fewer than {block_size} tokens; give more text or a smaller --block-size"
+            )
+        eval_blocks = eval_blocks if len(eval_blocks) else None
+        set_seed(settings.seed)
+        config = MiniTFGPTConfig(
+            vocab_size=len(built),
+            pad_token_id=built.pad_token_id,
+            bos_token_id=built.bos_token_id,
+            eos_token_id=built.eos_token_id,
+            **fields,
+        )
+        model = MiniTFGPTForCausalLM(config)
+        trainer = Trainer(
+            model=model,
+            args=_training_arguments(settings, work_dir, eval_blocks is not None),
+            train_dataset=train_blocks,
+            eval_dataset=eval_blocks,
+            processing_class=built,
+            data_collator=DataCollatorForLanguageModeling(built, mlm=False),
+        )
+        eval_results = _run_trainer(trainer, settings, eval_blocks is not None, model)
+        if "eval_loss" in eval_results:
+            eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
+        result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
+        if target is not None and trainer.is_world_process_zero():
+
+            def save(folder: Path) -> None:
+                model.save_pretrained(folder)
+                built.save_pretrained(folder)
+
+            result.folder = _write_folder(
+                target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id
+            )
+    return result
+
+
+def _gpt_tokenizer(
+    corpus: _GPTCorpus, kind: str, vocab_size: int, bpe_sample_chars: int, context: int
+) -> PreTrainedTokenizerBase:
+    """A character tokenizer of every character of the corpus (one pass), or a byte-level BPE trained on its
+    first `bpe_sample_chars` characters."""
+    if kind == "char":
+        alphabet: set[str] = set()
+        for chunk in corpus.chunks("reading the characters"):
+            alphabet.update(chunk)
+        corpus.check_content()
+        return char_tokenizer(sorted(alphabet), model_max_length=context)
+
+    def sample() -> Iterator[str]:
+        left = bpe_sample_chars
+        for chunk in corpus.chunks("training the BPE tokenizer"):
+            yield chunk[:left]
+            left -= len(chunk)
+            if left <= 0:
+                return
+
+    return train_bpe_tokenizer(sample(), vocab_size=vocab_size, model_max_length=context)
+
+
+def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str, str]]:
+    pairs = [tuple(pair) for pair in pairs]
+    bad = next(
+        (
+            index
+            for index, pair in enumerate(pairs)
+            if len(pair) != 2 or not all(isinstance(text, str) and text.strip() for text in pair)
+        ),
+        None,
+    )
+    if bad is not None:
+        raise TrainingError(f"{what} pair {bad} is not two non-empty texts: {pairs[bad]!r}")
+    if len(pairs) < 2:
+        raise TrainingError(f"{what} training needs at least 2 pairs, got {len(pairs)}")
+    return pairs
+
+
+def train_encoder(
+    pairs: Sequence[tuple[str, str]],
+    out: str | Path | OutputFolder | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    vocab_size: int | None = None,
+    eval_pairs: Sequence[tuple[str, str]] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+    model_id: str | None = None,
+) -> TrainingResult:
+    """Train an encoder as a sentence-embedding model on (anchor, positive) pairs with in-batch negatives and
+    write a SentenceTransformer folder to `out`.
+
+    sentence-transformers' trainer with `MultipleNegativesRankingLoss` (each anchor against every positive in
+    its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
+    """
+    from datasets import Dataset
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+        losses,
+    )
+    from sentence_transformers.training_args import BatchSamplers
+
+    settings = settings or TrainSettings()
+    chosen = get_preset("encoder", preset)
+    target = output_folder(out, overwrite) if out is not None else None
+    pairs = _check_pairs(pairs, "encoder")
+    if eval_pairs is None:
+        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    fields = _config_fields(chosen, config_overrides)
+    texts = [text for pair in pairs for text in pair]
+    tokenizer = train_wordlevel_tokenizer(
+        texts, vocab_size=vocab_size or chosen.vocab_size, min_frequency=1, max_length=fields["max_position_embeddings"]
+    )
+    set_seed(settings.seed)
+    model = MiniTFEncoderModel(
+        MiniTFEncoderConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **fields)
+    )
+
+    def as_dataset(rows: Sequence[tuple[str, str]]) -> Dataset:
+        return Dataset.from_dict({"anchor": [row[0] for row in rows], "positive": [row[1] for row in rows]})
+
+    with _WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
+        embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
+        arguments = _training_arguments(
+            settings,
+            work_dir,
+            bool(eval_pairs),
+            SentenceTransformerTrainingArguments,
+            batch_sampler=BatchSamplers.NO_DUPLICATES,
+        )
+        trainer = SentenceTransformerTrainer(
+            model=embedder,
+            args=arguments,
+            train_dataset=as_dataset(pairs),
+            eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
+            loss=losses.MultipleNegativesRankingLoss(embedder),
+        )
+        eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model)
+        trained = embedder[0].auto_model.eval()
+        result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
+        if target is not None and trainer.is_world_process_zero():
+            result.folder = _write_folder(
+                target,
+                lambda folder: save_sentence_transformer(trained, tokenizer, folder),
+                result,
+                f"MiniTF encoder ({preset})",
+                dataset_name,
+                extra_markdown,
+                model_id,
+            )
+    return result
+
+
+def train_seq2seq(
+    pairs: Sequence[tuple[str, str]],
+    out: str | Path | OutputFolder | None,
+    *,
+    preset: str = "tiny",
+    settings: TrainSettings | None = None,
+    eval_pairs: Sequence[tuple[str, str]] | None = None,
+    eval_fraction: float = 0.05,
+    config_overrides: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    dataset_name: str | None = None,
+    extra_markdown: str | None = None,
+    model_id: str | None = None,
+) -> TrainingResult:
+    """Train a seq2seq (translation) model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
+
+    Source and target word-level vocabularies are trained on the training pairs (words seen once count);
+    pairs longer than the preset's positions are truncated.
+    """
+    settings = settings or TrainSettings()
+    chosen = get_preset("seq2seq", preset)
+    target = output_folder(out, overwrite) if out is not None else None
+    pairs = _check_pairs(pairs, "seq2seq")
+    if eval_pairs is None:
+        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    fields = _config_fields(chosen, config_overrides)
+    limit = fields["max_position_embeddings"]
+    tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
+    set_seed(settings.seed)
+    config = MiniTFSeq2SeqConfig(
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+        **fields,
+    )
+    model = MiniTFSeq2SeqForConditionalGeneration(config)
+
+    def encode(rows: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
+        batch = tokenizer(
+            [row[0] for row in rows], text_target=[row[1] for row in rows], truncation=True, max_length=limit
+        )
+        return [
+            {"input_ids": ids, "attention_mask": mask, "labels": labels}
+            for ids, mask, labels in zip(batch["input_ids"], batch["attention_mask"], batch["labels"])
+        ]
+
+    eval_rows = encode(eval_pairs) if eval_pairs else []
+    with _WorkDir(settings) as work_dir:
+        trainer = Seq2SeqTrainer(
+            model=model,
+            args=_training_arguments(settings, work_dir, bool(eval_rows), Seq2SeqTrainingArguments),
+            train_dataset=encode(pairs),
+            eval_dataset=eval_rows or None,
+            processing_class=tokenizer,
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        )
+        eval_results = _run_trainer(trainer, settings, bool(eval_rows), model)
+        result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
+        if target is not None and trainer.is_world_process_zero():
+
+            def save(folder: Path) -> None:
+                model.save_pretrained(folder)
+                tokenizer.save_pretrained(folder)
+
+            result.folder = _write_folder(
+                target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id
+            )
+    return result
+
+
+__all__ = [
+    "LOSS_CURVE",
+    "TrainSettings",
+    "TrainingError",
+    "TrainingResult",
+    "plot_loss_curve",
+    "train_encoder",
+    "train_gpt",
+    "train_seq2seq",
+]
