@@ -162,7 +162,8 @@ def family_of_config(config: Mapping[str, Any], folder: Path | None = None) -> s
         return family.name
     names = config.get("architectures")
     names = [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
-    auto_map = config.get("auto_map") if isinstance(config.get("auto_map"), dict) else {}
+    auto_map = config.get("auto_map")
+    auto_map = auto_map if isinstance(auto_map, dict) else {}
     if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in names) or "AutoModelForCausalLM" in auto_map:
         return "gpt"
     if config.get("is_encoder_decoder") is True or any(name.endswith("ForConditionalGeneration") for name in names):

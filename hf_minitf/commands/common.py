@@ -144,7 +144,7 @@ def model_folder(path: Path, command: str | None = None) -> Path:
         )
     export = export_info(path)
     if export is not None:
-        fitting = {kind: name for name, kind in ENGINE_KINDS.items()}.get(export.get("kind"))
+        fitting = {kind: name for name, kind in ENGINE_KINDS.items()}.get(export.get("kind", ""))
         if command is not None and fitting is not None and fitting != command:
             raise CommandError(
                 f"{path} is {_a(str(export.get('engine')))} {export.get('kind')} export of "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from hf_minitf.commands.common import CommandError, model_folder, quiet_transformers, reports_errors
@@ -36,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
         raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
     engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
+    similarity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     if engine is None:
         embedder = SentenceTransformer(str(folder))
         vectors, similarity = embedder.encode(args.texts, convert_to_tensor=True), embedder.similarity

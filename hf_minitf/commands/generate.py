@@ -61,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
         tokenizer, limit = engine.tokenizer, engine.position_limit
         trained = engine.max_positions if limit is None else None
     torch.manual_seed(args.seed)
-    requests, notes = [], []  # every prompt is checked before any is continued or noted
+    requests: list[tuple[torch.Tensor, int]] = []  # every prompt is checked before any is continued or noted
+    notes: list[str] = []
     for prompt in args.prompts:
         if not prompt:  # as the server's /v1/completions: there is nothing to continue
             raise CommandError(f"prompt [{len(requests)}] is empty; give the text to continue")

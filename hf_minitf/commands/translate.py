@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
             print(text)
         return 0
-    translate = pipeline(TASK, model=str(folder))
+    translate = pipeline(TASK, model=str(folder))  # type: ignore[call-overload]  # the overloads list only built-in tasks
     options = {"num_beams": args.num_beams}
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens

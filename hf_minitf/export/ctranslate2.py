@@ -24,6 +24,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -45,6 +46,8 @@ ACTIVATIONS = {
     "tanh": "Tanh",
     "sigmoid": "Sigmoid",
 }
+# A MiniTF layer, norm or projection, read by attribute name (torch types a module's attributes Tensor | Module).
+ModelPart = Any
 
 
 def _activation(name: str):
@@ -59,7 +62,7 @@ def _tensor(value: torch.Tensor) -> torch.Tensor:
     return value.detach().to(torch.float32).contiguous()
 
 
-def _set_layer_norm(spec, norm: torch.nn.Module, norm_type: str = "layer_norm", hidden_size: int = 0) -> None:
+def _set_layer_norm(spec, norm: ModelPart, norm_type: str = "layer_norm", hidden_size: int = 0) -> None:
     """A LayerNorm's gain and bias; hkproj's first norm as the LayerNorm (eps 0) it equals: the gain times
     1 / (eps * sqrt(n / (n - 1))), its one gain and bias repeated over the `hidden_size` features."""
     gamma, beta = _tensor(norm.weight), _tensor(norm.bias)
@@ -69,19 +72,19 @@ def _set_layer_norm(spec, norm: torch.nn.Module, norm_type: str = "layer_norm", 
     spec.gamma, spec.beta = gamma, beta
 
 
-def _set_feed_forward(spec, layer: torch.nn.Module, norm_type: str = "layer_norm", hidden_size: int = 0) -> None:
+def _set_feed_forward(spec, layer: ModelPart, norm_type: str = "layer_norm", hidden_size: int = 0) -> None:
     _set_layer_norm(spec.layer_norm, layer.mlp_layer_norm, norm_type, hidden_size)
     _set_linear(spec.linear_0, layer.mlp.fc1)
     _set_linear(spec.linear_1, layer.mlp.fc2)
 
 
-def _set_linear(spec, linear: torch.nn.Module) -> None:
+def _set_linear(spec, linear: ModelPart) -> None:
     spec.weight = _tensor(linear.weight)
     if linear.bias is not None:
         spec.bias = _tensor(linear.bias)
 
 
-def _set_fused_linear(spec, linears: list[torch.nn.Module]) -> None:
+def _set_fused_linear(spec, linears: list[ModelPart]) -> None:
     """One projection from several stacked along the output dimension (CTranslate2's fused q|k|v and k|v)."""
     spec.weight = torch.cat([_tensor(linear.weight) for linear in linears])
     if linears[0].bias is not None:
@@ -103,8 +106,8 @@ def vocabulary_tokens(tokenizer_file: Path, size: int, side: str) -> list[str]:
     """The token text of ids 0..size-1 in a `tokenizers` file; ids the tokenizer lacks (a model vocabulary larger
     than the tokenizer's) get placeholder names, as CTranslate2's transformers converter does."""
     tokenizer = Tokenizer.from_file(str(tokenizer_file))
-    tokens = [tokenizer.id_to_token(index) for index in range(size)]
-    tokens = [token if token is not None else f"<extra_id_{index}>" for index, token in enumerate(tokens)]
+    known = [tokenizer.id_to_token(index) for index in range(size)]
+    tokens = [token if token is not None else f"<extra_id_{index}>" for index, token in enumerate(known)]
     _check_token_strings(tokens, side)
     return tokens
 

@@ -290,25 +290,25 @@ def export_gguf(
     if dtype not in GGUF_DTYPES:
         raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
     out = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
-    source = open_source(source, revision)
-    if source.family != "gpt":
+    opened = open_source(source, revision)
+    if opened.family != "gpt":
         raise ExportRefused(
-            f"cannot export to GGUF: model_type={source.config['model_type']!r}: GGUF export covers "
+            f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers "
             "the GPT family (llama.cpp's gpt2 and gptneox); use `minitf export native`."
         )
-    config = MiniTFGPTConfig.from_pretrained(source.folder)
+    config = MiniTFGPTConfig.from_pretrained(opened.folder)
     reason = gguf_refusal(config)
     if reason is not None:
         raise ExportRefused(f"cannot export to GGUF: {reason}")
     check_native(config)
-    model = source.load_model()
-    tokenizer = source.load_tokenizer()
+    model = opened.load_model()
+    tokenizer = opened.load_tokenizer()
     vocabulary = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), config.vocab_size)
     tensors = gguf_tensors(model.state_dict(), config)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        _write_gguf(partial, source, config, tensors, dtype, tokenizer, vocabulary)
+        _write_gguf(partial, opened, config, tensors, dtype, tokenizer, vocabulary)
         os.replace(partial, out)
     finally:
         partial.unlink(missing_ok=True)

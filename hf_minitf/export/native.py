@@ -385,19 +385,19 @@ def export_native(
     `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
     on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
     """
-    source = open_source(source, revision)
-    family = FAMILIES[source.family]
-    config = family.load(family.config_class).from_pretrained(source.folder)
+    opened = open_source(source, revision)
+    family = FAMILIES[opened.family]
+    config = family.load(family.config_class).from_pretrained(opened.folder)
     check_native(config)
-    model = source.load_model()
-    tokenizer = source.load_tokenizer()
+    model = opened.load_model()
+    tokenizer = opened.load_tokenizer()
     state = model.state_dict()
-    if source.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
+    if opened.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
         state = {f"model.{name}": tensor for name, tensor in state.items()}
     dtype = state["model.embed_tokens.weight"].dtype
     out = Path(out)
-    inputs = [source.folder] if source.repo_id is None else []
-    if source.family == "gpt":
+    inputs = [opened.folder] if opened.repo_id is None else []
+    if opened.family == "gpt":
         kind = config.position_embedding_type
         tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
         fields = gpt2_config(config) if kind == "learned" else gpt_neox_config(config)
@@ -406,9 +406,9 @@ def export_native(
             _save_weights(tensors, work)
             _save_config(fields, dtype, work)
             _save_tokenizer(tokenizer, work, config.max_position_embeddings)
-            _save_generation_config(source, config, work)
-            gguf_files = _save_gguf_files(source, work, gguf_dtypes, model_id)
-            write_native_card(work, source, config, kind, model_id, gguf_files)
+            _save_generation_config(opened, config, work)
+            gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id)
+            write_native_card(work, opened, config, kind, model_id, gguf_files)
         return out
     if gguf_dtypes:
         raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
@@ -421,7 +421,7 @@ def export_native(
         _save_config(xlm_roberta_xl_config(config), dtype, staging)
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
-        write_native_card(work, source, config, "encoder", model_id or str(out))
+        write_native_card(work, opened, config, "encoder", model_id or str(out))
     return out
 
 

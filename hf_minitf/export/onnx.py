@@ -21,12 +21,16 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.export.source import EXPORT_FILE, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
+
+if TYPE_CHECKING:
+    from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 
 QUANTIZED_FILE = "onnx/model_quint8_avx2.onnx"
 MODEL_FILE = "onnx/model.onnx"
@@ -128,7 +132,7 @@ def export_onnx(
     return Path(out)
 
 
-def export_encoder_graph(model: torch.nn.Module, path: Path) -> None:
+def export_encoder_graph(model: MiniTFEncoderModel, path: Path) -> None:
     """`torch.onnx.export(dynamo=True)` of the encoder: dynamic batch and sequence axes, one weight file."""
     example = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0]]) % model.config.vocab_size
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -145,7 +149,7 @@ def export_encoder_graph(model: torch.nn.Module, path: Path) -> None:
             verbose=False,
             dynamic_shapes={"input_ids": {0: batch, 1: sequence}, "attention_mask": {0: batch, 1: sequence}},
         )
-    program.save(str(path), external_data=False)
+    program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
 
 
 def quantize_int8(source: Path, target: Path) -> None:

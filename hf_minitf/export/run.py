@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 
@@ -135,7 +136,9 @@ def mean_pool_normalize(states: np.ndarray, attention_mask: np.ndarray) -> np.nd
     return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
-ENGINES = {
+Engine = CTranslate2Generator | CTranslate2Translator | OnnxEmbedder
+
+ENGINES: dict[tuple[str, str], type[Engine]] = {
     ("ctranslate2", "generator"): CTranslate2Generator,
     ("ctranslate2", "translator"): CTranslate2Translator,
     ("onnxruntime", "embedder"): OnnxEmbedder,
@@ -157,9 +160,13 @@ def export_info(folder: str | os.PathLike) -> dict | None:
     return info or None
 
 
-def load_engine(
-    folder: str | os.PathLike, kind: str
-) -> CTranslate2Generator | CTranslate2Translator | OnnxEmbedder | None:
+@overload
+def load_engine(folder: str | os.PathLike, kind: Literal["generator"]) -> CTranslate2Generator | None: ...
+@overload
+def load_engine(folder: str | os.PathLike, kind: Literal["translator"]) -> CTranslate2Translator | None: ...
+@overload
+def load_engine(folder: str | os.PathLike, kind: Literal["embedder"]) -> OnnxEmbedder | None: ...
+def load_engine(folder: str | os.PathLike, kind: str) -> Engine | None:
     """The runner of the export folder `folder` when it is one, None for a MiniTF folder; a ValueError when it is
     an export of another kind (`kind`: generator, translator or embedder)."""
     info = export_info(folder)

@@ -129,7 +129,7 @@ class MiniTFSource:
         return GenerationConfig.from_pretrained(self.folder)
 
 
-def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource:
+def open_source(source: str | os.PathLike, revision: str | None = None) -> MiniTFSource:
     """The MiniTF folder `source` names (a local folder, or a Hub repo id `owner/name` downloaded without its code).
 
     Raises a ValueError saying what is wrong: no such folder, no config.json, not a MiniTF model.

@@ -8,6 +8,7 @@ local Hugging Face cache, or the error says how to get it there.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".json")
 REPO_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 
 
-def looks_like_repo_id(source: str | Path) -> bool:
+def looks_like_repo_id(source: str | os.PathLike) -> bool:
     """True for `owner/name` strings that are not an existing path and do not name a checkpoint file."""
     text = str(source)
     return (

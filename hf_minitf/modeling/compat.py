@@ -14,7 +14,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast
 try:
     from transformers.generation.continuous_batching.cache import PagedAttentionCache
 except ImportError:  # pragma: no cover - every supported transformers has it
-    PagedAttentionCache = None
+    PagedAttentionCache = None  # type: ignore[assignment,misc]
 
 # transformers 5.24 renamed the cache field of model outputs (and the forward argument) from
 # `past_key_values` to `cache`; outputs are built with whichever name this transformers declares.
@@ -59,7 +59,7 @@ def remember_forward_signature(model_class: type) -> type:
     auto class (a check for remote code that still expects `cache_position`). `inspect` returns a stored
     `__signature__` at once, and it is the same one.
     """
-    model_class.forward.__signature__ = inspect.signature(model_class.forward)
+    model_class.forward.__signature__ = inspect.signature(model_class.forward)  # type: ignore[attr-defined]  # functions take attributes
     return model_class
 
 

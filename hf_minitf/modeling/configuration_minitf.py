@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
 
@@ -171,8 +171,8 @@ class MiniTFConfig(PreTrainedConfig):
     it builds), not fields: they are not saved, and a family that differs overrides them.
     """
 
-    field_checks = {}
-    family_auto_map = {}
+    field_checks: ClassVar[Mapping[str, Check]] = {}
+    family_auto_map: ClassVar[Mapping[str, str]] = {}
     # One `qkv_proj` laid out [q | k | v] (GPT style) rather than separate q/k/v projections.
     fused_qkv = False
     # Which norm the layers use (see layers.make_norm); the seq2seq family makes it a field.

@@ -102,7 +102,7 @@ class MiniTFSeq2SeqConfig(MiniTFConfig):
     norm_type: str = "layer_norm"
     layer_norm_eps: float = 1e-6
     attention_bias: bool = True
-    attention_mask_value: float | None = None
+    attention_mask_value: float | None = None  # type: ignore[assignment]  # a field here; in the base a class attribute, None
     scale_embedding: bool = True
     lm_head_bias: bool = True
     output_log_softmax: bool = False

@@ -39,7 +39,7 @@ def first_token_outside(input_ids: torch.Tensor, vocab_size: int) -> int | None:
     if input_ids.numel() == 0 or not checks_enabled():
         return None
     bad = (input_ids < 0) | (input_ids >= vocab_size)
-    return input_ids[bad][0].item() if bad.any() else None
+    return int(input_ids[bad][0].item()) if bad.any() else None
 
 
 def check_token_ids(input_ids: torch.Tensor, vocab_size: int, name: str = "input_ids") -> None:
@@ -79,7 +79,7 @@ def check_ids_or_embeds(
     if (input_ids is None) == (inputs_embeds is None):
         of = f"the {side} " if side else ""
         raise ValueError(f"Pass exactly one of {of}input_ids or inputs_embeds.")
-    if input_ids is None:
+    if inputs_embeds is not None:
         check_inputs_embeds(inputs_embeds, hidden_size)
 
 

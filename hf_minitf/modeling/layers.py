@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -177,7 +178,7 @@ def fixed_mask_eager_attention_forward(
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         masked = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < 0
-        scores = scores.masked_fill(masked, max(module.fixed_mask_value, torch.finfo(scores.dtype).min))
+        scores = scores.masked_fill(masked, max(cast(float, module.fixed_mask_value), torch.finfo(scores.dtype).min))
     return softmax_attention(module, scores, value, dropout)
 
 
@@ -236,7 +237,7 @@ class Attention(nn.Module):
     def _cross_attention_states(self, key_value_states, cache) -> tuple[torch.Tensor, torch.Tensor]:
         cross_cache = cache.cross_attention_cache if isinstance(cache, EncoderDecoderCache) else None
         if cross_cache is not None and cache.is_updated.get(self.layer_idx):
-            return cross_cache.layers[self.layer_idx].keys, cross_cache.layers[self.layer_idx].values
+            return cross_cache.layers[self.layer_idx].keys, cross_cache.layers[self.layer_idx].values  # type: ignore[union-attr,return-value]  # an updated cross-attention layer holds tensors
         key, value = self._heads(self.k_proj(key_value_states)), self._heads(self.v_proj(key_value_states))
         if cross_cache is not None:
             key, value = cross_cache.update(key, value, self.layer_idx)
@@ -396,8 +397,8 @@ def run_layers(
     norm: nn.Module,
     hidden_states: torch.Tensor,
     *layer_args,
-    output_hidden_states: bool = False,
-    output_attentions: bool = False,
+    output_hidden_states: bool | None = False,
+    output_attentions: bool | None = False,
     **layer_kwargs,
 ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
     """Run a stack of `PreNormLayer`s and its final norm.
@@ -405,17 +406,17 @@ def run_layers(
     Returns the normed output plus, when asked, every layer's input and the normed output (`hidden_states`),
     and each layer's self- and cross-attention weights (None where there are none).
     """
-    all_hidden_states = () if output_hidden_states else None
-    self_attentions = () if output_attentions else None
-    cross_attentions = () if output_attentions else None
+    all_hidden_states: tuple | None = () if output_hidden_states else None
+    self_attentions: tuple | None = () if output_attentions else None
+    cross_attentions: tuple | None = () if output_attentions else None
     for layer in layers:
-        if output_hidden_states:
+        if all_hidden_states is not None:
             all_hidden_states += (hidden_states,)
         hidden_states, self_weights, cross_weights = layer(hidden_states, *layer_args, **layer_kwargs)
-        if output_attentions:
+        if self_attentions is not None and cross_attentions is not None:
             self_attentions += (self_weights,)
             cross_attentions += (cross_weights,)
     hidden_states = norm(hidden_states)
-    if output_hidden_states:
+    if all_hidden_states is not None:
         all_hidden_states += (hidden_states,)
     return hidden_states, all_hidden_states, self_attentions, cross_attentions

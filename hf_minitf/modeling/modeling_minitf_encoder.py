@@ -81,7 +81,7 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
+        position_ids: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -138,7 +138,7 @@ class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
         self.model = MiniTFEncoderModel(config)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)  # type: ignore[arg-type]  # transformers types num_labels Optional; a built config has id2label
         self.post_init()
 
     @can_return_tuple

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 from transformers import GenerationMixin
@@ -66,9 +68,9 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        position_ids: torch.LongTensor | None = None,
+        position_ids: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -88,7 +90,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size)
         if input_ids is not None:
             check_input_ids(input_ids, config.vocab_size)
-        tokens = input_ids if input_ids is not None else inputs_embeds
+        tokens = cast(torch.Tensor, input_ids if input_ids is not None else inputs_embeds)  # one is given (checked)
         past_length = cached_length(cache)
         if not is_paged_cache(cache):
             check_attention_mask(attention_mask, tokens.shape[0], past_length + tokens.shape[1])
@@ -166,7 +168,7 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
         position_ids: torch.LongTensor | None = None,
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
-        labels: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,

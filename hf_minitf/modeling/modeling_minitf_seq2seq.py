@@ -4,6 +4,7 @@ seq2seq LM."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -67,7 +68,7 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embed_tokens
 
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
+    def set_input_embeddings(self, value: nn.Embedding) -> None:  # type: ignore[override]  # transformers says any Module; an Embedding is needed
         self.embed_tokens = value
 
     def _embed(
@@ -103,6 +104,10 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
             position_ids = torch.arange(past_length, past_length + length, device=inputs_embeds.device)[None]
         positions = self.embed_positions(position_ids).to(inputs_embeds.dtype)
         return self.dropout(inputs_embeds * self.embed_scale + positions)
+
+    def _check_ids(self, input_ids: torch.Tensor) -> None:
+        """Refuse ids outside this side's vocabulary, naming what to pass instead (each side has its own)."""
+        raise NotImplementedError
 
 
 class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
@@ -257,7 +262,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
         """The source embedding (the decoder's is `decoder.embed_tokens`: the vocabularies are separate)."""
         return self.encoder.embed_tokens
 
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
+    def set_input_embeddings(self, value: nn.Embedding) -> None:  # type: ignore[override]  # transformers says any Module; an Embedding is needed
         self.encoder.embed_tokens = value
 
     @can_return_tuple
@@ -285,12 +290,15 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
                 "and target vocabularies differ, so they cannot be derived from input_ids."
             )
         if encoder_outputs is None:
-            encoder_outputs = self.encoder(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                inputs_embeds=inputs_embeds,
-                output_attentions=output_attentions,
-                output_hidden_states=output_hidden_states,
+            encoder_outputs = cast(
+                BaseModelOutput,
+                self.encoder(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    inputs_embeds=inputs_embeds,
+                    output_attentions=output_attentions,
+                    output_hidden_states=output_hidden_states,
+                ),
             )
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(
@@ -348,14 +356,14 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, Genera
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: Cache | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         decoder_inputs_embeds: torch.FloatTensor | None = None,
         decoder_position_ids: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,

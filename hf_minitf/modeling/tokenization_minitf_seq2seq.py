@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
@@ -70,6 +71,7 @@ class MiniTFSeq2SeqTokenizer(PreTrainedTokenizerFast):
 
     vocab_files_names = VOCAB_FILES_NAMES
     model_input_names = ["input_ids", "attention_mask"]
+    _tokenizer: Tokenizer  # type: ignore[assignment]  # transformers declares it `= None` until __init__ sets it
 
     def __init__(
         self,
@@ -209,7 +211,7 @@ def train_translation_tokenizers(
         )
         tokenizer.train_from_iterator(texts, trainer=trainer)
         trained.append(tokenizer)
-    extra = {"model_max_length": model_max_length} if model_max_length else {}
+    extra: dict[str, Any] = {"model_max_length": model_max_length} if model_max_length else {}
     return MiniTFSeq2SeqTokenizer(trained[0], trained[1], **extra)
 
 

@@ -8,9 +8,9 @@ trust_remote_code=True)` also works where hf_minitf is not installed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from transformers import Pipeline
+from transformers import Pipeline, PreTrainedTokenizerBase
 
 from hf_minitf.modeling.modeling_minitf import prepare_card_for_upload
 
@@ -28,10 +28,10 @@ class MiniTFTranslationPipeline(Pipeline):
     source raises a ValueError.
     """
 
-    _load_processor = False
-    _load_image_processor = False
-    _load_feature_extractor = False
-    _load_tokenizer = True
+    _load_processor = False  # type: ignore[assignment]  # Pipeline declares it `= None`
+    _load_image_processor = False  # type: ignore[assignment]  # Pipeline declares it `= None`
+    _load_feature_extractor = False  # type: ignore[assignment]  # Pipeline declares it `= None`
+    _load_tokenizer = True  # type: ignore[assignment]  # Pipeline declares it `= None`
 
     def _sanitize_parameters(
         self,
@@ -48,7 +48,7 @@ class MiniTFTranslationPipeline(Pipeline):
             postprocess_params["clean_up_tokenization_spaces"] = clean_up_tokenization_spaces
         return preprocess_params, generate_kwargs, postprocess_params
 
-    def __call__(self, inputs: str | list[str], **kwargs) -> list[dict[str, str]] | list[Any]:
+    def __call__(self, inputs: str | list[str], **kwargs) -> list[dict[str, str]] | list[Any]:  # type: ignore[override]  # Pipeline's hooks take named parameters
         """Translate one text or a list of texts."""
         texts = [inputs] if isinstance(inputs, str) else inputs
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
@@ -58,35 +58,44 @@ class MiniTFTranslationPipeline(Pipeline):
             results = [result[0] for result in results]
         return results
 
-    def preprocess(self, text: str, truncation: bool = False) -> dict:
+    def preprocess(self, text: str, truncation: bool = False) -> dict:  # type: ignore[override]  # Pipeline's hooks take named parameters
         if not text.strip():
             raise ValueError("Cannot translate an empty text; give at least one word.")
-        return self.tokenizer(text, truncation=truncation, return_tensors="pt")
+        return self._text_tokenizer()(text, truncation=truncation, return_tensors="pt")
 
-    def _forward(self, model_inputs: dict, **generate_kwargs) -> dict:
+    def _forward(self, model_inputs: dict, **generate_kwargs) -> dict:  # type: ignore[override]  # Pipeline's hooks take named parameters
         config = self.model.generation_config
         limit = getattr(self.model.config, "max_position_embeddings", None)
         unset = not generate_kwargs.keys() & {"max_length", "max_new_tokens", "generation_config"}
         if unset and config.max_length is None and config.max_new_tokens is None and limit:
             # Translate until [EOS] or the decoder is full, rather than generate()'s 20-token default.
             generate_kwargs["max_length"] = limit
-        sequences = self.model.generate(**model_inputs, **generate_kwargs)
+        sequences = self.model.generate(**model_inputs, **generate_kwargs)  # type: ignore[operator]  # a seq2seq LM generates
         batch_size = model_inputs["input_ids"].shape[0]
         return {"output_ids": sequences.reshape(batch_size, -1, sequences.shape[-1])}
 
-    def postprocess(
+    def postprocess(  # type: ignore[override]  # Pipeline's hooks take named parameters
         self, model_outputs: dict, skip_special_tokens: bool = True, clean_up_tokenization_spaces: bool | None = None
     ) -> list[dict[str, str]]:
         return [
             {
-                "translation_text": self.tokenizer.decode(
-                    output_ids,
-                    skip_special_tokens=skip_special_tokens,
-                    clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                "translation_text": cast(
+                    str,  # one sequence's ids decode to one text
+                    self._text_tokenizer().decode(
+                        output_ids,
+                        skip_special_tokens=skip_special_tokens,
+                        clean_up_tokenization_spaces=clean_up_tokenization_spaces,
+                    ),
                 )
             }
             for output_ids in model_outputs["output_ids"][0]
         ]
+
+    def _text_tokenizer(self) -> PreTrainedTokenizerBase:
+        """The tokenizer (`pipeline()` loads the model's; a pipeline built by hand must be given one)."""
+        if self.tokenizer is None:
+            raise ValueError("minitf-translation needs a tokenizer: pass tokenizer=, or build it with pipeline().")
+        return self.tokenizer
 
     def _upload_modified_files(self, working_dir, repo_id: str, *args, **kwargs):
         """`push_to_hub` uploads the model's card (naming the repo with hf_minitf installed), not transformers'

@@ -132,7 +132,7 @@ def _path_refusal(out: Path) -> str | None:
     return None
 
 
-def check_output_dir(out: str | Path, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> Path:
+def check_output_dir(out: str | os.PathLike, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> Path:
     """Refuse an output path that is a file or a non-empty folder (unless `overwrite`), or that is or holds one
     of the `inputs` (files or folders, existing or to be made by the same run) or the current folder. Returns
     `out` as a Path."""
@@ -169,7 +169,7 @@ def check_output_dir(out: str | Path, overwrite: bool = False, inputs: Iterable[
     return out
 
 
-def check_output_file(out: str | Path, overwrite: bool, magic: bytes, kind: str) -> Path:
+def check_output_file(out: str | os.PathLike, overwrite: bool, magic: bytes, kind: str) -> Path:
     """Refuse an output file path that is a symbolic link, under a file, a folder, or an existing file unless
     `overwrite`, and with `overwrite` a file that is not a `kind` file (does not start with `magic`): `overwrite`
     replaces what such a writer wrote, nothing else. Returns `out` as a Path."""
@@ -214,7 +214,7 @@ def _process_alive(pid: int | None) -> bool:
     return True
 
 
-def clean_stale_leftovers(out: str | Path) -> list[str]:
+def clean_stale_leftovers(out: str | os.PathLike) -> list[str]:
     """Remove what killed earlier runs left beside `out`, and restore a previous folder a run was replacing
     when it died (`out` missing, its `.old-` copy present). Returns one line per action, also logged."""
     out = Path(out).absolute()
@@ -299,7 +299,9 @@ class OutputFolder:
     """A folder to be written whole: checked when made (after removing the leftovers of killed runs), written
     by `write()`. Make it before long work (training, reading a checkpoint) so a wrong output fails first."""
 
-    def __init__(self, out: str | Path, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()) -> None:
+    def __init__(
+        self, out: str | os.PathLike, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
+    ) -> None:
         clean_stale_leftovers(out)
         self.path = check_output_dir(out, overwrite, inputs)
         self.overwrite = overwrite
@@ -342,7 +344,7 @@ class OutputFolder:
 
 
 def output_folder(
-    out: str | Path | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
+    out: str | os.PathLike | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
 ) -> OutputFolder:
     """`out` itself when it is an OutputFolder already checked by the caller, else a new, checked one."""
     return out if isinstance(out, OutputFolder) else OutputFolder(out, overwrite, inputs)
@@ -350,7 +352,7 @@ def output_folder(
 
 @contextmanager
 def atomic_output_dir(
-    out: str | Path | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
+    out: str | os.PathLike | OutputFolder, overwrite: bool = False, inputs: Iterable[str | Path | None] = ()
 ) -> Iterator[Path]:
     """Check `out` (unless it is an OutputFolder already) and write it whole: yields the work folder that
     replaces `out` when the block succeeds and is removed on any error (see `OutputFolder`)."""
