@@ -75,6 +75,26 @@ dynamic 8-bit quantization of the matrix products; cosine to float32 about 0.999
 then runs. The README in the folder has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
 that needs no optimum. Refused: GPT and seq2seq models (use `export ctranslate2`), pooling other than mean."""
 
+TRANSFORMERS_JS_VERSION = "4.3.2"
+"""The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
+TRANSFORMERS_JS_URL = (
+    f"https://cdn.jsdelivr.net/npm/@huggingface/transformers@{TRANSFORMERS_JS_VERSION}/dist/transformers.min.js"
+)
+"""Where the page loads it from: jsDelivr's copy of the npm package."""
+
+WEB_DESCRIPTION = f"""\
+Write a GPT or an encoder as a static web page that runs it in the browser with transformers.js
+{TRANSFORMERS_JS_VERSION} (from jsDelivr), ready to open (serve the folder: python -m http.server) or to publish
+as a Hugging Face static Space (README.md says sdk: static; `minitf push SRC REPO --space` exports and uploads):
+
+- GPT: a prompt box with streamed greedy generation, stopped at the model's position table
+- encoder: a sentence-similarity box (cosine of the mean-pooled, normalized embeddings)
+
+OUT holds index.html, app.js, worker.js, style.css, site.json, README.md and model/, the folder `minitf
+export onnx` writes (float32 and the --quantize variant; the page offers each). --example fills the boxes: a
+GPT's prompt; an encoder's source sentence, then the sentences to compare. Refused: seq2seq models
+(transformers.js has no counterpart of their paired tokenizer), and what `export onnx` refuses."""
+
 EXPORTS: dict[str, ExportFormat] = {
     "native": ExportFormat(
         "native",
@@ -104,6 +124,13 @@ EXPORTS: dict[str, ExportFormat] = {
         "encoder -> ONNX (+ int8) in a SentenceTransformer folder, for ONNX Runtime",
         ONNX_DESCRIPTION,
     ),
+    "web": ExportFormat(
+        "web",
+        "export_web",
+        ("gpt", "encoder"),
+        "GPT or encoder -> a static web page running it with transformers.js (a Hugging Face static Space)",
+        WEB_DESCRIPTION,
+    ),
 }
 
-__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "ExportFormat"]
+__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "TRANSFORMERS_JS_URL", "TRANSFORMERS_JS_VERSION", "ExportFormat"]

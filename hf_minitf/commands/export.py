@@ -11,7 +11,7 @@ from hf_minitf.catalog.exports import EXPORT_DESCRIPTION, EXPORTS
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS, GGUF_DTYPES, ONNX_QUANTIZATIONS
 from hf_minitf.commands.common import reports_errors
 
-HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX (`minitf export --help`)"
+HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
 
 
 def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -61,12 +61,32 @@ def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument(
+        "--quantize",
+        default="int8",
+        choices=ONNX_QUANTIZATIONS,
+        help="the 8-bit ONNX variant written beside float32, which the page offers too (default: int8)",
+    )
+    parser.add_argument(
+        "--example",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="text put in the page's boxes (repeat it): a GPT's prompt; an encoder's source sentence, then the "
+        "sentences to compare with it",
+    )
+    parser.add_argument("--title", default=None, help="the page's title (default: the model folder's name)")
+
+
 # Each format's arguments.
 FORMAT_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "native": _add_native_export_arguments,
     "gguf": _add_gguf_export_arguments,
     "ctranslate2": _add_ctranslate2_export_arguments,
     "onnx": _add_onnx_export_arguments,
+    "web": _add_web_export_arguments,
 }
 
 
@@ -116,12 +136,28 @@ def write_onnx(args: argparse.Namespace) -> str:
     return f"Exported {args.source} to {out} (ONNX{', + int8' if args.quantize else ''})"
 
 
+def write_web(args: argparse.Namespace) -> str:
+    from hf_minitf.export.web import export_web
+
+    out = export_web(
+        args.source,
+        args.out,
+        examples=args.example,
+        title=args.title,
+        quantize=args.quantize,
+        overwrite=args.overwrite,
+        revision=args.revision,
+    )
+    return f"Exported {args.source} to {out} (a static web page with transformers.js; serve it: python -m http.server --directory {out})"
+
+
 # Each format's writer: the export function called with the parsed arguments, returning the line to print.
 WRITERS: dict[str, Callable[[argparse.Namespace], str]] = {
     "native": write_native,
     "gguf": write_gguf,
     "ctranslate2": write_ctranslate2,
     "onnx": write_onnx,
+    "web": write_web,
 }
 
 
