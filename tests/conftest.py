@@ -19,6 +19,7 @@ os.environ.update(
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hub_server import hub  # noqa: E402, F401  (the loopback Hub fixture)
+from transformers_js import node_modules  # noqa: E402, F401  (transformers.js installed in tests/js)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
