@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 MODELING = "hf_minitf.modeling"
 
@@ -151,4 +153,23 @@ def family_of_model_type(model_type: object) -> Family | None:
     return MODEL_TYPES.get(model_type) if isinstance(model_type, str) else None
 
 
-__all__ = ["FAMILIES", "MODEL_TYPES", "Family", "family_named", "family_of_model_type"]
+def family_of_config(config: Mapping[str, Any], folder: Path | None = None) -> str | None:
+    """The family of a saved model, by its config (a MiniTF model_type; else the architectures of another
+    library's model: a causal LM, an encoder-decoder) or a SentenceTransformer `modules.json` in `folder`; None
+    where nothing tells (its loader decides)."""
+    family = family_of_model_type(config.get("model_type"))
+    if family is not None:
+        return family.name
+    names = config.get("architectures")
+    names = [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
+    auto_map = config.get("auto_map") if isinstance(config.get("auto_map"), dict) else {}
+    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in names) or "AutoModelForCausalLM" in auto_map:
+        return "gpt"
+    if config.get("is_encoder_decoder") is True or any(name.endswith("ForConditionalGeneration") for name in names):
+        return "seq2seq"
+    if folder is not None and (folder / "modules.json").is_file():
+        return "encoder"
+    return None
+
+
+__all__ = ["FAMILIES", "MODEL_TYPES", "Family", "family_named", "family_of_config", "family_of_model_type"]

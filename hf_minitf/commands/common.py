@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 
-from hf_minitf.catalog.families import FAMILIES, family_of_model_type
+from hf_minitf.catalog.families import FAMILIES, family_of_config
 from hf_minitf.catalog.limits import (
     GREEDY_BELOW_TEMPERATURE,
     MAX_BEAMS,
@@ -110,22 +110,6 @@ def architectures(config: dict) -> list[str]:
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
 
 
-def folder_family(config: dict, folder: Path) -> str | None:
-    """gpt, encoder or seq2seq, as the folder's config (model_type, architectures) or its SentenceTransformer
-    modules.json says; None where neither tells (a model of another library: its loader decides)."""
-    family = family_of_model_type(config.get("model_type"))
-    if family is not None:
-        return family.name
-    names = architectures(config)
-    if any(name.endswith(("ForCausalLM", "LMHeadModel")) for name in names):
-        return "gpt"
-    if config.get("is_encoder_decoder") is True or any(name.endswith("ForConditionalGeneration") for name in names):
-        return "seq2seq"
-    if (folder / "modules.json").is_file():
-        return "encoder"
-    return None
-
-
 def _a(word: str) -> str:
     return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
@@ -164,7 +148,7 @@ def model_folder(path: Path, command: str | None = None) -> Path:
     if not (path / "config.json").is_file():
         raise CommandError(f"{path} has no config.json; it is not a saved model folder")
     config = read_config(path)
-    family = folder_family(config, path)
+    family = family_of_config(config, path)
     if command is not None and family is not None and FAMILY_COMMANDS[family] != command:
         needed = {name: family for family, name in FAMILY_COMMANDS.items()}[command]
         raise CommandError(
@@ -260,7 +244,6 @@ __all__ = [
     "REPORTED_ERRORS",
     "add_out",
     "error_line",
-    "folder_family",
     "model_folder",
     "quiet_transformers",
     "read_config",

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 from pathlib import Path
 
-from hf_minitf.commands.common import CommandError, architectures, model_folder, read_config, reports_errors
+from hf_minitf.commands.common import architectures, model_folder, read_config, reports_errors
 
 HELP = "describe a model folder: family, parameters, sizes, files, card metadata"
 DESCRIPTION = "Describe a saved model folder without loading its weights."
@@ -17,24 +16,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", type=Path, metavar="DIR", help="a model folder")
 
 
-def safetensors_parameters(folder: Path) -> int | None:
-    """Parameters stored in the folder's safetensors files, read from their headers by safetensors (no tensor is
-    loaded; a malformed header is an error naming the file); None where the folder has none."""
-    from safetensors import SafetensorError, safe_open
-
-    paths = sorted(folder.glob("*.safetensors"))
-    total = 0
-    for path in paths:
-        try:
-            with safe_open(path, "pt") as weights:
-                total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
-        except SafetensorError as error:
-            raise CommandError(
-                f"{path} is not a readable safetensors file ({error}); save or convert the model again"
-            ) from None
-    return total if paths else None
-
-
 @reports_errors("info")
 def run(args: argparse.Namespace) -> int:
     """`minitf info DIR`: what a model folder or engine export holds. Everything is read before anything is
@@ -42,12 +23,14 @@ def run(args: argparse.Namespace) -> int:
     from huggingface_hub.utils import logging as hub_logging
 
     from hf_minitf.export.run import export_info
+    from hf_minitf.hub.cards import stored_parameters
     from hf_minitf.safety.files import load_model_card
 
     folder = model_folder(args.model)
     config = read_config(folder) if (folder / "config.json").is_file() else {}
     export = export_info(folder)
-    parameters = safetensors_parameters(folder)
+    paths = sorted(folder.glob("*.safetensors"))
+    parameters = stored_parameters(paths) if paths else None
     card = folder / "README.md"
     hub_logging.get_logger("huggingface_hub.repocard").setLevel("ERROR")  # "no metadata block": the card's own say
     metadata = load_model_card(card).data.to_dict() if card.is_file() else None

@@ -28,8 +28,10 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
+from hf_minitf.catalog.exports import EXPORTS
+from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from hf_minitf.export.source import EXPORT_FILE
+from hf_minitf.export.source import EXPORT_FILE, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 # transformers' activation names (ACT2FN) that CTranslate2 computes the same way.
@@ -43,34 +45,6 @@ ACTIVATIONS = {
     "tanh": "Tanh",
     "sigmoid": "Sigmoid",
 }
-EXPORT_KINDS = {"gpt": "generator", "seq2seq": "translator"}
-
-
-def load_minitf_model(
-    src: str | os.PathLike, families: tuple[str, ...], what: str, hint: str, revision: str | None = None
-):
-    """The source (see export_source), its MiniTF model (eval mode, float32) and tokenizer, if its family is one of
-    `families` (gpt, encoder, seq2seq); a Hub repo is downloaded without its code."""
-    from transformers import AutoTokenizer
-
-    from hf_minitf.export.source import open_source
-    from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
-    from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
-    from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
-
-    source = open_source(src, revision)
-    if source.family not in families:
-        article = "an" if source.family == "encoder" else "a"
-        raise ValueError(
-            f"{src} is {article} {source.family} model; {what} takes {' or '.join(families)} models ({hint})."
-        )
-    model_class = {
-        "gpt": MiniTFGPTForCausalLM,
-        "encoder": MiniTFEncoderModel,
-        "seq2seq": MiniTFSeq2SeqForConditionalGeneration,
-    }[source.family]
-    model = model_class.from_pretrained(source.folder, dtype=torch.float32, trust_remote_code=False).eval()
-    return source, model, AutoTokenizer.from_pretrained(source.folder, trust_remote_code=False)
 
 
 def _activation(name: str):
@@ -284,14 +258,15 @@ def export_ctranslate2(
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}.")
-    source, model, tokenizer = load_minitf_model(
+    source = open_source_of(
         src,
-        ("gpt", "seq2seq"),
+        EXPORTS["ctranslate2"].families,
         "the CTranslate2 export",
         "encoders go to ONNX: minitf export onnx",
         revision,
     )
-    kind = EXPORT_KINDS[source.family]
+    model, tokenizer = source.load_model(torch.float32), source.load_tokenizer()
+    kind = FAMILIES[source.family].engine_kind
     inputs = [] if source.repo_id else [source.folder]
     with torch.no_grad(), atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         tokenizer.save_pretrained(work)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import torch
 
-from hf_minitf.export.source import EXPORT_FILE
+from hf_minitf.catalog.exports import EXPORTS
+from hf_minitf.export.source import EXPORT_FILE, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 QUANTIZED_FILE = "onnx/model_quint8_avx2.onnx"
@@ -80,17 +81,16 @@ def export_onnx(
     Returns the folder."""
     import onnxruntime  # noqa: F401 (a clear ImportError before any work when the engine is missing)
 
-    from hf_minitf.export.ctranslate2 import load_minitf_model
-
     if quantize not in QUANTIZE_CHOICES:
         raise ValueError(f"quantize must be None or 'int8', got {quantize!r}.")
-    source, model, tokenizer = load_minitf_model(
+    source = open_source_of(
         src,
-        ("encoder",),
+        EXPORTS["onnx"].families,
         "the ONNX export",
         "GPT and seq2seq models go to CTranslate2: minitf export ctranslate2",
         revision,
     )
+    model, tokenizer = source.load_model(torch.float32), source.load_tokenizer()
     inputs = [] if source.repo_id else [source.folder]
     with tempfile.TemporaryDirectory() as staging, atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         if (source.folder / "modules.json").is_file():

@@ -8,19 +8,19 @@ never its code, and the model is built from this package's own classes: exportin
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
 
 # What the engine exports write beside their files (hf_minitf.export.run, which stays free of torch, names it too).
 EXPORT_FILE = "minitf_export.json"
 
-# model_type -> family name
-FAMILY_OF_MODEL_TYPE = {"minitf_gpt": "gpt", "minitf_encoder": "encoder", "minitf_seq2seq": "seq2seq"}
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
 
@@ -99,21 +99,21 @@ class MiniTFSource:
 
     @property
     def family(self) -> str:
-        return FAMILY_OF_MODEL_TYPE[self.config["model_type"]]
+        return MODEL_TYPES[self.config["model_type"]].name
 
-    def load_model(self):
-        """The MiniTF model in eval mode (GPT: the causal LM; encoder: the bare encoder), built from this package's
-        classes, so no code of the source runs."""
-        from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
-        from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
-
-        model_class = {"gpt": MiniTFGPTForCausalLM, "encoder": MiniTFEncoderModel}[self.family]
-        return model_class.from_pretrained(self.folder, trust_remote_code=False).eval()
+    def load_model(self, dtype: torch.dtype | None = None):
+        """The MiniTF model in eval mode (the class a folder of its family holds: the causal LM, the bare encoder,
+        the translation model), in `dtype` or the saved weights'; built from this package's classes, so no code of
+        the source runs."""
+        family = FAMILIES[self.family]
+        model_class = family.load(next(iter(family.auto_classes.values())))
+        options = {} if dtype is None else {"dtype": dtype}
+        return model_class.from_pretrained(self.folder, trust_remote_code=False, **options).eval()
 
     def load_tokenizer(self):
         from transformers import AutoTokenizer
 
-        if not (self.folder / "tokenizer.json").is_file():
+        if FAMILIES[self.family].tokenizer_class is None and not (self.folder / "tokenizer.json").is_file():
             raise ValueError(
                 f"{self.name} has no tokenizer.json; export needs the model's tokenizer beside it "
                 "(save it with tokenizer.save_pretrained into the folder)."
@@ -160,7 +160,7 @@ def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ValueError(f"{config_path} is not JSON ({error}); save or convert the model again.") from None
     model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type not in FAMILY_OF_MODEL_TYPE:
+    if family_of_model_type(model_type) is None:
         held = f"a {model_type!r} model" if model_type else "no model_type"
         raise ValueError(
             f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
@@ -169,13 +169,26 @@ def open_source(source: str | Path, revision: str | None = None) -> MiniTFSource
     return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
 
 
+def open_source_of(
+    src: str | os.PathLike, families: tuple[str, ...], export: str, hint: str, revision: str | None = None
+) -> MiniTFSource:
+    """`open_source`, refusing a model of a family `export` does not take, with `hint` on where it goes instead."""
+    source = open_source(src, revision)
+    if source.family not in families:
+        raise ValueError(
+            f"{src} is {FAMILIES[source.family].article} {source.family} model; {export} takes "
+            f"{' or '.join(families)} models ({hint})."
+        )
+    return source
+
+
 __all__ = [
-    "FAMILY_OF_MODEL_TYPE",
     "ExportRefused",
     "MiniTFSource",
     "check_native",
     "native_refusal",
     "open_source",
+    "open_source_of",
     "rotate_half_order",
     "split_qkv_heads",
 ]

@@ -18,15 +18,17 @@ import importlib
 import importlib.resources
 import json
 import logging
+import math
 import os
 import re
 import shutil
-import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.modeling.modeling_minitf import README, is_blank_card
 from hf_minitf.safety.files import CardMetadataError, load_model_card
 
@@ -35,8 +37,8 @@ logger = logging.getLogger(__name__)
 MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
-# The card template of each family, by model_type; the sections of converted and trained models.
-FAMILY_TEMPLATES = {"minitf_gpt": "gpt.md", "minitf_encoder": "encoder.md", "minitf_seq2seq": "seq2seq.md"}
+# The card template of each family (by model_type) is the family's `card_template`; these are the sections of
+# converted and trained models.
 ORIGIN_TEMPLATE = "converted.md"
 RESULTS_TEMPLATE = "results.md"
 TEMPLATE_PACKAGE = "hf_minitf.model_cards"
@@ -46,12 +48,6 @@ PIPELINE_TAGS = {
     "ForSequenceClassification": "text-classification",
     "ForConditionalGeneration": "translation",
     "Model": "feature-extraction",
-}
-# The model class a converted folder of each family holds.
-DEFAULT_ARCHITECTURES = {
-    "gpt": "MiniTFGPTForCausalLM",
-    "encoder": "MiniTFEncoderModel",
-    "seq2seq": "MiniTFSeq2SeqForConditionalGeneration",
 }
 TRANSLATION_PIPELINE_FILE = "pipeline_minitf_translation.py"
 _SECTION = "<!-- minitf:{name} -->\n{text}\n<!-- /minitf:{name} -->"
@@ -73,25 +69,29 @@ def _read_json(path: Path) -> Any:
         return json.load(handle)
 
 
+def stored_parameters(paths: Iterable[Path]) -> int:
+    """Number of weights stored in safetensors files (tied weights are stored once), read from their headers by
+    safetensors (no tensor is loaded); a ValueError names a file whose header is malformed."""
+    from safetensors import SafetensorError, safe_open
+
+    total = 0
+    for path in paths:
+        try:
+            with safe_open(path, "pt") as weights:
+                total += sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+        except SafetensorError as error:
+            raise ValueError(
+                f"{path} is not a readable safetensors file ({error}); save or convert the model again"
+            ) from None
+    return total
+
+
 def _count_safetensors_parameters(folder: Path) -> int | None:
-    """Number of stored weights (tied weights are stored once), from the safetensors headers alone."""
+    """Number of the model's stored weights (model.safetensors or the shards of its index), None without them."""
     index = folder / "model.safetensors.index.json"
     files = sorted(set(_read_json(index)["weight_map"].values())) if index.is_file() else ["model.safetensors"]
-    total = 0
-    for name in files:
-        path = folder / name
-        if not path.is_file():
-            return None
-        with open(path, "rb") as handle:
-            (length,) = struct.unpack("<Q", handle.read(8))
-            header = json.loads(handle.read(length))
-        for key, entry in header.items():
-            if key != "__metadata__":
-                count = 1
-                for size in entry["shape"]:
-                    count *= size
-                total += count
-    return total
+    paths = [folder / name for name in files]
+    return stored_parameters(paths) if all(path.is_file() for path in paths) else None
 
 
 def card_template(name: str) -> str:
@@ -163,11 +163,12 @@ def render_card(
 ) -> ModelCard:
     """The family's card for `facts`, rendered from its template with `data` as metadata; with `origin` the
     converted model's origin section, with `results` (`results.md`'s inputs) the results section."""
-    if facts.model_type not in FAMILY_TEMPLATES:
+    family = family_of_model_type(facts.model_type)
+    if family is None:
         raise ValueError(
-            f"{facts.model_type!r} is not a MiniTF model type; cards are written for {sorted(FAMILY_TEMPLATES)}."
+            f"{facts.model_type!r} is not a MiniTF model type; cards are written for {sorted(MODEL_TYPES)}."
         )
-    template = card_template(FAMILY_TEMPLATES[facts.model_type])
+    template = card_template(family.card_template)
     if origin is not None:
         template += card_template(ORIGIN_TEMPLATE)
     if results is not None:
@@ -448,7 +449,7 @@ def prepare_upload(
 ) -> None:
     """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
     carries its translation pipeline. Folders of other models are left as they are."""
-    if _read_json(Path(folder) / "config.json").get("model_type") not in FAMILY_TEMPLATES:
+    if family_of_model_type(_read_json(Path(folder) / "config.json").get("model_type")) is None:
         return
     card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
     if card.data.pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
@@ -477,10 +478,10 @@ def render_model_card(
     fill `model_cards/converted.md`), and the source checkpoint's sha256 when `source_checkpoint` is given. An
     encoder is described as the SentenceTransformer folder the conversion writes.
     """
-    if family not in DEFAULT_ARCHITECTURES:
-        raise ValueError(f"Unknown model family {family!r}; choose one of {sorted(DEFAULT_ARCHITECTURES)}.")
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown model family {family!r}; choose one of {sorted(FAMILIES)}.")
     config_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
-    config_dict["architectures"] = config_dict.get("architectures") or [DEFAULT_ARCHITECTURES[family]]
+    config_dict["architectures"] = config_dict.get("architectures") or [FAMILIES[family].model_class]
     facts = FolderFacts(config_dict, sentence_transformers=family == "encoder", num_parameters=num_parameters)
     card = build_model_card(
         facts=facts,

@@ -13,7 +13,7 @@ from typing import Any
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.families import FAMILIES, family_of_config
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.errors import RequestError
@@ -46,15 +46,12 @@ class ServedModel:
 
 
 def model_family(config) -> str:
-    """`gpt` for a causal LM (registered, native or remote code), `seq2seq` for an encoder-decoder, else `encoder`
-    (served as a SentenceTransformer)."""
-    if getattr(config, "is_encoder_decoder", False):
-        return "seq2seq"
-    if type(config) in AutoModelForCausalLM._model_mapping or "AutoModelForCausalLM" in (
-        getattr(config, "auto_map", None) or {}
-    ):
+    """The family a loaded config is served as: its own (`family_of_config`), `gpt` for any other causal LM
+    transformers knows, else `encoder` (served as a SentenceTransformer)."""
+    family = family_of_config(config.to_dict())
+    if family is None and type(config) in AutoModelForCausalLM._model_mapping:
         return "gpt"
-    return "encoder"
+    return family or "encoder"
 
 
 def _is_local(name: str) -> bool:

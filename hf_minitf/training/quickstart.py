@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import MAX_STEPS_SCALE
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 from hf_minitf.training.tasks import english_italian_pairs, number_words, paraphrase_pairs
 
 # The folder of each family's model inside the output folder.
-FOLDERS = {"gpt": "gpt", "encoder": "encoder", "seq2seq": "seq2seq"}
+FOLDERS = {family: family for family in FAMILIES}
 
 
 @dataclass(frozen=True)

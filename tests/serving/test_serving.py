@@ -20,8 +20,8 @@ import numpy as np
 import openai
 import pytest
 import torch
+from helpers import write_frawdllm_tokenizer
 from sentence_transformers import SentenceTransformer
-from test_frawdllm import write_frawdllm_tokenizer
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
 from hf_minitf import (
@@ -41,7 +41,7 @@ from hf_minitf.cli import build_parser
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.serving.process import server_process
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 API_KEY = "test-key-123"
 HUB_REPO = "minitf-tests/tiny-gpt"
 PROMPTS = ["hello there", "The cat", "a", "Once upon a time, "]
@@ -606,7 +606,7 @@ def test_missing_serving_code_is_a_clear_error(monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------ the docs page
-SERVING_PAGE = Path(__file__).parent.parent / "docs" / "serving.md"
+SERVING_PAGE = Path(__file__).parents[2] / "docs" / "serving.md"
 
 
 def test_the_serving_page_examples(server, folders):

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-WORKER = Path(__file__).parent / "training_worker.py"
+WORKER = Path(__file__).parents[1] / "training_worker.py"
 
 
 def test_two_processes_train_the_same_weights_and_the_loss_falls(tmp_path):

@@ -20,7 +20,7 @@ from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed
 from hf_minitf.safety.output_folders import OutputFolderError
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CHAR_GPT = DATA / "char_gpt"
 CHARS = json.loads((CHAR_GPT / "vocab.json").read_text())
 

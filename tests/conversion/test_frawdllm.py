@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from helpers import write_frawdllm_tokenizer
 from safetensors.torch import load_file, save_file
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import Tokenizer
 from transformers import AutoTokenizer, pipeline
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, MiniTFGPTConfig, MiniTFGPTForCausalLM
@@ -21,7 +22,7 @@ from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion import ConversionError
 from hf_minitf.conversion.frawdllm import convert_frawdllm, preset_heads
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 TOLERANCE = 1e-5
 BOS, EOS, USER, ASSISTANT = 2, 3, 4, 5
 # The files FrawdLLM's scripts/convert_to_hf.py copies beside the weights so that `trust_remote_code` can load them.
@@ -47,62 +48,6 @@ INSTRUCTIONS = [
 
 def max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.float() - b.float()).abs().max().item()
-
-
-def write_frawdllm_tokenizer(path: Path, chat: bool) -> Path:
-    """A tokenizer laid out like FrawdLLM's (tokenizer_100m/tokenizer.json): byte-level BPE, <|pad|> <|unk|> <|bos|>
-    <|eos|> (then <|user|> <|assistant|> for chat) as special added tokens, a post-processor framing every text as
-    <|bos|> $A <|eos|>; 96 tokens with chat, 94 without (the fixtures' model has 96)."""
-    specials = ["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"] + (["<|user|>", "<|assistant|>"] if chat else [])
-    merges = [
-        ("t", "h"),
-        ("h", "e"),
-        ("Ġ", "t"),
-        ("i", "n"),
-        ("e", "r"),
-        ("a", "n"),
-        ("Ġ", "a"),
-        ("th", "e"),
-        ("Ġt", "he"),
-        ("o", "n"),
-        ("r", "e"),
-        ("a", "t"),
-        ("e", "n"),
-        ("n", "d"),
-        ("Ġ", "s"),
-        ("o", "u"),
-        ("i", "t"),
-        ("i", "s"),
-        ("o", "r"),
-        ("in", "g"),
-        ("Ġ", "w"),
-        ("Ġ", "o"),
-        ("e", "s"),
-        ("e", "d"),
-        ("Ġ", "b"),
-        ("Ġ", "c"),
-        ("a", "r"),
-        ("a", "l"),
-        ("Ġ", "m"),
-        ("Ġ", "f"),
-    ]
-    symbols = [*"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", ".", ",", "!", "?", "Ġ", "<", ">", "|"]
-    tokens = specials + symbols + ["".join(pair) for pair in merges]
-    tokens = tokens[: 96 if chat else 94]
-    tokenizer = Tokenizer(
-        models.BPE(
-            vocab={token: i for i, token in enumerate(tokens)},
-            merges=[pair for pair in merges if "".join(pair) in tokens],
-        )
-    )
-    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<|bos|> $A <|eos|>", pair="$A $B:1", special_tokens=[("<|bos|>", BOS), ("<|eos|>", EOS)]
-    )
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.save(str(path))
-    return path
 
 
 def frawdllm_format_chat(raw: Tokenizer, instruction: str, response: str | None) -> list[int]:

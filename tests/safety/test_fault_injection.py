@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import assert_one_line_error, run_cli
 from huggingface_hub import ModelCard
-from test_cli import assert_one_line_error, run_cli
 
 import hf_minitf.safety.output_folders as output_folder_module
 from hf_minitf import (
@@ -42,7 +42,7 @@ from hf_minitf.hub.push import PushError
 from hf_minitf.safety.output_folders import OutputFolder, OutputFolderError
 from hf_minitf.training.trainers import TrainSettings, train_gpt
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 NO_SPACE = os.strerror(errno.ENOSPC)
 # When the write fails: at the first file, after one file, or when the finished folder is put in place.
 FAULTS = ["first file", "second file", "commit"]

@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_minitf import miniembed_tokenizer, train_encoder_bpe_tokenizer, train_wordlevel_tokenizer
 
-FIXTURE = Path(__file__).parent / "data" / "miniembed_tokenizer"
+FIXTURE = Path(__file__).parents[1] / "data" / "miniembed_tokenizer"
 # The original's splitting rule, as MiniEmbed's SimpleTokenizer states it: the reference the fast tokenizer must match.
 PYTHON_WORDS = re.compile(r"\b\w+\b|[^\w\s]")
 

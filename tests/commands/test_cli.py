@@ -6,13 +6,11 @@ import importlib
 import inspect
 import json
 import os
-import struct
 import subprocess
 import sys
-import zlib
-from pathlib import Path
 
 import pytest
+from helpers import assert_one_line_error, png_size, run_cli
 from transformers import AutoModel, AutoModelForCausalLM
 
 from hf_minitf.catalog.converters import CONVERTERS as SOURCES
@@ -24,43 +22,6 @@ from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
 CONVERT_SOURCES = SOURCES
 
 RHYME = "Twinkle, twinkle, little star,\nHow I wonder what you are!\n" * 30
-
-
-def png_size(path: Path) -> tuple[int, int]:
-    """Width and height of a PNG, after checking its signature, chunk CRCs and that its pixels decompress."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    offset, chunks, pixels = 8, [], b""
-    while offset < len(data):
-        (length,) = struct.unpack(">I", data[offset : offset + 4])
-        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
-        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
-        assert zlib.crc32(kind + body) == crc, kind
-        chunks.append(kind)
-        pixels += body if kind == b"IDAT" else b""
-        offset += 12 + length
-    assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND"
-    width, height = struct.unpack(">II", data[16:24])
-    assert len(zlib.decompress(pixels)) >= width * height
-    return width, height
-
-
-def run_cli(argv, capsys) -> tuple[int, str, str]:
-    """main(argv) in this process: (exit status, stdout, stderr); argparse's exits count as a status."""
-    try:
-        status = main([str(arg) for arg in argv])
-    except SystemExit as exit:
-        status = exit.code
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def assert_one_line_error(status: int, err: str, *words: str) -> None:
-    assert status == 2
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
-    for word in words:
-        assert word in lines[0], (word, lines[0])
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ figures far above chance; and the generated tasks it trains on."""
 import json
 
 import pytest
+from helpers import png_size
 from huggingface_hub import ModelCard
-from test_cli import png_size
 
 from hf_minitf.safety.output_folders import replace_refusal
 from hf_minitf.training.quickstart import FOLDERS, QuickstartSteps, run

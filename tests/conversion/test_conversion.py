@@ -29,7 +29,7 @@ from hf_minitf.conversion.frawdllm import convert_frawdllm, convert_frawdllm_emb
 from hf_minitf.conversion.hkproj import convert_hkproj
 from hf_minitf.conversion.miniembed import convert_miniembed, convert_transformer_embedding
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 SOURCES = ["checkpoint.pt", "original.safetensors"]
 TOLERANCE = 1e-5
 

@@ -24,7 +24,7 @@ from hf_minitf.commands.push import run as push_command
 from hf_minitf.hub.push import PushError, check_push_folder, push_folder
 from hf_minitf.safety.files import pickle_reason
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 CHAR_GPT = DATA / "char_gpt"
 TINY = dict(
     vocab_size=40,
@@ -594,7 +594,7 @@ def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
     try:
         assert process.stdout.readline().strip() == "writing"

@@ -1,0 +1,105 @@
+"""Helpers several test folders share: running `minitf` in this process, checking its one-line errors, reading a
+PNG, writing a tokenizer laid out like FrawdLLM's."""
+
+import struct
+import zlib
+from pathlib import Path
+
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
+
+from hf_minitf.cli import main
+
+BOS, EOS = 2, 3  # FrawdLLM's <|bos|> and <|eos|> ids
+
+
+def run_cli(argv, capsys) -> tuple[int, str, str]:
+    """main(argv) in this process: (exit status, stdout, stderr); argparse's exits count as a status."""
+    try:
+        status = main([str(arg) for arg in argv])
+    except SystemExit as exit:
+        status = exit.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def assert_one_line_error(status: int, err: str, *words: str) -> None:
+    assert status == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """Width and height of a PNG, after checking its signature, chunk CRCs and that its pixels decompress."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    offset, chunks, pixels = 8, [], b""
+    while offset < len(data):
+        (length,) = struct.unpack(">I", data[offset : offset + 4])
+        kind, body = data[offset + 4 : offset + 8], data[offset + 8 : offset + 8 + length]
+        (crc,) = struct.unpack(">I", data[offset + 8 + length : offset + 12 + length])
+        assert zlib.crc32(kind + body) == crc, kind
+        chunks.append(kind)
+        pixels += body if kind == b"IDAT" else b""
+        offset += 12 + length
+    assert chunks[0] == b"IHDR" and chunks[-1] == b"IEND"
+    width, height = struct.unpack(">II", data[16:24])
+    assert len(zlib.decompress(pixels)) >= width * height
+    return width, height
+
+
+def write_frawdllm_tokenizer(path: Path, chat: bool) -> Path:
+    """A tokenizer laid out like FrawdLLM's (tokenizer_100m/tokenizer.json): byte-level BPE, <|pad|> <|unk|> <|bos|>
+    <|eos|> (then <|user|> <|assistant|> for chat) as special added tokens, a post-processor framing every text as
+    <|bos|> $A <|eos|>; 96 tokens with chat, 94 without (the fixtures' model has 96)."""
+    specials = ["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>"] + (["<|user|>", "<|assistant|>"] if chat else [])
+    merges = [
+        ("t", "h"),
+        ("h", "e"),
+        ("Ġ", "t"),
+        ("i", "n"),
+        ("e", "r"),
+        ("a", "n"),
+        ("Ġ", "a"),
+        ("th", "e"),
+        ("Ġt", "he"),
+        ("o", "n"),
+        ("r", "e"),
+        ("a", "t"),
+        ("e", "n"),
+        ("n", "d"),
+        ("Ġ", "s"),
+        ("o", "u"),
+        ("i", "t"),
+        ("i", "s"),
+        ("o", "r"),
+        ("in", "g"),
+        ("Ġ", "w"),
+        ("Ġ", "o"),
+        ("e", "s"),
+        ("e", "d"),
+        ("Ġ", "b"),
+        ("Ġ", "c"),
+        ("a", "r"),
+        ("a", "l"),
+        ("Ġ", "m"),
+        ("Ġ", "f"),
+    ]
+    symbols = [*"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", ".", ",", "!", "?", "Ġ", "<", ">", "|"]
+    tokens = specials + symbols + ["".join(pair) for pair in merges]
+    tokens = tokens[: 96 if chat else 94]
+    tokenizer = Tokenizer(
+        models.BPE(
+            vocab={token: i for i, token in enumerate(tokens)},
+            merges=[pair for pair in merges if "".join(pair) in tokens],
+        )
+    )
+    tokenizer.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in specials])
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|bos|> $A <|eos|>", pair="$A $B:1", special_tokens=[("<|bos|>", BOS), ("<|eos|>", EOS)]
+    )
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.save(str(path))
+    return path

@@ -1,0 +1,162 @@
+"""Bad input, one row each: tokenizers: malformed files name the file; text that cannot be tokenized says why."""
+
+import json
+
+import pytest
+from bad_inputs import (
+    MINIEMBED_VOCAB,
+    assert_ids_unique,
+    bad,
+    broken_pair_folder,
+    check_bad_input,
+    pair_tokenizer,
+    word_level,
+    write,
+)
+from tokenizers import Tokenizer, models
+from transformers import AutoTokenizer
+
+from hf_minitf import (
+    MiniTFSeq2SeqTokenizer,
+    char_tokenizer,
+    load_bpe_tokenizer,
+    miniembed_tokenizer,
+    train_bpe_tokenizer,
+)
+from hf_minitf.tokenization.gpt import wrap_tokenizer
+
+BAD_INPUTS = [
+    # Tokenizers: malformed files name the file; text that cannot be tokenized says why.
+    bad(
+        "miniembed-vocab-not-json",
+        lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "{'word_to_id': {}")),
+        ValueError,
+        r"MiniEmbed tokenizer file .*vocab.json cannot be read as JSON",
+    ),
+    bad(
+        "miniembed-vocab-missing",
+        lambda tmp: miniembed_tokenizer(tmp / "absent.json"),
+        ValueError,
+        r"MiniEmbed tokenizer file .*absent.json does not exist",
+    ),
+    bad(
+        "miniembed-vocab-a-list",
+        lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "[1, 2]")),
+        ValueError,
+        r"vocab.json must be a JSON object with a 'word_to_id' mapping .*got a JSON list",
+    ),
+    bad(
+        "miniembed-vocab-string-id",
+        lambda tmp: miniembed_tokenizer(write(tmp / "v.json", json.dumps({"word_to_id": {"[PAD]": 0, "cat": "x"}}))),
+        ValueError,
+        r"v.json: word_to_id must map each word to an integer id >= 0; got \[\('cat', 'x'\)\]",
+    ),
+    bad(
+        "miniembed-vocab-duplicate-id",
+        lambda tmp: miniembed_tokenizer({"word_to_id": {"[PAD]": 0, "a": 1, "b": 1}}),
+        ValueError,
+        r"maps two words to the same id",
+    ),
+    bad(
+        "miniembed-vocab-special-ids",
+        lambda tmp: miniembed_tokenizer(
+            write(tmp / "v.json", json.dumps({"word_to_id": {"[UNK]": 0, "[PAD]": 1, "[CLS]": 2, "[SEP]": 3}}))
+        ),
+        ValueError,
+        r"v.json must map \[PAD\] to 0",
+    ),
+    bad(
+        "miniembed-max-length",
+        lambda tmp: miniembed_tokenizer(MINIEMBED_VOCAB, max_length=1),
+        ValueError,
+        r"max_length must leave room for \[CLS\] and \[SEP\]",
+    ),
+    bad(
+        "seq2seq-source-not-json",
+        lambda tmp: MiniTFSeq2SeqTokenizer(write(tmp / "tokenizer_en.json", "{broken"), tmp / "tokenizer_it.json"),
+        ValueError,
+        r"source tokenizer file .*tokenizer_en.json is not a valid `tokenizers` JSON file",
+    ),
+    bad(
+        "seq2seq-target-missing",
+        lambda tmp: MiniTFSeq2SeqTokenizer(
+            word_level(tmp, "en.json", ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]), tmp / "it.json"
+        ),
+        ValueError,
+        r"target tokenizer is missing.*it.json",
+    ),
+    bad(
+        "seq2seq-special-ids-differ",
+        lambda tmp: MiniTFSeq2SeqTokenizer(
+            word_level(tmp, "en.json", ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]),
+            word_level(tmp, "it.json", ["[PAD]", "[UNK]", "[SOS]", "[EOS]"]),
+        ),
+        ValueError,
+        r"ids \[0, 1, 2, 3\] in the source vocabulary but \[1, 0, 2, 3\] in the target",
+    ),
+    bad(
+        "seq2seq-folder-vocab-broken",
+        lambda tmp: AutoTokenizer.from_pretrained(broken_pair_folder(tmp)),
+        ValueError,
+        r"target tokenizer file .*target_tokenizer.json is not a valid",
+    ),
+    bad(
+        "seq2seq-lone-surrogate",
+        lambda tmp: pair_tokenizer()("a \ud800 cat"),
+        ValueError,
+        r"lone surrogate '\\ud800' at character 2",
+    ),
+    bad(
+        "seq2seq-lone-surrogate-target",
+        lambda tmp: pair_tokenizer()(text_target=["un chat", "\udcff"]),
+        ValueError,
+        r"lone surrogate '\\udcff' at character 0",
+    ),
+    bad(
+        "bpe-file-not-json",
+        lambda tmp: load_bpe_tokenizer(write(tmp / "bpe.json", "not json")),
+        ValueError,
+        r"bpe.json is not a `tokenizers` JSON file",
+    ),
+    bad(
+        "bpe-file-missing",
+        lambda tmp: load_bpe_tokenizer(tmp / "bpe.json"),
+        ValueError,
+        r"Tokenizer file .*bpe.json does not exist",
+    ),
+    bad(
+        "bpe-vocab-too-small",
+        lambda tmp: train_bpe_tokenizer(["abc"], vocab_size=100),
+        ValueError,
+        r"vocab_size=100 is too small for byte-level BPE: it needs at least 260",
+    ),
+    bad("char-empty-text", lambda tmp: char_tokenizer(""), ValueError, r"needs at least one character"),
+    bad(
+        "char-lone-surrogate",
+        lambda tmp: char_tokenizer("ab\ud800"),
+        ValueError,
+        r"The characters \['\\ud800'\] are lone surrogates",
+    ),
+    bad(
+        "bpe-training-lone-surrogate",
+        lambda tmp: train_bpe_tokenizer(["ab\udc80"], vocab_size=300),
+        ValueError,
+        r"can't encode character '\\udc80' in position 2: surrogates not allowed",
+    ),
+    bad("char-duplicate-chars", lambda tmp: char_tokenizer(["a", "b", "a"]), ValueError, r"has duplicates"),
+    bad(
+        "wrap-missing-special",
+        lambda tmp: wrap_tokenizer(Tokenizer(models.WordLevel({"a": 0}, unk_token="a")), {"pad_token": "<pad>"}),
+        ValueError,
+        r"Special tokens \['<pad>'\] are not in the tokenizer's vocabulary",
+    ),
+]
+
+
+@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
+def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
+    check_bad_input(tmp_path, action, error, message)
+
+
+def test_ids_are_unique():
+    assert_ids_unique(BAD_INPUTS)
