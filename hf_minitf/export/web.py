@@ -70,7 +70,7 @@ def export_web(
             "transformers_js": TRANSFORMERS_JS_URL,
             "model": MODEL_FOLDER,
             "dtypes": dtypes,
-            "max_positions": source.config["max_position_embeddings"],
+            "max_positions": position_table(source.config),
             "examples": list(examples),
         }
         (work / SITE_FILE).write_text(json.dumps(site, indent=2) + "\n", encoding="utf-8")
@@ -97,6 +97,14 @@ ABOUT = {
     "gpt": "A small GPT running in your browser: type the start of a text, it continues it (greedy decoding).",
     "encoder": "A small sentence encoder running in your browser: how close in meaning is each sentence to the first?",
 }
+
+
+def position_table(config: dict) -> int | None:
+    """The length of a learned position table, where the page stops generating (transformers.js does not stop by
+    itself, and a learned-position model fails past its table); None for rotary positions (they go on past the
+    trained length, as MiniTF's generate() does) and encoders (their tokenizer truncates)."""
+    learned = config.get("model_type") == "minitf_gpt" and config.get("position_embedding_type", "learned") == "learned"
+    return config["max_position_embeddings"] if learned else None
 
 
 def available_dtypes(model_folder: Path) -> list[str]:

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from engine_models import model_folder
+from helpers import assert_one_line_error, run_cli
 from huggingface_hub import SpaceCard
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -169,13 +171,9 @@ def test_encoder_page_model_embeds_in_node_as_sentence_transformer(encoder_site,
 
 
 def test_seq2seq_is_refused_and_nothing_is_written(tmp_path, capsys):
-    from engine_models import model_folder
-
     out = tmp_path / "site"
-    status = main(["export", "web", str(model_folder("seq2seq", "layer_norm")), str(out)])
-    err = capsys.readouterr().err
-    assert status == 2 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith("minitf export web: error:") and "seq2seq" in err and "transformers.js" in err
+    status, _, err = run_cli(["export", "web", model_folder("seq2seq", "layer_norm"), out], capsys)
+    assert_one_line_error(status, err, "minitf export web: error:", "seq2seq", "transformers.js")
     assert not out.exists()
 
 

@@ -63,7 +63,10 @@ try {
   console.log(JSON.stringify({ ready: true }));
   for await (const line of readline.createInterface({ input: process.stdin })) {
     const request = JSON.parse(line);
-    if (request.dtype) await finished(() => page.selectOption(`${formId} .dtype`, request.dtype));
+    const select = `${formId} .dtype`;
+    if (request.dtype && request.dtype !== (await page.inputValue(select))) {
+      await finished(() => page.selectOption(select, request.dtype));
+    }
     let status;
     if ('prompt' in request) {
       await page.fill('#prompt', request.prompt);

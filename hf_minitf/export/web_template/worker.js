@@ -31,8 +31,8 @@ async function generate({ prompt, maxNewTokens }) {
   const inputs = tokenizer(prompt);
   const promptLength = inputs.input_ids.dims[1];
   if (promptLength === 0) throw new Error('Type a prompt first: the model continues a text.');
-  // transformers.js does not stop at the position table by itself; past it a learned-position model fails.
-  const room = site.max_positions - promptLength;
+  // transformers.js does not stop at a learned position table by itself; past it the model fails.
+  const room = site.max_positions === null ? Infinity : site.max_positions - promptLength;
   if (room <= 0) throw new Error(`The prompt is ${promptLength} tokens; the model reads at most ${site.max_positions}.`);
   const streamer = new transformers.TextStreamer(tokenizer, {
     skip_prompt: true,
