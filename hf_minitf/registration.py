@@ -19,18 +19,20 @@ import warnings
 from collections.abc import Callable
 from types import ModuleType
 
-from hf_minitf.catalog.families import FAMILIES
-
 AUTO = "transformers.models.auto"
 
 
 def register_configs(configuration_auto: ModuleType) -> None:
+    from hf_minitf.catalog.families import FAMILIES
+
     for family in FAMILIES.values():
         config_class = family.load(family.config_class)
         configuration_auto.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
 
 
 def register_models(modeling_auto: ModuleType) -> None:
+    from hf_minitf.catalog.families import FAMILIES
+
     for family in FAMILIES.values():
         config_class = family.load(family.config_class)
         for auto_name, dotted in family.auto_classes.items():
@@ -38,6 +40,8 @@ def register_models(modeling_auto: ModuleType) -> None:
 
 
 def register_tokenizers(tokenization_auto: ModuleType) -> None:
+    from hf_minitf.catalog.families import FAMILIES
+
     for family in FAMILIES.values():
         if family.tokenizer_class:
             tokenizer_class = family.load(family.tokenizer_class)

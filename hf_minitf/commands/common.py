@@ -27,13 +27,14 @@ from hf_minitf.catalog.limits import (
     MAX_VOCAB_SIZE,
     SEED_LIMIT,
 )
-from hf_minitf.hub.push import PushError
-from hf_minitf.safety.files import refused_pickle_message
-from hf_minitf.safety.output_folders import OutputFolderError
 
-# The errors a command reports in one line: input it cannot use, a file system that refused, a refused push, a
-# pickle torch refused to load (it holds code).
-REPORTED_ERRORS = (ValueError, OSError, PushError, pickle.UnpicklingError)
+
+def reported_errors() -> tuple[type[BaseException], ...]:
+    """The errors a command reports in one line: input it cannot use, a file system that refused, a refused push, a
+    pickle torch refused to load (it holds code). Imported when an error is raised, so the parser stays light."""
+    from hf_minitf.hub.push import PushError
+
+    return (ValueError, OSError, PushError, pickle.UnpicklingError)
 
 
 class CommandError(ValueError):
@@ -42,6 +43,8 @@ class CommandError(ValueError):
 
 def error_line(error: BaseException, out: str = "--out") -> str:
     """The first line of an error's message, in the command line's words (`out` for the output, `--overwrite`)."""
+    from hf_minitf.safety.output_folders import OutputFolderError
+
     if isinstance(error, OutputFolderError):
         return error.worded(out, "--overwrite")
     text = str(error).strip()
@@ -60,8 +63,12 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
                 return function(args)
             except BrokenPipeError:  # the output's reader left: hf_minitf.cli.main ends quietly, no error line
                 raise
-            except REPORTED_ERRORS as error:
+            except Exception as error:
+                if not isinstance(error, reported_errors()):
+                    raise
                 if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
+                    from hf_minitf.safety.files import refused_pickle_message
+
                     error = ValueError(
                         refused_pickle_message(
                             error, [value for value in vars(args).values() if isinstance(value, (str, Path))]
@@ -241,7 +248,7 @@ def add_out(parser: argparse.ArgumentParser, default: str | None = None, what: s
 __all__ = [
     "CommandError",
     "FAMILY_COMMANDS",
-    "REPORTED_ERRORS",
+    "reported_errors",
     "add_out",
     "error_line",
     "model_folder",

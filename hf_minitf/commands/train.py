@@ -20,7 +20,6 @@ from hf_minitf.commands.common import (
     vocab_size,
     warmup,
 )
-from hf_minitf.safety.output_folders import OutputFolder, existing_paths
 
 HELP = "train a gpt, encoder (sentence embeddings) or seq2seq (translation) model on your data"
 DESCRIPTION = (
@@ -125,6 +124,7 @@ def add_training_arguments(group) -> None:
 
 @reports_errors("train")
 def run(args: argparse.Namespace) -> int:
+    from hf_minitf.safety.output_folders import OutputFolder, existing_paths
     from hf_minitf.training import trainers as training
     from hf_minitf.training.data import load_pairs, open_texts
 

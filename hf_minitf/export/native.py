@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.output_folders import atomic_output_dir
 
@@ -384,13 +385,9 @@ def export_native(
     `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
     on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
     """
-    from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
-    from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
-    from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
-
     source = open_source(source, revision)
-    config_class = {"gpt": MiniTFGPTConfig, "encoder": MiniTFEncoderConfig, "seq2seq": MiniTFSeq2SeqConfig}
-    config = config_class[source.family].from_pretrained(source.folder)
+    family = FAMILIES[source.family]
+    config = family.load(family.config_class).from_pretrained(source.folder)
     check_native(config)
     model = source.load_model()
     tokenizer = source.load_tokenizer()

@@ -173,6 +173,7 @@ def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type)
         "model.safetensors",
         "modeling_minitf.py",
         "modeling_minitf_gpt.py",
+        "modeling_minitf_hooks.py",
         "modeling_minitf_loading.py",
     ]
     with safe_open(str(tmp_path / "model.safetensors"), "pt") as weights:
