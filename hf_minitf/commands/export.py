@@ -55,9 +55,11 @@ def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
     _add_native_export_arguments(parser)
     parser.add_argument(
         "--quantize",
-        default=None,
+        nargs="+",
+        default=[],
         choices=ONNX_QUANTIZATIONS,
-        help="also write the dynamic 8-bit model (onnx/model_quint8_avx2.onnx)",
+        metavar="DTYPE",
+        help=f"also write these variants, by transformers.js's dtype names ({', '.join(ONNX_QUANTIZATIONS)})",
     )
 
 
@@ -133,7 +135,8 @@ def write_onnx(args: argparse.Namespace) -> str:
     from hf_minitf.export.onnx import export_onnx
 
     out = export_onnx(args.source, args.out, quantize=args.quantize, overwrite=args.overwrite, revision=args.revision)
-    return f"Exported {args.source} to {out} (ONNX{', + int8' if args.quantize else ''})"
+    variants = "".join(f", {name}" for name in args.quantize)
+    return f"Exported {args.source} to {out} (ONNX, fp32{variants})"
 
 
 def write_web(args: argparse.Namespace) -> str:
