@@ -20,6 +20,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hub_server import hub  # noqa: E402, F401  (the loopback Hub fixture)
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
+from transformers_js import node_modules  # noqa: E402, F401  (transformers.js installed in tests/js)
 
 DATA = Path(__file__).parent / "data"
 

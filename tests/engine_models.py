@@ -188,9 +188,26 @@ def ctranslate2_export(family: str, kind: str, quantization: str = "float32") ->
 
 
 @functools.cache
-def onnx_export(quantize: str | None = "int8") -> Path:
+def onnx_export(quantize: tuple[str, ...] = ("q8",)) -> Path:
+    """The converted MiniEmbed fixture exported to ONNX with the variants `quantize`."""
     from hf_minitf.export.onnx import export_onnx
 
     return export_onnx(
-        model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{quantize}", quantize=quantize
+        model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{'_'.join(quantize)}", quantize=quantize
     )
+
+
+@functools.cache
+def gpt_source(name: str) -> Path:
+    """A GPT conversion fixture (export_models.GPT_FIXTURES) converted, or a tiny GPT of GPT_KINDS."""
+    from export_models import GPT_FIXTURES, convert_gpt_fixture
+
+    return convert_gpt_fixture(workspace() / "fixtures", name) if name in GPT_FIXTURES else model_folder("gpt", name)
+
+
+@functools.cache
+def onnx_gpt_export(name: str, quantize: tuple[str, ...] = ()) -> Path:
+    """`gpt_source(name)` exported to ONNX with the variants `quantize`."""
+    from hf_minitf.export.onnx import export_onnx
+
+    return export_onnx(gpt_source(name), workspace() / f"gpt_{name}_onnx_{'_'.join(quantize)}", quantize=quantize)

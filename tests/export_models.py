@@ -62,22 +62,34 @@ def _random_gpt(folder: Path, tokenizer, seed: int, **config) -> Path:
     return folder
 
 
+GPT_FIXTURES = ("char_gpt", "frawdllm_learned", "frawdllm_rope")
+"""The GPT conversion fixtures of tests/data."""
+
+
+def convert_gpt_fixture(root: Path, name: str) -> Path:
+    """The GPT conversion fixture `name` (GPT_FIXTURES) converted into `root / name`."""
+    root.mkdir(parents=True, exist_ok=True)
+    if name == "char_gpt":
+        convert_char_gpt(
+            DATA / "char_gpt/checkpoint.pt", root / "char_gpt", vocab=DATA / "char_gpt/vocab.json", num_heads=4
+        )
+        # The converted char GPT crops like the original (refused by the native export): the same model with
+        # context_overflow="error" is exported.
+        config_path = root / "char_gpt/config.json"
+        config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "context_overflow": "error"}))
+    else:
+        tokenizer = root / "frawdllm_tokenizer.json"
+        convert_frawdllm(
+            DATA / name / "checkpoint.pt",
+            root / name,
+            tokenizer=tokenizer if tokenizer.is_file() else _frawdllm_tokenizer(root),
+        )
+    return root / name
+
+
 def make_gpt_sources(root: Path) -> dict[str, Path]:
     """name -> MiniTF GPT folder."""
-    root.mkdir(parents=True, exist_ok=True)
-    sources = {}
-    convert_char_gpt(
-        DATA / "char_gpt/checkpoint.pt", root / "char_gpt", vocab=DATA / "char_gpt/vocab.json", num_heads=4
-    )
-    # The converted char GPT crops like the original (refused by the native export): the same model with
-    # context_overflow="error" is exported.
-    config_path = root / "char_gpt/config.json"
-    config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "context_overflow": "error"}))
-    sources["char_gpt"] = root / "char_gpt"
-    tokenizer = _frawdllm_tokenizer(root)
-    for name in ("frawdllm_learned", "frawdllm_rope"):
-        convert_frawdllm(DATA / name / "checkpoint.pt", root / name, tokenizer=tokenizer)
-        sources[name] = root / name
+    sources = {name: convert_gpt_fixture(root, name) for name in GPT_FIXTURES}
     bpe = train_bpe_tokenizer([TEXT], vocab_size=300, min_frequency=1)
     sources["bpe_learned"] = _random_gpt(root / "bpe_learned", bpe, 1)
     sources["bpe_rope_untied"] = _random_gpt(

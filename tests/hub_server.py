@@ -1,9 +1,10 @@
 """A loopback Hugging Face Hub for tests: real HTTP, no network.
 
 `LoopbackHub` is a threaded `http.server` bound to 127.0.0.1 (a free port) that speaks the part of the Hub API
-huggingface_hub uses to push and pull model repos: create repo, branches, preupload, commit (NDJSON, base64
-files), resolve/download (with `X-Repo-Commit`, `ETag`, `X-Error-Code`), model info, tree, refs, whoami and
-validate-yaml. Repos live in memory; every commit is kept, so a test can see exactly what each push uploaded.
+huggingface_hub uses to push and pull model repos, and to push Space repos: create repo, branches, preupload,
+commit (NDJSON, base64 files), resolve/download (with `X-Repo-Commit`, `ETag`, `X-Error-Code`), repo info, tree,
+refs, whoami and validate-yaml. Repos live in memory; every commit is kept, so a test can see exactly what each
+push uploaded.
 
 Use it through the `hub` fixture (module-scoped: one server per test module; conftest.py imports it):
 
@@ -11,6 +12,7 @@ Use it through the `hub` fixture (module-scoped: one server per test module; con
         model.push_to_hub("org/name")                   # huggingface_hub, transformers, sentence-transformers
         assert hub.files("org/name") == {"config.json", ...}
         assert hub.uploads[-1].paths == [...]           # what one commit sent
+        hub.files("org/demo", repo_type="space")        # a Space repo (hub.spaces["org/demo"].sdk: its SDK)
         hub.subprocess_env()                            # env for a child process that should use this Hub
 
 While the fixture is active, `huggingface_hub.constants.ENDPOINT` (and the derived URL template), the shared
@@ -54,6 +56,7 @@ class Commit:
 class Repo:
     repo_id: str
     private: bool = False
+    sdk: str | None = None  # a Space's SDK (static, gradio, docker); None for a model repo
     branches: dict[str, str] = field(default_factory=dict)  # branch -> commit oid
     commits: dict[str, Commit] = field(default_factory=dict)
 
@@ -62,7 +65,8 @@ class LoopbackHub:
     """The server and its repos; see the module docstring."""
 
     def __init__(self) -> None:
-        self.repos: dict[str, Repo] = {}
+        self.repos: dict[str, Repo] = {}  # model repos
+        self.spaces: dict[str, Repo] = {}  # Space repos (a Space may share its id with a model)
         self.uploads: list[Commit] = []
         self.unknown_requests: list[str] = []
         self.token = TOKEN
@@ -71,6 +75,11 @@ class LoopbackHub:
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def kinds(self) -> dict[str, dict[str, Repo]]:
+        """The repos of each kind, by the name the API paths give it (`/api/models/...`, `/api/spaces/...`)."""
+        return {"models": self.repos, "spaces": self.spaces}
 
     def start(self) -> LoopbackHub:
         self._thread.start()
@@ -81,15 +90,15 @@ class LoopbackHub:
         self._server.server_close()
 
     # --- what tests read ---
-    def files(self, repo_id: str, revision: str = "main") -> set[str]:
-        """The paths in `repo_id` at `revision`."""
-        return set(self._tree(repo_id, revision))
+    def files(self, repo_id: str, revision: str = "main", repo_type: str = "model") -> set[str]:
+        """The paths in `repo_id` (a model repo, or a Space with repo_type="space") at `revision`."""
+        return set(self._tree(repo_id, revision, repo_type))
 
-    def read(self, repo_id: str, path: str, revision: str = "main") -> bytes:
-        return self._tree(repo_id, revision)[path]
+    def read(self, repo_id: str, path: str, revision: str = "main", repo_type: str = "model") -> bytes:
+        return self._tree(repo_id, revision, repo_type)[path]
 
-    def _tree(self, repo_id: str, revision: str) -> dict[str, bytes]:
-        repo = self.repos[repo_id]
+    def _tree(self, repo_id: str, revision: str, repo_type: str = "model") -> dict[str, bytes]:
+        repo = self.kinds[f"{repo_type}s"][repo_id]
         oid = repo.branches.get(revision, revision)
         return repo.commits[oid].files if oid in repo.commits else {}
 
@@ -183,8 +192,8 @@ def _handler_for(hub: LoopbackHub):
         def _authorized(self) -> bool:
             return self.headers.get("Authorization") == f"Bearer {hub.token}"
 
-        def _repo(self, repo_id: str, head: bool = False) -> Repo | None:
-            repo = hub.repos.get(repo_id)
+        def _repo(self, repo_id: str, head: bool = False, kind: str = "models") -> Repo | None:
+            repo = hub.kinds[kind].get(repo_id)
             if repo is None or (repo.private and not self._authorized()):
                 self._error(404, "RepoNotFound", f"Repository Not Found for url: {self.path}", head=head)
                 return None
@@ -197,18 +206,19 @@ def _handler_for(hub: LoopbackHub):
                 return None
             return repo.commits[oid]
 
-        def _model_info(self, repo: Repo, commit: Commit) -> dict:
-            return {
+        def _repo_info(self, repo: Repo, commit: Commit) -> dict:
+            info = {
                 "id": repo.repo_id,
-                "modelId": repo.repo_id,
                 "sha": commit.oid,
                 "private": repo.private,
                 "siblings": [{"rfilename": path} for path in sorted(commit.files)],
                 "tags": [],
-                "downloads": 0,
                 "likes": 0,
                 "author": repo.repo_id.split("/")[0],
             }
+            if repo.sdk is not None:  # a Space
+                return {**info, "sdk": repo.sdk}
+            return {**info, "modelId": repo.repo_id, "downloads": 0}
 
         # --- verbs ---
         def do_HEAD(self) -> None:
@@ -233,14 +243,14 @@ def _handler_for(hub: LoopbackHub):
                             "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": "write"}},
                         },
                     )
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/(.+))?", path)
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)(?:/revision/(.+))?", path)
                 if match:
-                    repo = self._repo(match[1], head)
-                    commit = repo and self._commit_of(repo, match[2] or "main", head)
-                    return commit and self._json(200, self._model_info(repo, commit))
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/refs", path)
+                    repo = self._repo(match[2], head, match[1])
+                    commit = repo and self._commit_of(repo, match[3] or "main", head)
+                    return commit and self._json(200, self._repo_info(repo, commit))
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)/refs", path)
                 if match:
-                    repo = self._repo(match[1], head)
+                    repo = self._repo(match[2], head, match[1])
                     return repo and self._json(
                         200,
                         {
@@ -252,23 +262,23 @@ def _handler_for(hub: LoopbackHub):
                             "converts": [],
                         },
                     )
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
                 if match:
-                    repo = self._repo(match[1], head)
-                    commit = repo and self._commit_of(repo, match[2], head)
+                    repo = self._repo(match[2], head, match[1])
+                    commit = repo and self._commit_of(repo, match[3], head)
                     if not commit:
                         return None
                     recursive = parse_qs(url.query).get("recursive", ["false"])[0].lower() == "true"
-                    prefix = (match[3] or "").strip("/")
+                    prefix = (match[4] or "").strip("/")
                     return self._json(200, _tree_entries(commit.files, prefix, recursive))
-                match = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+                match = re.fullmatch(r"/(spaces/)?([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
                 if match:
-                    return self._resolve(match[1], match[2], match[3], head)
+                    return self._resolve(match[2], match[3], match[4], head, "spaces" if match[1] else "models")
             hub.unknown_requests.append(f"GET {self.path}")
             self._error(404, "NotFound", f"loopback Hub: no route for GET {path}", head=head)
 
-        def _resolve(self, repo_id: str, revision: str, filename: str, head: bool) -> None:
-            repo = self._repo(repo_id, head)
+        def _resolve(self, repo_id: str, revision: str, filename: str, head: bool, kind: str) -> None:
+            repo = self._repo(repo_id, head, kind)
             commit = repo and self._commit_of(repo, revision, head)
             if not commit:
                 return
@@ -293,20 +303,23 @@ def _handler_for(hub: LoopbackHub):
                 if path == "/api/repos/create":
                     request = json.loads(body)
                     repo_id = f"{request.get('organization') or USER}/{request['name']}"
-                    if request.get("type", "model") not in (None, "model"):
-                        return self._error(400, "BadRequest", "the loopback Hub only holds model repos")
-                    if repo_id in hub.repos:
-                        return self._json(
-                            409, {"error": "You already created this model repo", "url": f"{hub.url}/{repo_id}"}
-                        )
+                    repo_type = request.get("type") or "model"
+                    if repo_type not in ("model", "space"):
+                        return self._error(400, "BadRequest", "the loopback Hub holds model and Space repos only")
+                    if repo_type == "space" and not request.get("sdk"):
+                        return self._error(400, "BadRequest", "a Space needs an sdk (static, gradio, docker)")
+                    repos = hub.kinds[f"{repo_type}s"]
+                    url = f"{hub.url}/{'spaces/' if repo_type == 'space' else ''}{repo_id}"
+                    if repo_id in repos:
+                        return self._json(409, {"error": f"You already created this {repo_type} repo", "url": url})
                     private = bool(request.get("private")) or request.get("visibility") == "private"
-                    repo = Repo(repo_id, private=private)
-                    hub.repos[repo_id] = repo
+                    repo = Repo(repo_id, private=private, sdk=request.get("sdk") if repo_type == "space" else None)
+                    repos[repo_id] = repo
                     hub._commit(repo, "main", [{"key": "header", "value": {"summary": "initial commit"}}])
-                    return self._json(200, {"url": f"{hub.url}/{repo_id}", "name": repo_id, "id": repo_id})
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/preupload/(.+)", path)
+                    return self._json(200, {"url": url, "name": repo_id, "id": repo_id})
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)/preupload/(.+)", path)
                 if match:
-                    if not self._repo(match[1]):
+                    if not self._repo(match[2], kind=match[1]):
                         return None
                     files = json.loads(body)["files"]
                     return self._json(
@@ -318,32 +331,33 @@ def _handler_for(hub: LoopbackHub):
                             ]
                         },
                     )
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/commit/(.+)", path)
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)/commit/(.+)", path)
                 if match:
-                    repo = self._repo(match[1])
+                    repo = self._repo(match[2], kind=match[1])
                     if not repo:
                         return None
-                    if match[2] not in repo.branches:
-                        return self._error(404, "RevisionNotFound", f"Invalid rev id: {match[2]}")
+                    if match[3] not in repo.branches:
+                        return self._error(404, "RevisionNotFound", f"Invalid rev id: {match[3]}")
                     lines = [json.loads(line) for line in body.decode().splitlines() if line.strip()]
-                    commit = hub._commit(repo, match[2], lines)
+                    commit = hub._commit(repo, match[3], lines)
                     return self._json(
                         200,
                         {
-                            "commitUrl": f"{hub.url}/{repo.repo_id}/commit/{commit.oid}",
+                            "commitUrl": f"{hub.url}/{'spaces/' if match[1] == 'spaces' else ''}{repo.repo_id}"
+                            f"/commit/{commit.oid}",
                             "commitOid": commit.oid,
                             "pullRequestUrl": None,
                         },
                     )
-                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/branch/(.+)", path)
+                match = re.fullmatch(r"/api/(models|spaces)/([^/]+/[^/]+)/branch/(.+)", path)
                 if match:
-                    repo = self._repo(match[1])
+                    repo = self._repo(match[2], kind=match[1])
                     if not repo:
                         return None
-                    if match[2] in repo.branches:
-                        return self._error(409, "Conflict", f"Reference already exists: {match[2]}")
+                    if match[3] in repo.branches:
+                        return self._error(409, "Conflict", f"Reference already exists: {match[3]}")
                     request = json.loads(body) if body else {}
-                    repo.branches[match[2]] = repo.branches[request.get("startingPoint") or "main"]
+                    repo.branches[match[3]] = repo.branches[request.get("startingPoint") or "main"]
                     return self._json(200, {})
             hub.unknown_requests.append(f"POST {self.path}")
             self._error(404, "NotFound", f"loopback Hub: no route for POST {path}")

@@ -68,12 +68,51 @@ context_overflow="crop", a generation config with use_cache=False, hkproj's "std
 activations CTranslate2 lacks."""
 
 ONNX_DESCRIPTION = """\
-Write an encoder as ONNX for ONNX Runtime in a copy of its SentenceTransformer folder: onnx/model.onnx
-(float32; the same embeddings within 1e-5), inputs input_ids and attention_mask with dynamic batch and
-sequence axes, output last_hidden_state. --quantize int8 adds onnx/model_quint8_avx2.onnx (ONNX Runtime's
-dynamic 8-bit quantization of the matrix products; cosine to float32 about 0.9999), which `minitf embed`
-then runs. The README in the folder has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
-that needs no optimum. Refused: GPT and seq2seq models (use `export ctranslate2`), pooling other than mean."""
+Write a GPT or an encoder as ONNX (torch.onnx.export with dynamo) for ONNX Runtime and transformers.js:
+onnx/model.onnx in float32, the same outputs as the MiniTF model (GPT: its greedy tokens; encoder: embeddings
+within 1e-5). `minitf generate` / `minitf embed` run the folder in ONNX Runtime.
+
+- GPT: one decoder graph with a KV cache, inputs input_ids, attention_mask, position_ids and
+  past_key_values.{i}.key/.value, outputs logits and present.{i}.key/.value (batch, length and cache length
+  dynamic; optimum's and transformers.js's layout), beside config.json of the native architecture (gpt2 for
+  learned positions, gpt_neox for rotary ones), the tokenizer and a generation config that stops at a learned
+  position table
+- encoder: inputs input_ids and attention_mask, output last_hidden_state, in a copy of the SentenceTransformer
+  folder; the README has the ONNX Runtime code (tokenizer, session, masked mean, normalize) that needs no optimum
+
+--quantize q8 fp16 q4 adds the files transformers.js loads for these dtypes: onnx/model_quantized.onnx (dynamic
+8-bit matrix products; an encoder's also as onnx/model_quint8_avx2.onnx, sentence-transformers' name, which
+`minitf embed` then runs), onnx/model_fp16.onnx (float16), onnx/model_q4.onnx (4-bit weight blocks). They can
+change greedy tokens; measure before using them. Refused: seq2seq models (their paired tokenizer has no
+transformers.js counterpart; use `export ctranslate2`), what `export native` refuses for a GPT
+(context_overflow="crop"), an encoder's pooling other than mean."""
+
+TRANSFORMERS_JS_VERSION = "4.3.2"
+"""The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
+TRANSFORMERS_JS_URL = (
+    f"https://cdn.jsdelivr.net/npm/@huggingface/transformers@{TRANSFORMERS_JS_VERSION}/dist/transformers.min.js"
+)
+"""Where the page loads it from: jsDelivr's copy of the npm package."""
+
+TRANSFORMERS_JS_VERSION = "4.3.2"
+"""The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
+TRANSFORMERS_JS_URL = (
+    f"https://cdn.jsdelivr.net/npm/@huggingface/transformers@{TRANSFORMERS_JS_VERSION}/dist/transformers.min.js"
+)
+"""Where the page loads it from: jsDelivr's copy of the npm package."""
+
+WEB_DESCRIPTION = f"""\
+Write a GPT or an encoder as a static web page that runs it in the browser with transformers.js
+{TRANSFORMERS_JS_VERSION} (from jsDelivr), ready to open (serve the folder: python -m http.server) or to publish
+as a Hugging Face static Space (README.md says sdk: static; `minitf push SRC REPO --space` exports and uploads):
+
+- GPT: a prompt box with streamed greedy generation, stopped at the model's position table
+- encoder: a sentence-similarity box (cosine of the mean-pooled, normalized embeddings)
+
+OUT holds index.html, app.js, worker.js, style.css, site.json, README.md and model/, the folder `minitf
+export onnx` writes (float32 and the --quantize variant; the page offers each). --example fills the boxes: a
+GPT's prompt; an encoder's source sentence, then the sentences to compare. Refused: seq2seq models
+(transformers.js has no counterpart of their paired tokenizer), and what `export onnx` refuses."""
 
 EXPORTS: dict[str, ExportFormat] = {
     "native": ExportFormat(
@@ -100,10 +139,17 @@ EXPORTS: dict[str, ExportFormat] = {
     "onnx": ExportFormat(
         "onnx",
         "export_onnx",
-        ("encoder",),
-        "encoder -> ONNX (+ int8) in a SentenceTransformer folder, for ONNX Runtime",
+        ("gpt", "encoder"),
+        "GPT -> ONNX decoder with KV cache, encoder -> ONNX in a SentenceTransformer folder, for ONNX Runtime and transformers.js",
         ONNX_DESCRIPTION,
+    ),
+    "web": ExportFormat(
+        "web",
+        "export_web",
+        ("gpt", "encoder"),
+        "GPT or encoder -> a static web page running it with transformers.js (a Hugging Face static Space)",
+        WEB_DESCRIPTION,
     ),
 }
 
-__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "ExportFormat"]
+__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "TRANSFORMERS_JS_URL", "TRANSFORMERS_JS_VERSION", "ExportFormat"]

@@ -39,8 +39,8 @@ CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
 HKPROJ_NORM_TYPES = ("auto", *(norm for norm in NORM_TYPES if norm != "layer_norm"))
 """`minitf convert hkproj --norm-type`: the LayerNormalization formulas of hkproj's versions, or auto to infer the
 formula from the gains where they can tell."""
-ONNX_QUANTIZATIONS = ("int8",)
-"""The extra ONNX files `minitf export onnx --quantize` writes."""
+ONNX_QUANTIZATIONS = ("q8", "fp16", "q4")
+"""The extra ONNX files `minitf export onnx --quantize` writes, by transformers.js's name of their dtype."""
 
 __all__ = [
     "CTRANSLATE2_QUANTIZATIONS",

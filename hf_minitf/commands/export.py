@@ -11,7 +11,7 @@ from hf_minitf.catalog.exports import EXPORT_DESCRIPTION, EXPORTS
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS, GGUF_DTYPES, ONNX_QUANTIZATIONS
 from hf_minitf.commands.common import reports_errors
 
-HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX (`minitf export --help`)"
+HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
 
 
 def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
@@ -55,10 +55,31 @@ def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
     _add_native_export_arguments(parser)
     parser.add_argument(
         "--quantize",
-        default=None,
+        nargs="+",
+        default=[],
         choices=ONNX_QUANTIZATIONS,
-        help="also write the dynamic 8-bit model (onnx/model_quint8_avx2.onnx)",
+        metavar="DTYPE",
+        help=f"also write these variants, by transformers.js's dtype names ({', '.join(ONNX_QUANTIZATIONS)})",
     )
+
+
+def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    parser.add_argument(
+        "--quantize",
+        default="int8",
+        choices=ONNX_QUANTIZATIONS,
+        help="the 8-bit ONNX variant written beside float32, which the page offers too (default: int8)",
+    )
+    parser.add_argument(
+        "--example",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="text put in the page's boxes (repeat it): a GPT's prompt; an encoder's source sentence, then the "
+        "sentences to compare with it",
+    )
+    parser.add_argument("--title", default=None, help="the page's title (default: the model folder's name)")
 
 
 # Each format's arguments.
@@ -67,6 +88,7 @@ FORMAT_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "gguf": _add_gguf_export_arguments,
     "ctranslate2": _add_ctranslate2_export_arguments,
     "onnx": _add_onnx_export_arguments,
+    "web": _add_web_export_arguments,
 }
 
 
@@ -113,7 +135,23 @@ def write_onnx(args: argparse.Namespace) -> str:
     from hf_minitf.export.onnx import export_onnx
 
     out = export_onnx(args.source, args.out, quantize=args.quantize, overwrite=args.overwrite, revision=args.revision)
-    return f"Exported {args.source} to {out} (ONNX{', + int8' if args.quantize else ''})"
+    variants = "".join(f", {name}" for name in args.quantize)
+    return f"Exported {args.source} to {out} (ONNX, fp32{variants})"
+
+
+def write_web(args: argparse.Namespace) -> str:
+    from hf_minitf.export.web import export_web
+
+    out = export_web(
+        args.source,
+        args.out,
+        examples=args.example,
+        title=args.title,
+        quantize=args.quantize,
+        overwrite=args.overwrite,
+        revision=args.revision,
+    )
+    return f"Exported {args.source} to {out} (a static web page with transformers.js; serve it: python -m http.server --directory {out})"
 
 
 # Each format's writer: the export function called with the parsed arguments, returning the line to print.
@@ -122,6 +160,7 @@ WRITERS: dict[str, Callable[[argparse.Namespace], str]] = {
     "gguf": write_gguf,
     "ctranslate2": write_ctranslate2,
     "onnx": write_onnx,
+    "web": write_web,
 }
 
 

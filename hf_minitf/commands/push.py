@@ -1,5 +1,5 @@
-"""`minitf push DIR REPO_ID`: upload a model folder with its card to the Hub, or its native export with GGUF files
-(hf_minitf.hub.push)."""
+"""`minitf push DIR REPO_ID`: upload a model folder with its card to the Hub, its native export with GGUF files, or
+its web page as a static Space (hf_minitf.hub.push)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="a folder written by save_pretrained, a training command or minitf convert",
     )
-    parser.add_argument("repo_id", metavar="REPO_ID", help="the model repo to push to, as namespace/name")
+    parser.add_argument(
+        "repo_id", metavar="REPO_ID", help="the model repo (with --space: the Space) to push to, as namespace/name"
+    )
     parser.add_argument("--private", action="store_true", help="create the repo as private (if it does not exist)")
     parser.add_argument(
         "--revision",
@@ -54,13 +56,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --native, GPT only: also upload GGUF files for llama.cpp and Ollama, of these "
         f"comma-separated types ({', '.join(GGUF_DTYPES)}), e.g. f16,q8_0",
     )
+    parser.add_argument(
+        "--space",
+        action="store_true",
+        help="upload a web page running the model in the browser to the static Space REPO_ID instead of a model "
+        "repo: DIR is a GPT or encoder folder (exported with `minitf export web` first) or such a page",
+    )
+    parser.add_argument(
+        "--example",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="with --space: text put in the page's boxes (repeat it), as `minitf export web --example`",
+    )
 
 
 @reports_errors("push")
 def run(args: argparse.Namespace) -> int:
-    """`minitf push DIR REPO_ID [--native [--gguf TYPES]]`: upload the folder with its card, or its native export
-    with GGUF files beside it (hf_minitf.hub.push)."""
-    from hf_minitf.hub.push import push_folder, push_native
+    """`minitf push DIR REPO_ID [--native [--gguf TYPES] | --space]`: upload the folder with its card, its native
+    export with GGUF files beside it, or its web page to a static Space (hf_minitf.hub.push)."""
+    from hf_minitf.hub.push import push_folder, push_native, push_space
 
     gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
     if gguf and not args.native:
@@ -70,7 +85,22 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"--gguf {args.gguf}: unknown type(s) {', '.join(unknown)}; choose from {', '.join(GGUF_DTYPES)}."
         )
-    if args.native:
+    if args.space and args.native:
+        raise CommandError("--space uploads a web page, --native a model repo: pass one of them.")
+    if args.example and not args.space:
+        raise CommandError("--example fills the web page's boxes: pass --space with it.")
+    if args.space:
+        url = push_space(
+            args.folder,
+            args.repo_id,
+            examples=tuple(args.example),
+            private=args.private,
+            license=args.license,
+            revision=args.revision,
+            commit_message=args.commit_message,
+            token=args.token,
+        )
+    elif args.native:
         url = push_native(
             args.folder,
             args.repo_id,

@@ -1,6 +1,6 @@
 """Exports of MiniTF models to formats that run without this package: native transformers architectures
 (`export_native`), GGUF for llama.cpp and Ollama (`export_gguf`), CTranslate2 (`export_ctranslate2`) and ONNX
-Runtime (`export_onnx`); `run` runs the engine exports. `hf_minitf.catalog.exports` lists the formats.
+Runtime (`export_onnx`), a static web page running the model with transformers.js (`export_web`); `run` runs the engine exports. `hf_minitf.catalog.exports` lists the formats.
 
 Each function is imported on first use, so `hf_minitf.export.run` stays free of torch.
 """
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from hf_minitf.export.native import export_native
     from hf_minitf.export.onnx import export_onnx
     from hf_minitf.export.source import ExportRefused
+    from hf_minitf.export.web import export_web
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +29,4 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
 
 
-__all__ = ["ExportRefused", "export_ctranslate2", "export_gguf", "export_native", "export_onnx"]
+__all__ = ["ExportRefused", "export_ctranslate2", "export_gguf", "export_native", "export_onnx", "export_web"]

@@ -319,7 +319,16 @@ def _save_generation_config(source: MiniTFSource, config: Any, folder: Path) -> 
     generation.save_pretrained(folder)
 
 
-def _card_license(source: MiniTFSource) -> str | None:
+def save_native_gpt_files(source: MiniTFSource, config: Any, tokenizer, dtype: torch.dtype, folder: Path) -> None:
+    """Everything but the weights of a GPT's native folder: config.json (GPT-2 or GPT-NeoX), the tokenizer and the
+    generation config, which the ONNX export writes beside its graph too."""
+    learned = config.position_embedding_type == "learned"
+    _save_config(gpt2_config(config) if learned else gpt_neox_config(config), dtype, folder)
+    _save_tokenizer(tokenizer, folder, config.max_position_embeddings)
+    _save_generation_config(source, config, folder)
+
+
+def card_license(source: MiniTFSource) -> str | None:
     from hf_minitf.safety.files import load_model_card
 
     card = source.folder / "README.md"
@@ -339,7 +348,7 @@ def write_native_card(
     data = ModelCardData(
         library_name="sentence-transformers" if encoder else "transformers",
         pipeline_tag="sentence-similarity" if encoder else "text-generation",
-        license=_card_license(source),
+        license=card_license(source),
         base_model=source.repo_id,
         tags=["minitf", "minitf-export", NATIVE_MODEL_TYPES[kind]]
         + (["sentence-transformers", "feature-extraction"] if encoder else []),
@@ -400,13 +409,10 @@ def export_native(
     if opened.family == "gpt":
         kind = config.position_embedding_type
         tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
-        fields = gpt2_config(config) if kind == "learned" else gpt_neox_config(config)
         model_id = model_id or str(out)
         with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
             _save_weights(tensors, work)
-            _save_config(fields, dtype, work)
-            _save_tokenizer(tokenizer, work, config.max_position_embeddings)
-            _save_generation_config(opened, config, work)
+            save_native_gpt_files(opened, config, tokenizer, dtype, work)
             gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id)
             write_native_card(work, opened, config, kind, model_id, gguf_files)
         return out
@@ -456,6 +462,8 @@ def _save_sentence_transformer(model_folder: Path, work: Path, config: Any) -> N
 __all__ = [
     "ExportRefused",
     "NATIVE_ARCHITECTURES",
+    "NATIVE_MODEL_TYPES",
+    "card_license",
     "check_native",
     "export_native",
     "gpt2_config",
@@ -463,6 +471,7 @@ __all__ = [
     "gpt_neox_config",
     "gpt_neox_qkv",
     "gpt_neox_state_dict",
+    "save_native_gpt_files",
     "xlm_roberta_xl_config",
     "xlm_roberta_xl_state_dict",
 ]

@@ -1,16 +1,23 @@
-"""Export a MiniTF encoder (a SentenceTransformer folder) to ONNX for ONNX Runtime.
+"""Export a MiniTF GPT or encoder to ONNX, for ONNX Runtime and transformers.js.
 
-The encoder is exported with `torch.onnx.export(dynamo=True)`, inputs `input_ids` and `attention_mask` with
-dynamic batch and sequence axes, output `last_hidden_state`, into `onnx/model.onnx` of a copy of the
-SentenceTransformer folder: where `SentenceTransformer(folder, backend="onnx")` looks for it. `quantize="int8"`
-adds ONNX Runtime's dynamic 8-bit quantization of the matrix products (8-bit weights per channel, activations
-quantized per call) as `onnx/model_quint8_avx2.onnx`, the name sentence-transformers gives its own export with
-these settings (`model_kwargs={"file_name": "onnx/model_quint8_avx2.onnx"}` selects it).
+Both graphs are written by `torch.onnx.export(dynamo=True)` as `onnx/model.onnx`, where transformers.js, optimum and
+sentence-transformers look for them:
+
+- GPT: one decoder graph with a KV cache (`onnx_decoder`), in a folder with the native architecture's config.json
+  (gpt2 or gpt_neox, as `export native` writes it), the tokenizer and a generation config that stops at a learned
+  position table; `minitf generate FOLDER` runs it.
+- encoder: inputs `input_ids` and `attention_mask` (dynamic batch and sequence axes), output `last_hidden_state`,
+  in a copy of the SentenceTransformer folder; `minitf embed FOLDER` runs it (tokenizer -> session -> masked mean
+  -> normalize).
+
+`quantize` adds the variants transformers.js picks by its `dtype` option (`QUANTIZED_FILES`): `q8` ONNX Runtime's
+dynamic 8-bit quantization of the matrix products (for the encoder also under sentence-transformers' name for
+these settings, `onnx/model_quint8_avx2.onnx`), `fp16` the graph in float16 (inputs and outputs too), `q4` ONNX
+Runtime's 4-bit block quantization of the matrix weights (MatMulNBits, blocks of 32).
 
 sentence-transformers' ONNX backend runs through optimum, whose ONNX package (optimum-onnx 0.1.0, with optimum
-2.3.0) requires transformers < 4.58: it cannot be installed beside transformers 5. The folder therefore also
-carries a README with the plain ONNX Runtime code (tokenizer -> session -> masked mean -> normalize) that gives
-the same embeddings without optimum; `minitf embed FOLDER` runs it.
+2.3.0) requires transformers < 4.58: it cannot be installed beside transformers 5. The folder's README therefore
+also holds the plain ONNX Runtime code that gives the same outputs without optimum.
 """
 
 from __future__ import annotations
@@ -20,21 +27,31 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
 from hf_minitf.catalog.exports import EXPORTS
+from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.export.source import EXPORT_FILE, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
-if TYPE_CHECKING:
-    from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
-
-QUANTIZED_FILE = "onnx/model_quint8_avx2.onnx"
 MODEL_FILE = "onnx/model.onnx"
-QUANTIZE_CHOICES = (None, "int8")
+# The file of each variant, named as transformers.js looks for its `dtype` option (q8, fp16, q4).
+QUANTIZED_FILES = {"q8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx", "q4": "onnx/model_q4.onnx"}
+# sentence-transformers' name for the q8 settings (`export_dynamic_quantized_onnx_model(..., "avx2")`).
+SENTENCE_TRANSFORMERS_Q8_FILE = "onnx/model_quint8_avx2.onnx"
+# What the card says of each file, by transformers.js's dtype.
+FILE_NOTES = {
+    "fp32": "float32: the MiniTF model's outputs",
+    "q8": "8-bit weights (uint8 per output channel), activations quantized per call; about 4x smaller",
+    "fp16": "float16 weights and computation (inputs and outputs too); half the size",
+    "q4": "4-bit weights in blocks of 32, float32 activations; the smallest, and the furthest from float32",
+}
+CARD_TEMPLATE = "onnx_export.md"  # the GPT folder's card, in model_cards/
+TRANSFORMERS_JS_TEMPLATE = "onnx_transformers_js.md"  # its transformers.js section, also added to an encoder's card
+CARD_PROMPT = "Hello"
 
 
 class LastHiddenState(torch.nn.Module):
@@ -74,65 +91,83 @@ def check_sentence_transformer_folder(folder: Path) -> None:
 def export_onnx(
     src: str | os.PathLike,
     out: str | os.PathLike,
-    quantize: str | None = None,
+    quantize: str | Sequence[str] = (),
     overwrite: bool = False,
     revision: str | None = None,
 ) -> Path:
-    """Copy the MiniTF encoder at `src` (a SentenceTransformer folder, a MiniTF encoder folder or a Hub repo id,
-    at `revision`)
-    to `out` as a SentenceTransformer folder with `onnx/model.onnx` (float32) and, with `quantize="int8"`,
-    `onnx/model_quint8_avx2.onnx`, plus `minitf_export.json` and a README section on running it.
-    Returns the folder."""
+    """Export the MiniTF GPT or encoder at `src` (a folder or a Hub repo id, at `revision`) to the folder `out`:
+    `onnx/model.onnx` (float32), the variants named in `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
+    `minitf_export.json` and a model card on running it. Returns the folder; nothing is written on an error.
+
+    A GPT folder holds the native config.json, tokenizer and generation config beside the graph; an encoder folder
+    is a copy of its SentenceTransformer folder. Refused with a ValueError: seq2seq models (see `SEQ2SEQ_REFUSAL`),
+    what `export native` refuses for a GPT, pooling other than mean for an encoder.
+    """
     import onnxruntime  # noqa: F401 (a clear ImportError before any work when the engine is missing)
 
-    if quantize not in QUANTIZE_CHOICES:
-        raise ValueError(f"quantize must be None or 'int8', got {quantize!r}.")
-    source = open_source_of(
-        src,
-        EXPORTS["onnx"].families,
-        "the ONNX export",
-        "GPT and seq2seq models go to CTranslate2: minitf export ctranslate2",
-        revision,
-    )
+    variants = quantization_names(quantize)
+    source = open_source_of(src, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)
     model, tokenizer = source.load_model(torch.float32), source.load_tokenizer()
     inputs = [] if source.repo_id else [source.folder]
     with tempfile.TemporaryDirectory() as staging, atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        if (source.folder / "modules.json").is_file():
-            shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
-        else:
-            from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+        if source.family == "gpt":
+            from hf_minitf.export.onnx_decoder import write_decoder_folder
 
-            save_sentence_transformer(model, tokenizer, Path(staging) / "st")
-            shutil.copytree(Path(staging) / "st", work, dirs_exist_ok=True)
-        check_sentence_transformer_folder(work)
-        (work / "onnx").mkdir()
-        export_encoder_graph(model, work / MODEL_FILE)
+            write_decoder_folder(source, model, tokenizer, work, MODEL_FILE)
+        else:
+            write_encoder_folder(source, model, tokenizer, work, Path(staging))
         files = [MODEL_FILE]
-        if quantize == "int8":
-            quantize_int8(work / MODEL_FILE, work / QUANTIZED_FILE)
-            files.append(QUANTIZED_FILE)
-        (work / EXPORT_FILE).write_text(
-            json.dumps(
-                {
-                    "engine": "onnxruntime",
-                    "kind": "embedder",
-                    "family": "minitf_encoder",
-                    "files": files,
-                    "default_file": files[-1],
-                    "source": str(src),
-                },
-                indent=2,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-        card = work / "README.md"
-        previous = card.read_text(encoding="utf-8") if card.is_file() else ""
-        card.write_text(previous.rstrip() + "\n\n" + onnx_readme_section(files) + "\n", encoding="utf-8")
+        for name in variants:
+            QUANTIZERS[name](work / MODEL_FILE, work / QUANTIZED_FILES[name])
+            files.append(QUANTIZED_FILES[name])
+            if name == "q8" and source.family == "encoder":
+                shutil.copyfile(work / QUANTIZED_FILES[name], work / SENTENCE_TRANSFORMERS_Q8_FILE)
+                files.append(SENTENCE_TRANSFORMERS_Q8_FILE)
+        info = {"engine": "onnxruntime", "family": source.config["model_type"], "files": files, "source": str(src)}
+        if source.family == "gpt":
+            info |= {
+                "kind": "generator",
+                "default_file": MODEL_FILE,  # MiniTF's greedy tokens; the variants can change some
+                "position_embedding_type": model.config.position_embedding_type,
+                "max_position_embeddings": model.config.max_position_embeddings,
+            }
+        else:
+            info |= {"kind": "embedder", "default_file": QUANTIZED_FILES["q8"] if "q8" in variants else MODEL_FILE}
+        (work / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        write_onnx_card(work, Path(out), source, model.config, files)
     return Path(out)
 
 
-def export_encoder_graph(model: MiniTFEncoderModel, path: Path) -> None:
+SEQ2SEQ_REFUSAL = (
+    "seq2seq models go to CTranslate2: minitf export ctranslate2; their paired source and target tokenizer, "
+    "MiniTFSeq2SeqTokenizer, has no transformers.js counterpart"
+)
+
+
+def quantization_names(quantize: str | Sequence[str] | None) -> list[str]:
+    """The variants asked for, in `ONNX_QUANTIZATIONS` order; a ValueError naming an unknown one."""
+    names = [quantize] if isinstance(quantize, str) else list(quantize or ())
+    unknown = [name for name in names if name not in ONNX_QUANTIZATIONS]
+    if unknown:
+        raise ValueError(f"quantize takes {', '.join(ONNX_QUANTIZATIONS)}; got {unknown[0]!r}.")
+    return [name for name in ONNX_QUANTIZATIONS if name in names]
+
+
+def write_encoder_folder(source, model: torch.nn.Module, tokenizer, work: Path, staging: Path) -> None:
+    """The encoder's SentenceTransformer folder (copied, or saved from a bare MiniTF encoder) with its graph."""
+    if (source.folder / "modules.json").is_file():
+        shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
+    else:
+        from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+
+        save_sentence_transformer(model, tokenizer, staging / "st")
+        shutil.copytree(staging / "st", work, dirs_exist_ok=True)
+    check_sentence_transformer_folder(work)
+    (work / MODEL_FILE).parent.mkdir()
+    export_encoder_graph(model, work / MODEL_FILE)
+
+
+def export_encoder_graph(model: torch.nn.Module, path: Path) -> None:
     """`torch.onnx.export(dynamo=True)` of the encoder: dynamic batch and sequence axes, one weight file."""
     example = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0]]) % model.config.vocab_size
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
@@ -152,17 +187,41 @@ def export_encoder_graph(model: MiniTFEncoderModel, path: Path) -> None:
     program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
 
 
-def quantize_int8(source: Path, target: Path) -> None:
+def quantize_q8(source: Path, target: Path) -> None:
     """ONNX Runtime's dynamic quantization of the matrix products: uint8 weights per output channel, uint8
     activations scaled per call (sentence-transformers' `avx2` settings). Signed int8 weights (its `avx512_vnni`
-    settings) saturate the 16-bit sums of CPUs without VNNI: least cosine 0.98 on the MiniEmbed fixture, against
-    0.99996 for these."""
+    settings, and transformers.js's own q8 script) saturate the 16-bit sums of CPUs without VNNI: least cosine 0.98
+    on the MiniEmbed fixture, against 0.99996 for these."""
     from onnxruntime.quantization import QuantType, quant_pre_process, quantize_dynamic
 
     prepared = target.with_name("prepared.onnx")
     quant_pre_process(str(source), str(prepared))  # shape inference and graph folding, as ONNX Runtime advises
     quantize_dynamic(prepared, target, weight_type=QuantType.QUInt8, per_channel=True, op_types_to_quantize=["MatMul"])
     prepared.unlink()
+
+
+def convert_fp16(source: Path, target: Path) -> None:
+    """The graph in float16, inputs and outputs included (the cache too), by ONNX Runtime's converter, which keeps
+    the ops it knows to lose precision in float16 in float32."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    onnx.save(convert_float_to_float16(onnx.load(str(source))), str(target))
+
+
+def quantize_q4(source: Path, target: Path) -> None:
+    """ONNX Runtime's 4-bit weight-only quantization of the matrix products (MatMulNBits): symmetric blocks of 32
+    weights with a float scale each, as transformers.js's q4 files hold them; activations stay float32."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), block_size=32, is_symmetric=True)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+
+
+# The writer of each variant (ONNX_QUANTIZATIONS), from model.onnx.
+QUANTIZERS = {"q8": quantize_q8, "fp16": convert_fp16, "q4": quantize_q4}
 
 
 ONNX_SNIPPET = """import numpy as np
@@ -185,25 +244,105 @@ print(encode(["The weather is lovely today.", "It's so sunny outside!"]).shape)"
 
 
 def onnx_readme_section(files: list[str]) -> str:
+    """The encoder card's ONNX Runtime section: the files, sentence-transformers' ONNX backend, the plain code."""
     listed = ", ".join(f"`{name}`" for name in files)
+    default = QUANTIZED_FILES["q8"] if QUANTIZED_FILES["q8"] in files else MODEL_FILE
+    quantized = (
+        f" `{SENTENCE_TRANSFORMERS_Q8_FILE}` (the same file as `{QUANTIZED_FILES['q8']}`) is ONNX Runtime's dynamic "
+        "8-bit quantization of the matrix products (cosine to the float32 embeddings about 0.9999), faster on CPU."
+        if SENTENCE_TRANSFORMERS_Q8_FILE in files
+        else ""
+    )
     return f"""## ONNX Runtime
 
 This folder holds the encoder as ONNX ({listed}; exported by `minitf export onnx`), inputs `input_ids` and
 `attention_mask` (batch x sequence, both axes dynamic), output `last_hidden_state`. The sentence embedding is
 its masked mean, L2-normalized, as the SentenceTransformer modules beside it compute it. `model.onnx` gives the
-float32 model's embeddings (within 1e-5); the `quint8` file is ONNX Runtime's dynamic 8-bit quantization of the
-matrix products (cosine to the float32 embeddings about 0.9999), faster on CPU.
+float32 model's embeddings (within 1e-5).{quantized}
 
-`SentenceTransformer(folder, backend="onnx")` (with `model_kwargs={{"file_name": "{files[-1]}"}}` for the
-int8 file) uses these files where optimum's ONNX package is installed; it does not support transformers 5 yet
-(optimum-onnx 0.1.0 requires transformers < 4.58). Without optimum, ONNX Runtime alone
+`SentenceTransformer(folder, backend="onnx")` (with `model_kwargs={{"file_name": "{SENTENCE_TRANSFORMERS_Q8_FILE}"}}`
+for the 8-bit file) uses these files where optimum's ONNX package is installed; it does not support transformers 5
+yet (optimum-onnx 0.1.0 requires transformers < 4.58). Without optimum, ONNX Runtime alone
 (`pip install onnxruntime transformers`):
 
 ```python
 {ONNX_SNIPPET}
 ```
 
-With hf_minitf installed, `minitf embed path/to/this/folder "some text"` runs {files[-1]} this way."""
+With hf_minitf installed, `minitf embed path/to/this/folder "some text"` runs `{default}` this way."""
 
 
-__all__ = ["MODEL_FILE", "ONNX_SNIPPET", "QUANTIZED_FILE", "export_onnx"]
+def transformers_js_section(family: str, out: Path, files: list[str], config) -> str:
+    """The card's transformers.js section: the file of each dtype, Node and browser code, what it does not do."""
+    import jinja2
+
+    from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
+    from hf_minitf.hub.cards import card_template
+
+    dtypes = {MODEL_FILE: "fp32", **{file: dtype for dtype, file in QUANTIZED_FILES.items()}}
+    learned = family == "gpt" and config.position_embedding_type == "learned"
+    return jinja2.Template(card_template(TRANSFORMERS_JS_TEMPLATE), keep_trailing_newline=True).render(
+        family=family,
+        variants=[(dtypes[name], name, FILE_NOTES[dtypes[name]]) for name in files if name in dtypes],
+        parent=f"{out.resolve().parent}/",
+        name=out.name,
+        prompt=CARD_PROMPT,
+        new_tokens=20,
+        max_length=config.max_position_embeddings if learned else None,
+        browser_dtype="q8" if QUANTIZED_FILES["q8"] in files else "fp32",  # the smaller file where there is one
+        transformers_js_url=TRANSFORMERS_JS_URL,
+        transformers_js_version=TRANSFORMERS_JS_VERSION,
+    )
+
+
+def write_onnx_card(work: Path, out: Path, source, config, files: list[str]) -> None:
+    """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
+    model_cards/onnx_export.md; an encoder's SentenceTransformer card gets the ONNX Runtime and transformers.js
+    sections added."""
+    family = source.family
+    js = transformers_js_section(family, out, files, config)
+    card = work / "README.md"
+    if family == "encoder":
+        previous = card.read_text(encoding="utf-8") if card.is_file() else ""
+        card.write_text(f"{previous.rstrip()}\n\n{onnx_readme_section(files)}\n\n{js}", encoding="utf-8")
+        return
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from hf_minitf.export.native import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES, card_license
+    from hf_minitf.export.onnx_decoder import ONNXRUNTIME_SNIPPET
+    from hf_minitf.hub.cards import card_template
+
+    kind = config.position_embedding_type
+    data = ModelCardData(
+        library_name="transformers.js",
+        pipeline_tag="text-generation",
+        license=card_license(source),
+        base_model=source.repo_id,
+        tags=["minitf", "minitf-export", "onnx", NATIVE_MODEL_TYPES[kind]],
+    )
+    ModelCard.from_template(
+        data,
+        template_str=card_template(CARD_TEMPLATE),
+        model_title=f"{out.name}: a MiniTF gpt model as ONNX",
+        architecture=NATIVE_ARCHITECTURES[kind],
+        model_type=NATIVE_MODEL_TYPES[kind],
+        source=source.name,
+        source_repo=source.repo_id,
+        revision=source.revision,
+        config=config,
+        head_dim=config.hidden_size // config.num_attention_heads,
+        prompt=CARD_PROMPT,
+        transformers_js=js.strip(),
+        onnxruntime_snippet=ONNXRUNTIME_SNIPPET.replace("PROMPT", CARD_PROMPT),
+    ).save(card)
+
+
+__all__ = [
+    "MODEL_FILE",
+    "ONNX_SNIPPET",
+    "QUANTIZED_FILES",
+    "QUANTIZERS",
+    "SENTENCE_TRANSFORMERS_Q8_FILE",
+    "export_onnx",
+    "quantization_names",
+]

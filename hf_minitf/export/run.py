@@ -1,4 +1,5 @@
-"""Run an export folder with its engine: CTranslate2 for the GPT and seq2seq families, ONNX Runtime for the encoder.
+"""Run an export folder with its engine: CTranslate2 for the GPT and seq2seq families, ONNX Runtime for the GPT and
+the encoder.
 
 `load_engine(folder)` tells an export folder (written by `export_ctranslate2` or `export_onnx`, named in its
 `minitf_export.json`) from a MiniTF folder (None) and returns a runner with the interface the `minitf generate`,
@@ -17,6 +18,9 @@ from typing import Literal, overload
 import numpy as np
 
 EXPORT_FILE = "minitf_export.json"
+# The ONNX decoder's cache: inputs `past_key_values.{layer}.key/.value`, the outputs that feed them next call
+# `present.{layer}.key/.value` (the names of optimum and transformers.js; hf_minitf.export.onnx_decoder writes them).
+PAST_PREFIX, PRESENT_PREFIX = "past_key_values.", "present."
 
 
 def _read_json(path: Path) -> dict:
@@ -128,6 +132,84 @@ class OnnxEmbedder:
         return mean_pool_normalize(states, feeds["attention_mask"])
 
 
+class OnnxGenerator:
+    """A GPT export run by ONNX Runtime: the decoder graph with its KV cache, one call for the prompt and one per
+    new token, as transformers.js and optimum run it; ids in, ids out."""
+
+    def __init__(self, folder: Path, info: dict, file_name: str | None = None) -> None:
+        import onnxruntime
+
+        self.tokenizer = _tokenizer(folder)
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        model_file = folder / (file_name or info.get("default_file", "onnx/model.onnx"))
+        self.session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        self.cache_inputs = [
+            graph_input for graph_input in self.session.get_inputs() if graph_input.name.startswith(PAST_PREFIX)
+        ]
+        self.output_names = [output.name for output in self.session.get_outputs()]
+        eos = _read_json(folder / "generation_config.json").get("eos_token_id")
+        self.end_ids = set() if eos is None else set(eos if isinstance(eos, list) else [eos])
+        learned = info.get("position_embedding_type") == "learned"
+        self.max_positions = info["max_position_embeddings"]  # trained on; rotary positions go on past them
+        self.position_limit = self.max_positions if learned else None
+
+    def empty_cache(self) -> dict[str, np.ndarray]:
+        """The first call's cache: length 0, in the graph's float type (float16 for the fp16 file)."""
+        dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16}
+        return {
+            graph_input.name: np.zeros((1, graph_input.shape[1], 0, graph_input.shape[3]), dtypes[graph_input.type])
+            for graph_input in self.cache_inputs
+        }
+
+    def step(self, ids: list[int], cache: dict[str, np.ndarray], past_length: int):
+        """The logits after `ids` (the tokens after the `past_length` cached ones) and the cache that includes them."""
+        total = past_length + len(ids)
+        feeds = {
+            "input_ids": np.array([ids], dtype=np.int64),
+            "attention_mask": np.ones((1, total), dtype=np.int64),
+            "position_ids": np.arange(past_length, total, dtype=np.int64)[None],
+            **cache,
+        }
+        outputs = dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
+        logits = outputs.pop("logits")[0, -1].astype(np.float32)
+        return logits, {name.replace(PRESENT_PREFIX, PAST_PREFIX, 1): value for name, value in outputs.items()}
+
+    def generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        seed: int = 0,
+    ) -> list[list[int]]:
+        """The new token ids after each prompt (greedy unless `sample`); stops at the model's end token."""
+        generator = np.random.default_rng(seed)
+        results = []
+        for prompt in prompts:
+            new_ids, ids, cache, past_length = [], list(prompt), self.empty_cache(), 0
+            for _ in range(max_new_tokens):
+                logits, cache = self.step(ids, cache, past_length)
+                past_length += len(ids)
+                token = sample_token(logits, temperature, top_k, generator) if sample else int(logits.argmax())
+                new_ids.append(token)
+                if token in self.end_ids:
+                    break
+                ids = [token]
+            results.append(new_ids)
+        return results
+
+
+def sample_token(logits: np.ndarray, temperature: float, top_k: int | None, generator: np.random.Generator) -> int:
+    """A token drawn from softmax(logits / temperature), among the `top_k` likeliest when given."""
+    scaled = logits.astype(np.float64) / temperature
+    if top_k:
+        scaled = np.where(scaled < np.sort(scaled)[-min(top_k, scaled.size)], -np.inf, scaled)
+    probabilities = np.exp(scaled - scaled.max())
+    return int(generator.choice(scaled.size, p=probabilities / probabilities.sum()))
+
+
 def mean_pool_normalize(states: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
     """Masked mean over the real tokens (count clamped at 1e-9), then L2 normalization (norm clamped at 1e-12),
     as sentence-transformers' Pooling(mean) and Normalize compute it."""
@@ -136,12 +218,13 @@ def mean_pool_normalize(states: np.ndarray, attention_mask: np.ndarray) -> np.nd
     return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
 
-Engine = CTranslate2Generator | CTranslate2Translator | OnnxEmbedder
+Engine = CTranslate2Generator | CTranslate2Translator | OnnxEmbedder | OnnxGenerator
 
 ENGINES: dict[tuple[str, str], type[Engine]] = {
     ("ctranslate2", "generator"): CTranslate2Generator,
     ("ctranslate2", "translator"): CTranslate2Translator,
     ("onnxruntime", "embedder"): OnnxEmbedder,
+    ("onnxruntime", "generator"): OnnxGenerator,
 }
 
 
@@ -161,7 +244,9 @@ def export_info(folder: str | os.PathLike) -> dict | None:
 
 
 @overload
-def load_engine(folder: str | os.PathLike, kind: Literal["generator"]) -> CTranslate2Generator | None: ...
+def load_engine(
+    folder: str | os.PathLike, kind: Literal["generator"]
+) -> CTranslate2Generator | OnnxGenerator | None: ...
 @overload
 def load_engine(folder: str | os.PathLike, kind: Literal["translator"]) -> CTranslate2Translator | None: ...
 @overload
@@ -187,6 +272,7 @@ __all__ = [
     "CTranslate2Generator",
     "CTranslate2Translator",
     "OnnxEmbedder",
+    "OnnxGenerator",
     "export_info",
     "load_engine",
     "mean_pool_normalize",

@@ -118,9 +118,11 @@ def _commit_folder(
     token: str | None,
     commit_message: str,
     roots: list[Path],
+    space_sdk: str | None = None,
 ) -> str:
     """Upload every file of `staging` to `repo_id` (created if needed) in one commit; return the commit URL.
-    The files sent are checked again first: no pickle, nothing that resolves outside `roots`."""
+    The repo is a model repo, or a Space running `space_sdk` when one is given. The files sent are checked again
+    first: no pickle, nothing that resolves outside `roots`."""
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -133,11 +135,14 @@ def _commit_folder(
         CommitOperationAdd(path_in_repo=name, path_or_fileobj=str((staging / name).resolve())) for name in uploads
     ]
     api = HfApi(token=token)
+    repo_type = "model" if space_sdk is None else "space"
     try:
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type=repo_type, space_sdk=space_sdk)
         if revision is not None:
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
-        info = api.create_commit(repo_id, operations, revision=revision, commit_message=commit_message)
+            api.create_branch(repo_id, branch=revision, exist_ok=True, repo_type=repo_type)
+        info = api.create_commit(
+            repo_id, operations, revision=revision, commit_message=commit_message, repo_type=repo_type
+        )
     except HfHubHTTPError as error:
         status = error.response.status_code if error.response is not None else None
         if status in (401, 403):
@@ -188,4 +193,57 @@ def push_native(
         )
 
 
-__all__ = ["PushError", "check_push_folder", "push_folder", "push_native"]
+def push_space(
+    source: str | Path,
+    repo_id: str,
+    *,
+    examples: tuple[str, ...] = (),
+    private: bool = False,
+    revision: str | None = None,
+    license: str | None = None,
+    commit_message: str | None = None,
+    token: str | None = None,
+) -> str:
+    """Upload a web page running a MiniTF model in the browser to the static Space `repo_id` (created if needed) in
+    one commit; return the commit URL. `source` is the page `minitf export web` wrote (uploaded as it is), or a
+    MiniTF GPT or encoder folder, exported first (`export_web`, with `examples` in its boxes and `license` in its
+    card). A model the web export refuses is a PushError, and nothing is uploaded."""
+    from hf_minitf.export.web import SITE_FILE, export_web
+
+    message = commit_message or f"Upload {Path(source).name} as a web page with minitf push --space"
+    if (Path(source) / SITE_FILE).is_file():
+        if examples or license:
+            raise PushError(
+                f"{source} is a page minitf export web wrote, uploaded as it is; its examples and card are written: "
+                "export the model again with them, or push the model folder with them."
+            )
+        folder = Path(source)
+        return _commit_folder(
+            folder,
+            repo_id,
+            private=private,
+            revision=revision,
+            token=token,
+            commit_message=message,
+            roots=[folder],
+            space_sdk="static",
+        )
+    with tempfile.TemporaryDirectory() as staging_dir:
+        staging = Path(staging_dir) / "web"
+        try:
+            export_web(source, staging, examples=examples, title=repo_id.split("/")[-1], license=license)
+        except (ValueError, OSError) as error:
+            raise PushError(str(error).strip().splitlines()[0]) from None
+        return _commit_folder(
+            staging,
+            repo_id,
+            private=private,
+            revision=revision,
+            token=token,
+            commit_message=message,
+            roots=[staging],
+            space_sdk="static",
+        )
+
+
+__all__ = ["PushError", "check_push_folder", "push_folder", "push_native", "push_space"]

@@ -47,7 +47,10 @@ def test_export_onnx_command_and_embed():
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["export", "onnx", "GPT", "OUT"], "takes encoder models"),
+        (
+            ["export", "onnx", "SEQ2SEQ", "OUT"],
+            "paired source and target tokenizer, MiniTFSeq2SeqTokenizer, has no transformers.js counterpart",
+        ),
         (
             ["export", "ctranslate2", "ENCODER", "OUT", "--quantization", "int8"],
             "encoders go to ONNX: minitf export onnx",
@@ -64,6 +67,7 @@ def test_wrong_folders_are_one_line_errors(capsys, args, message):
     names = {
         "GPT": str(model_folder("gpt", "learned")),
         "ENCODER": str(model_folder("encoder", "miniembed")),
+        "SEQ2SEQ": str(model_folder("seq2seq", "layer_norm")),
         "OUT": str(workspace() / "refused"),
         "GPT_EXPORT": str(ctranslate2_export("gpt", "learned")),
     }
