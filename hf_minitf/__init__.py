@@ -1,8 +1,10 @@
 """hf_minitf: small from-scratch transformers as first-class Hugging Face models.
 
-Importing it registers every MiniTF config, model and tokenizer with the transformers Auto classes, and the
-`minitf-translation` pipeline task, as transformers loads them (`hf_minitf.registration`). Saved and pushed models carry their code and a model card
-(`update_model_card` adds measured figures; `push_folder` is `minitf push`).
+Installed, it registers every MiniTF config, model and tokenizer with the transformers Auto classes, and the
+`minitf-translation` pipeline task, in every process as transformers loads them, with no `import hf_minitf`
+(`hf_minitf.registration`); importing it does the same where it is not installed (a source checkout). Saved and
+pushed models carry their code and a model card (`update_model_card` adds measured figures; `push_folder` is
+`minitf push`).
 
 The package itself imports nothing heavy: each public name is imported on first use, so `hf_minitf.catalog` and
 the `minitf` parser need no torch.

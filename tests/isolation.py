@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+from _hf_minitf_autoregister import DISABLE_VARIABLE
+
 _HIDE_HF_MINITF = """
 import importlib.util, os, sys
 sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.path.abspath({root!r})]
@@ -22,7 +24,8 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def run_without_hf_minitf(code: str, cwd: str, timeout: int = 300) -> dict:
     """Run `code` where hf_minitf is not importable; the code prints one JSON object last, which is returned."""
     program = _HIDE_HF_MINITF.format(root=REPO_ROOT) + textwrap.dedent(code)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # The installed package's start-up hook (hf_minitf.pth) would try to register it in that process: off.
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, DISABLE_VARIABLE: "1"}
     result = subprocess.run(
         [sys.executable, "-c", program], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
