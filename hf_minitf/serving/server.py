@@ -19,14 +19,10 @@ these folders, by subclassing its parts (nothing in transformers is patched):
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
 from pathlib import Path
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
+from fastapi import FastAPI
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf.export.run import export_info
@@ -35,64 +31,13 @@ from hf_minitf.serving.api import SystemOneHandler, TranscriptionHandler
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import server as _server
 from hf_minitf.serving.api import utils as _utils
-from hf_minitf.serving.errors import RequestError, error_body
+from hf_minitf.serving.errors import install_openai_errors, require_api_key
 from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
 from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
 
 # The continuous-batching KV cache on a CPU: transformers sizes it from the free memory of the device, which on a
 # CPU is the whole RAM (tens of GB allocated, a minute spent). This many pages of 256 tokens is plenty for small models.
 CPU_CB_NUM_BLOCKS = 32
-
-
-def _install_openai_errors(app: FastAPI) -> None:
-    """Answer every error in OpenAI's shape: ours, transformers' HTTPExceptions (`{"detail": ...}` there), a body
-    that is not a JSON object (FastAPI's 422 list of validation errors), and unexpected failures (500)."""
-
-    @app.exception_handler(RequestError)
-    async def request_error(_request: Request, error: RequestError) -> JSONResponse:
-        return JSONResponse(error_body(error.message, error.status, error.param, error.code), status_code=error.status)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(_request: Request, error: HTTPException) -> JSONResponse:
-        return JSONResponse(
-            error_body(str(error.detail), error.status_code),
-            status_code=error.status_code,
-            headers=getattr(error, "headers", None),
-        )
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_body(_request: Request, error: RequestValidationError) -> JSONResponse:
-        kinds = {problem.get("type") for problem in error.errors()}
-        message = (
-            "The request body is not valid JSON; send a JSON object (Content-Type: application/json)."
-            if "json_invalid" in kinds
-            else "The request body must be a JSON object of the request's fields."
-        )
-        return JSONResponse(error_body(message, 400, code="invalid_json"), status_code=400)
-
-    @app.exception_handler(Exception)
-    async def server_error(_request: Request, error: Exception) -> JSONResponse:
-        return JSONResponse(error_body(f"{type(error).__name__}: {error}", 500), status_code=500)
-
-
-def _require_api_key(app: FastAPI, api_key: str) -> None:
-    """Every route answers 401 unless the request carries `Authorization: Bearer <api_key>`."""
-    expected = api_key.encode()
-
-    @app.middleware("http")
-    async def check_api_key(request: Request, call_next):
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-            message = (
-                "Missing or incorrect API key: send the header `Authorization: Bearer <key>` with the key "
-                "given to minitf serve (--api-key or " + API_KEY_VARIABLE + ")."
-            )
-            return JSONResponse(
-                error_body(message, 401, code="invalid_api_key"),
-                status_code=401,
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        return await call_next(request)
 
 
 def _device(device: str) -> str:
@@ -199,9 +144,9 @@ def build_app(
         generation_state=state,
     )
     add_embeddings_route(app, manager)
-    _install_openai_errors(app)
+    install_openai_errors(app)
     if api_key:
-        _require_api_key(app, api_key)
+        require_api_key(app, api_key)
     return app
 
 

@@ -667,4 +667,4 @@ def test_the_serving_page_examples(server, folders):
                 exec(compile(aimed(block.code), block.name, "exec"), {"__name__": "__docs__"})
             assert out.getvalue().strip(), block.name
             ran["python"] += 1
-    assert ran == {"serve": 3, "curl": 6, "python": 4}, ran
+    assert ran == {"serve": 5, "curl": 6, "python": 4}, ran
