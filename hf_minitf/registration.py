@@ -18,15 +18,19 @@ import sys
 import warnings
 from collections.abc import Callable
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from hf_minitf.catalog.families import FAMILIES
+
+if TYPE_CHECKING:  # transformers is not imported here: parts are registered as its modules load
+    from transformers import PreTrainedConfig
 
 AUTO = "transformers.models.auto"
 
 
 def register_configs(configuration_auto: ModuleType) -> None:
     for family in FAMILIES.values():
-        config_class = family.load(family.config_class)
+        config_class: type[PreTrainedConfig] = family.load(family.config_class)
         configuration_auto.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import jinja2
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -148,7 +148,7 @@ class _SamplingAsAsked:
     generation config decides."""
 
     def _build_generation_config(self, body: dict, model_generation_config, use_cb: bool = False):
-        config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+        config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)  # type: ignore[misc]  # a mixin before transformers' handler
         temperature, top_p = body.get("temperature"), body.get("top_p")
         if temperature is not None:
             config.do_sample = temperature >= GREEDY_BELOW_TEMPERATURE
@@ -284,7 +284,7 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         usage = CompletionUsage(
             prompt_tokens=length, completion_tokens=len(generated), total_tokens=length + len(generated)
         )
-        finish_reason = "stop" if stopped else "length"
+        finish_reason: Literal["stop", "length"] = "stop" if stopped else "length"
         if body.get("stream"):
 
             async def chunks():
