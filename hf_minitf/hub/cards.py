@@ -24,7 +24,7 @@ import re
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
@@ -210,6 +210,11 @@ def _card(data: ModelCardData, text: str) -> ModelCard:
     return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text.lstrip()}")
 
 
+def _data(card: ModelCard) -> ModelCardData:
+    """The card's metadata (huggingface_hub types `RepoCard.data` as the base CardData; a ModelCard's is this)."""
+    return cast(ModelCardData, card.data)
+
+
 def _model_id_in(card: ModelCard) -> str | None:
     """The model id the card's usage section names, if it has one."""
     usage = sections(card.text).get("usage", "")
@@ -218,7 +223,7 @@ def _model_id_in(card: ModelCard) -> str | None:
 
 
 def is_minitf_card(card: ModelCard) -> bool:
-    return MINITF_TAG in (card.data.tags or [])
+    return MINITF_TAG in (_data(card).tags or [])
 
 
 def _load_card(path: Path) -> ModelCard | None:
@@ -264,11 +269,14 @@ def build_model_card(
     the origin or results when given) replace those of `base`, whose other text is kept. `model_id` is what the
     snippets load (default: the id `base` names, else the folder).
     """
-    facts = facts or FolderFacts.from_folder(folder, num_parameters)
+    if facts is None:
+        if folder is None:
+            raise ValueError("build_model_card needs the saved model's folder or its facts; pass folder=.")
+        facts = FolderFacts.from_folder(folder, num_parameters)
     if base is not None and not is_minitf_card(base) and is_blank_card(base.text):
-        extra_tags = [*(base.data.tags or []), *(extra_tags or [])]
+        extra_tags = [*(_data(base).tags or []), *(extra_tags or [])]
         base = None
-    data = ModelCardData() if base is None else ModelCard(str(base)).data
+    data = ModelCardData() if base is None else _data(ModelCard(str(base)))
     data.library_name = facts.library_name
     data.pipeline_tag = facts.pipeline_tag
     tags = list(data.tags or [])
@@ -282,7 +290,7 @@ def build_model_card(
         data.base_model = base_model
     if source_checkpoint is not None:
         source = Path(source_checkpoint)
-        data.source_checkpoint = {"file": source.name, "sha256": file_sha256(source)}
+        data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}
     # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
     default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(folder)
     model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
@@ -353,12 +361,13 @@ def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | N
     folder = Path(folder)
     existing = _load_card(folder / README)
     source = _source_card(source_folder)
+    base: ModelCard | None
     if existing is not None and is_minitf_card(existing):
         base = existing
     elif source is not None and is_minitf_card(source):
         base = source
         card_options["extra_tags"] = (
-            [*(existing.data.tags or []), *card_options.get("extra_tags", [])]
+            [*(_data(existing).tags or []), *card_options.get("extra_tags", [])]
             if existing is not None
             else card_options.get("extra_tags")
         )
@@ -396,7 +405,7 @@ def update_model_card(
         )
     card = _folder_card(folder, None, license=license, model_id=model_id, results=results)
     if eval_results:
-        data = card.data
+        data = _data(card)
         dataset = dataset_name or "held-out split"
         data.model_name = data.model_name or Path(model_id or Path(folder).resolve()).name
         task = data.pipeline_tag or "text-generation"
@@ -424,7 +433,7 @@ def add_translation_pipeline(folder: str | os.PathLike) -> bool:
     except ImportError:
         return False
     folder = Path(folder)
-    shutil.copyfile(module.__file__, folder / TRANSLATION_PIPELINE_FILE)
+    shutil.copyfile(cast(str, module.__file__), folder / TRANSLATION_PIPELINE_FILE)  # imported from its file
     config = _read_json(folder / "config.json")
     config["custom_pipelines"] = {
         module.TASK: {
@@ -452,7 +461,7 @@ def prepare_upload(
     if family_of_model_type(_read_json(Path(folder) / "config.json").get("model_type")) is None:
         return
     card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
-    if card.data.pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
+    if card is not None and _data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
         add_translation_pipeline(folder)
 
 

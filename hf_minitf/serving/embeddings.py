@@ -39,17 +39,17 @@ class EmbeddingBatcher:
         loop = asyncio.get_running_loop()
         if self._queue is None:
             self._queue = asyncio.Queue()
-            self._worker = loop.create_task(self._run())
+            self._worker = loop.create_task(self._run(self._queue))
         future = loop.create_future()
         await self._queue.put((texts, future))
         return await future
 
-    async def _run(self) -> None:
+    async def _run(self, queue: asyncio.Queue) -> None:
         while True:
-            pending = [await self._queue.get()]
+            pending = [await queue.get()]
             count = len(pending[0][0])
-            while count < self.max_texts and not self._queue.empty():
-                pending.append(self._queue.get_nowait())
+            while count < self.max_texts and not queue.empty():
+                pending.append(queue.get_nowait())
                 count += len(pending[-1][0])
             self.batch_sizes.append(len(pending))
             try:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
@@ -125,7 +126,7 @@ def build_app(
     )
     if cb_num_blocks is None and _device(device) == "cpu":
         cb_num_blocks = CPU_CB_NUM_BLOCKS
-    cb_options = {
+    cb_options: dict[str, Any] = {
         key: value
         for key, value in {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens}.items()
         if value is not None

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -88,7 +88,7 @@ def _column(rows: list[dict[str, Any]], name: str, source: str | Path) -> list[s
     bad = next((index for index, value in enumerate(values) if not isinstance(value, str)), None)
     if bad is not None:
         raise TrainingDataError(f"{source} row {bad}: column {name!r} is {values[bad]!r}, not a text")
-    return values
+    return cast(list[str], values)  # each value checked above
 
 
 def load_texts(path: str | Path, column: str = "text", split: str = "train") -> list[str]:
@@ -213,9 +213,9 @@ class TokenBlocks(torch.utils.data.Dataset):
     ) -> None:
         self.ids, self.block_size = ids, block_size
         self.chosen = None if chosen is None else np.asarray(chosen, dtype=np.int64)
-        excluded = np.asarray(excluded, dtype=np.int64)
-        self._excluded_below = excluded - np.arange(len(excluded))  # kept index i is block i + (these <= i)
-        self._length = len(self.chosen) if chosen is not None else len(ids) // block_size - len(excluded)
+        excluded_ids = np.asarray(excluded, dtype=np.int64)
+        self._excluded_below = excluded_ids - np.arange(len(excluded_ids))  # kept index i is block i + (these <= i)
+        self._length = len(self.chosen) if self.chosen is not None else len(ids) // block_size - len(excluded_ids)
 
     def __len__(self) -> int:
         return self._length

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 from tqdm.auto import tqdm
@@ -133,7 +133,7 @@ class TrainingResult:
     folder: Path | None
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
-    log_history: list[dict[str, float]]
+    log_history: list[dict[str, Any]]
     eval_results: dict[str, float]
 
     @property
@@ -157,13 +157,16 @@ def _distributed_without_gpu() -> bool:
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_gpu
 
 
+Arguments = TypeVar("Arguments", bound=TrainingArguments)
+
+
 def _training_arguments(
     settings: TrainSettings,
     work_dir: Path,
     has_eval: bool,
-    arguments_class: type[TrainingArguments] = TrainingArguments,
+    arguments_class: type[Arguments],
     **extra,
-) -> TrainingArguments:
+) -> Arguments:
     saving = settings.checkpoint_dir is not None
     evaluate_every = settings.eval_steps if has_eval and settings.eval_steps else None
     arguments = dict(
@@ -229,7 +232,10 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
     trainer.add_callback(_StopOnNonFiniteLoss())
     resume = None
     if settings.resume:
-        resume = get_last_checkpoint(str(settings.checkpoint_dir)) if Path(settings.checkpoint_dir).is_dir() else None
+        checkpoints = settings.checkpoint_dir
+        resume = (
+            get_last_checkpoint(str(checkpoints)) if checkpoints is not None and Path(checkpoints).is_dir() else None
+        )
         if resume is None:
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
     if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
@@ -246,8 +252,9 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
     except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
         raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
     results = trainer.evaluate() if has_eval else {}
-    if hasattr(type(model.config), "use_cache"):
-        model.config.use_cache = type(model.config).use_cache
+    config_class = type(model.config)
+    if hasattr(config_class, "use_cache"):
+        model.config.use_cache = config_class.use_cache
     else:
         vars(model.config).pop("use_cache", None)
     return {
@@ -262,7 +269,7 @@ class _WorkDir:
 
     def __init__(self, settings: TrainSettings) -> None:
         self._temporary = None if settings.checkpoint_dir else tempfile.TemporaryDirectory(prefix="minitf-train-")
-        self.path = Path(settings.checkpoint_dir or self._temporary.name)
+        self.path = Path(settings.checkpoint_dir or cast(tempfile.TemporaryDirectory, self._temporary).name)
 
     def __enter__(self) -> Path:
         return self.path
@@ -355,6 +362,8 @@ class _GPTCorpus:
     bar in bytes) or texts in memory."""
 
     def __init__(self, texts: str | Sequence[str] | TextFile, chunk_chars: int, progress: bool) -> None:
+        self.file: TextFile | None
+        self.texts: list[str] | None
         if isinstance(texts, TextFile):
             self.file, self.texts = texts, None
         else:
@@ -377,14 +386,15 @@ class _GPTCorpus:
         if self.texts is not None:
             yield from (text_chunks(text, self.chunk_chars) for text in self.texts)
             return
+        file = cast(TextFile, self.file)  # without texts in memory, the corpus is a file
         with tqdm(
-            total=self.file.size, unit="B", unit_scale=True, desc=description, disable=not self.progress, leave=False
+            total=file.size, unit="B", unit_scale=True, desc=description, disable=not self.progress, leave=False
         ) as bar:
 
             def report(position: int) -> None:
                 bar.update(position - bar.n)
 
-            yield from (self._noting_content(document) for document in self.file.documents(self.chunk_chars, report))
+            yield from (self._noting_content(document) for document in file.documents(self.chunk_chars, report))
 
     def chunks(self, description: str) -> Iterator[str]:
         for document in self.documents(description):
@@ -441,6 +451,8 @@ def train_gpt(
         raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
     with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, _WorkDir(settings) as work_dir:
         built = _gpt_tokenizer(corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context)
+        train_blocks: TokenBlocks | list[dict[str, list[int]]]
+        eval_blocks: TokenBlocks | list[dict[str, list[int]]] | None
         if pack:
             ids = encode_to_file(built, corpus.documents("tokenizing"), Path(token_dir) / "train.ids")
             corpus.check_content()
@@ -489,7 +501,7 @@ def train_gpt(
         model = MiniTFGPTForCausalLM(config)
         trainer = Trainer(
             model=model,
-            args=_training_arguments(settings, work_dir, eval_blocks is not None),
+            args=_training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
             train_dataset=train_blocks,
             eval_dataset=eval_blocks,
             processing_class=built,
@@ -534,7 +546,7 @@ def _gpt_tokenizer(
     return train_bpe_tokenizer(sample(), vocab_size=vocab_size, model_max_length=context)
 
 
-def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str, str]]:
+def _check_pairs(pairs: Sequence[Sequence[str]], what: str) -> list[tuple[str, str]]:
     pairs = [tuple(pair) for pair in pairs]
     bad = next(
         (
@@ -548,7 +560,7 @@ def _check_pairs(pairs: Sequence[tuple[str, str]], what: str) -> list[tuple[str,
         raise TrainingError(f"{what} pair {bad} is not two non-empty texts: {pairs[bad]!r}")
     if len(pairs) < 2:
         raise TrainingError(f"{what} training needs at least 2 pairs, got {len(pairs)}")
-    return pairs
+    return cast(list[tuple[str, str]], pairs)  # each checked to be two texts
 
 
 def train_encoder(
@@ -573,7 +585,7 @@ def train_encoder(
     its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
     """
     from datasets import Dataset
-    from sentence_transformers import (
+    from sentence_transformers import (  # type: ignore[attr-defined]  # `losses`: sentence-transformers 6 keeps it as an alias
         SentenceTransformer,
         SentenceTransformerTrainer,
         SentenceTransformerTrainingArguments,
@@ -590,7 +602,10 @@ def train_encoder(
     fields = _config_fields(chosen, config_overrides)
     texts = [text for pair in pairs for text in pair]
     tokenizer = train_wordlevel_tokenizer(
-        texts, vocab_size=vocab_size or chosen.vocab_size, min_frequency=1, max_length=fields["max_position_embeddings"]
+        texts,
+        vocab_size=cast(int, vocab_size or chosen.vocab_size),
+        min_frequency=1,
+        max_length=fields["max_position_embeddings"],
     )
     set_seed(settings.seed)
     model = MiniTFEncoderModel(
@@ -617,7 +632,7 @@ def train_encoder(
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
         eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model)
-        trained = embedder[0].auto_model.eval()
+        trained = cast(MiniTFEncoderModel, embedder[0].auto_model).eval()  # the Transformer module holds the encoder
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
         if target is not None and trainer.is_world_process_zero():
             result.folder = _write_folder(
@@ -687,7 +702,7 @@ def train_seq2seq(
             model=model,
             args=_training_arguments(settings, work_dir, bool(eval_rows), Seq2SeqTrainingArguments),
             train_dataset=encode(pairs),
-            eval_dataset=eval_rows or None,
+            eval_dataset=eval_rows or None,  # type: ignore[arg-type]  # a list of examples is a map-style dataset
             processing_class=tokenizer,
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
