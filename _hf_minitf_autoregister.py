@@ -72,7 +72,7 @@ class RegisteringFinder:
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _CountingLoader(spec.loader, self)
+                    spec.loader = _CountingLoader(spec.loader, self)  # type: ignore[assignment]  # a loader by duck typing: importlib.abc would cost every interpreter start
                 return spec
         return None
 
