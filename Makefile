@@ -11,7 +11,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_PYTHON ?= python3.11
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo test vllm-env test-vllm clean
+.PHONY: demo test test-browser lint vllm-env test-vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q
+
+# The pages `minitf export web` writes, in Debian's chromium headless (apt-get install chromium).
+test-browser: $(VENV)/.installed
+	$(BIN)/python -m pytest -q -m browser
 
 # vLLM's CPU build in its own environment (it pins transformers below what the default engine needs), with
 # hf-minitf for `minitf serve --engine vllm` and the vllm tests; about 12 minutes. See docs/serving.md#installing-vllm.

@@ -29,7 +29,7 @@ PARTS = {
     "transformers.pipelines": "register_pipelines",
 }
 # The imports counted: transformers' and those of the MiniTF modules the parts import.
-COUNTED = ("transformers.", "hf_minitf.modeling.", "hf_minitf.pipelines.")
+COUNTED = ("transformers.", "hf_minitf.modeling.")
 
 
 class _CountingLoader:

@@ -45,7 +45,7 @@ def register_tokenizers(tokenization_auto: ModuleType) -> None:
 def register_pipelines(pipelines: ModuleType) -> None:
     from transformers import AutoModelForSeq2SeqLM
 
-    from hf_minitf.pipelines.translation import TASK, MiniTFTranslationPipeline
+    from hf_minitf.modeling.pipeline_minitf_translation import TASK, MiniTFTranslationPipeline
 
     # transformers 5 refuses the task names "translation*" and "text2text-generation": this one is ours.
     pipelines.PIPELINE_REGISTRY.register_pipeline(

@@ -209,7 +209,7 @@ class PageRun:
 # Pages whose blocks need a running server: another test runs them, against the server it starts.
 RUN_ELSEWHERE = {
     ROOT / "docs/serving.md": (
-        "test_serving.py",
+        "serving/test_serving.py",
         "test_the_serving_page_examples",
         "its curl and openai examples call a running `minitf serve`",
     ),

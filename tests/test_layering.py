@@ -50,8 +50,7 @@ LAYERS = [
             "hf_minitf.modeling.tokenization_minitf*",
             "hf_minitf.tokenization",
             "hf_minitf.tokenization.*",
-            "hf_minitf.pipelines",
-            "hf_minitf.pipelines.*",
+            "hf_minitf.modeling.pipeline_minitf*",
         ],
     ),
     (

@@ -67,9 +67,9 @@ def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
     _add_native_export_arguments(parser)
     parser.add_argument(
         "--quantize",
-        default="int8",
+        default="q8",
         choices=ONNX_QUANTIZATIONS,
-        help="the 8-bit ONNX variant written beside float32, which the page offers too (default: int8)",
+        help="the ONNX variant written beside float32, which the page offers too (default: q8)",
     )
     parser.add_argument(
         "--example",

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from transformers import pipeline
 
     from hf_minitf.export.run import load_engine
-    from hf_minitf.pipelines.translation import TASK
+    from hf_minitf.modeling.pipeline_minitf_translation import TASK
 
     quiet_transformers()
     folder = model_folder(args.model, "translate")

@@ -30,8 +30,9 @@ def _read_json(path: Path) -> dict:
 def _tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
-    from hf_minitf import __name__ as _registers_the_auto_classes  # noqa: F401
+    from hf_minitf.registration import register
 
+    register()  # the seq2seq tokenizer class, for a CTranslate2 translator's folder
     return AutoTokenizer.from_pretrained(folder)
 
 

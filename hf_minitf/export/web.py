@@ -47,7 +47,7 @@ def export_web(
     examples: tuple[str, ...] | list[str] = (),
     title: str | None = None,
     license: str | None = None,
-    quantize: str | None = "int8",
+    quantize: str | None = "q8",
     overwrite: bool = False,
     revision: str | None = None,
 ) -> Path:

@@ -14,7 +14,6 @@ user added, sentence-transformers' own sections) is kept.
 from __future__ import annotations
 
 import hashlib
-import importlib
 import importlib.resources
 import json
 import logging
@@ -424,16 +423,14 @@ def update_model_card(
     save_card(card, Path(folder) / README)
 
 
-def add_translation_pipeline(folder: str | os.PathLike) -> bool:
+def add_translation_pipeline(folder: str | os.PathLike) -> None:
     """Make `minitf-translation` travel with a saved seq2seq folder: the pipeline file beside the model code
     and `custom_pipelines` in config.json, so `pipeline("minitf-translation", model=..., trust_remote_code=True)`
-    works where hf_minitf is not installed. Returns False where the pipeline code is not available."""
-    try:
-        module = importlib.import_module(f"{__package__}.{Path(TRANSLATION_PIPELINE_FILE).stem}")
-    except ImportError:
-        return False
+    works where hf_minitf is not installed."""
+    from hf_minitf.modeling import pipeline_minitf_translation as module
+
     folder = Path(folder)
-    shutil.copyfile(cast(str, module.__file__), folder / TRANSLATION_PIPELINE_FILE)  # imported from its file
+    shutil.copyfile(cast(str, module.__file__), folder / TRANSLATION_PIPELINE_FILE)
     config = _read_json(folder / "config.json")
     config["custom_pipelines"] = {
         module.TASK: {
@@ -446,7 +443,6 @@ def add_translation_pipeline(folder: str | os.PathLike) -> bool:
     with open(folder / "config.json", "w", encoding="utf-8") as handle:
         json.dump(config, handle, indent=2, sort_keys=True)
         handle.write("\n")
-    return True
 
 
 def prepare_upload(

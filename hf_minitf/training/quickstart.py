@@ -141,7 +141,7 @@ def _encoder(folder: Path, model_id: str, steps: int, progress: bool, seed: int)
 def _seq2seq(folder: Path, model_id: str, steps: int, progress: bool, seed: int) -> dict:
     from transformers import pipeline
 
-    from hf_minitf.pipelines.translation import TASK
+    from hf_minitf.modeling.pipeline_minitf_translation import TASK
     from hf_minitf.training.trainers import train_seq2seq
 
     task = english_italian_pairs(seed=seed)

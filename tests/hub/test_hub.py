@@ -35,7 +35,7 @@ from hf_minitf.commands.push import add_arguments as add_push_arguments
 from hf_minitf.commands.push import run as push_command
 from hf_minitf.hub.cards import render_model_card, update_model_card
 
-PACKAGE_MODULES = {path.name for path in Path(hf_minitf.__file__).parent.glob("*.py")}
+MODELING_MODULES = {path.name for path in (Path(hf_minitf.__file__).parent / "modeling").glob("*.py")}
 GPT_TEXT = "hello world, a tiny model on the hub"
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park", "the park is green"]
 PAIRS = [("one two", "uno due"), ("two three", "due tre"), ("three one", "tre uno"), ("one", "uno")] * 2
@@ -62,8 +62,8 @@ def push_args(*argv: str) -> argparse.Namespace:
 def assert_published_files(files: set[str], family_files: set[str]) -> None:
     """Weights, configs, the model code and card; no pickle, no training state, nothing else."""
     code = {name for name in files if name.endswith(".py")}
-    assert code <= PACKAGE_MODULES, code - PACKAGE_MODULES
-    assert {"layers.py", "modeling_minitf.py"} <= code and "model_card.py" not in code
+    assert code <= MODELING_MODULES, code - MODELING_MODULES
+    assert {"layers.py", "modeling_minitf.py"} <= code and "__init__.py" not in code
     assert files - code == family_files
     assert not any(name.endswith((".bin", ".pt", ".pth", ".pkl")) or "optimizer" in name for name in files)
 

@@ -75,8 +75,8 @@ def test_presets_carry_the_original_sizes():
     ) == (512, 6, 8, 2048, 350)
     with pytest.raises(ValueError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
         get_preset("gpt", "huge")
-    with pytest.raises(ValueError, match="unknown model family 'embedding'; choose one of gpt, encoder, seq2seq"):
-        get_preset("embedding", "tiny")
+    with pytest.raises(ValueError, match="unknown model family 'vision'; choose one of gpt, encoder, seq2seq"):
+        get_preset("vision", "tiny")
     assert tuple(FAMILIES) == tuple(PRESETS) == ("gpt", "encoder", "seq2seq")
 
 

@@ -1,7 +1,7 @@
 """`pipeline("minitf-translation")`: text in, translation out, for MiniTF seq2seq models (or any seq2seq LM).
 
 transformers 5 removed its `translation_*` and `text2text-generation` pipelines and refuses those names, so the
-task is registered under a name of its own (see hf_minitf/__init__.py). A pushed MiniTF seq2seq model carries this
+task is registered under a name of its own (see hf_minitf/registration.py). A pushed MiniTF seq2seq model carries this
 file and a `custom_pipelines` entry in its config, so `pipeline("minitf-translation", model=repo_id,
 trust_remote_code=True)` also works where hf_minitf is not installed.
 """
@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from transformers import Pipeline, PreTrainedTokenizerBase
 
-from hf_minitf.modeling.modeling_minitf import prepare_card_for_upload
+from .modeling_minitf import prepare_card_for_upload
 
 TASK = "minitf-translation"
 
