@@ -93,9 +93,9 @@ if TYPE_CHECKING:
         MiniTFSeq2SeqModel,
         MiniTFSeq2SeqPreTrainedModel,
     )
-    from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
     from hf_minitf.modeling.pipeline_minitf_translation import TASK as TRANSLATION_TASK
     from hf_minitf.modeling.pipeline_minitf_translation import MiniTFTranslationPipeline
+    from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
     from hf_minitf.registration import register
     from hf_minitf.sentence_transformers_folder import save_sentence_transformer
     from hf_minitf.tokenization.gpt import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from hf_minitf.commands.common import CommandError, model_folder, quiet_transformers, reports_errors
@@ -25,10 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors("embed")
 def run(args: argparse.Namespace) -> int:
-    import torch
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.util import cos_sim
-
     from hf_minitf.export.run import load_engine
 
     quiet_transformers()
@@ -36,18 +31,21 @@ def run(args: argparse.Namespace) -> int:
     empty = [index for index, text in enumerate(args.texts) if not text]
     if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
         raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
-    engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime
-    similarity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime, without torch
+    vectors: list[list[float]]
     if engine is None:
+        from sentence_transformers import SentenceTransformer
+
         embedder = SentenceTransformer(str(folder))
-        vectors, similarity = embedder.encode(args.texts, convert_to_tensor=True), embedder.similarity
+        embeddings = embedder.encode(args.texts, convert_to_tensor=True)
+        vectors, scores = embeddings.tolist(), embedder.similarity(embeddings, embeddings).tolist()
     else:
-        vectors, similarity = torch.from_numpy(engine.encode(args.texts)), cos_sim
+        normalized = engine.encode(args.texts)  # unit vectors: their dot products are the cosine similarities
+        vectors, scores = normalized.tolist(), (normalized @ normalized.T).tolist()
     if not args.similarity:
-        for vector in vectors.tolist():
+        for vector in vectors:
             print(json.dumps([round(value, 6) for value in vector]))
         return 0
-    scores = similarity(vectors, vectors).tolist()
     width = max(len(f"[{index}]") for index in range(len(args.texts)))
     print(" " * width + "".join(f"{f'[{index}]':>8}" for index in range(len(args.texts))))
     for index, row in enumerate(scores):

@@ -38,15 +38,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors("generate")
 def run(args: argparse.Namespace) -> int:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TextStreamer
-
     from hf_minitf.export.run import load_engine
 
     quiet_transformers()
     folder = model_folder(args.model, "generate")
-    engine = load_engine(folder, "generator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    # A CTranslate2 or ONNX export runs in its engine, without torch; a MiniTF folder in transformers.
+    engine = load_engine(folder, "generator")
     if engine is None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
         config = model.config
@@ -60,62 +60,69 @@ def run(args: argparse.Namespace) -> int:
     else:
         tokenizer, limit = engine.tokenizer, engine.position_limit
         trained = engine.max_positions if limit is None else None
-    torch.manual_seed(args.seed)
-    requests: list[tuple[torch.Tensor, int]] = []  # every prompt is checked before any is continued or noted
+    requests: list[tuple[list[int], int]] = []  # every prompt is checked before any is continued or noted
     notes: list[str] = []
     for prompt in args.prompts:
         if not prompt:  # as the server's /v1/completions: there is nothing to continue
             raise CommandError(f"prompt [{len(requests)}] is empty; give the text to continue")
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt").input_ids
-        if ids.shape[1] == 0:
+        ids = tokenizer(prompt, add_special_tokens=False).input_ids
+        if not ids:
             raise CommandError(f"none of the characters of the prompt {prompt!r} are in the model's vocabulary")
-        kept = tokenizer.decode(ids[0], skip_special_tokens=True)
+        kept = tokenizer.decode(ids, skip_special_tokens=True)
         unknown = sorted({char for char in prompt if char not in kept})
         if unknown:
             notes.append(
                 f"{''.join(unknown)!r} not in the model's vocabulary; read as {tokenizer.unk_token or 'nothing'}"
             )
-        new_tokens = args.max_new_tokens
+        wanted = args.max_new_tokens
         if limit is not None:
-            room = limit - ids.shape[1]
+            room = limit - len(ids)
             if room <= 0:
-                raise CommandError(f"the prompt is {ids.shape[1]} tokens; this model reads at most {limit}")
-            if room < new_tokens:
-                notes.append(f"{new_tokens} new tokens would pass the model's {limit} positions; generating {room}")
-                new_tokens = room
-        if trained is not None and ids.shape[1] + new_tokens > trained:
+                raise CommandError(f"the prompt is {len(ids)} tokens; this model reads at most {limit}")
+            if room < wanted:
+                notes.append(f"{wanted} new tokens would pass the model's {limit} positions; generating {room}")
+                wanted = room
+        if trained is not None and len(ids) + wanted > trained:
             notes.append(
-                f"the prompt ({ids.shape[1]} tokens) and {new_tokens} new tokens pass the {trained} "
+                f"the prompt ({len(ids)} tokens) and {wanted} new tokens pass the {trained} "
                 "positions this model was trained on; its rotary positions go on past them, but expect "
                 "weaker text there"
             )
-        requests.append((ids, new_tokens))
+        requests.append((ids, wanted))
     for note in notes:
         print(f"minitf generate: note: {note}", file=sys.stderr)
-    for ids, new_tokens in requests:
-        if engine is not None:
-            new_ids = engine.generate(
-                [ids[0].tolist()],
-                new_tokens,
-                sample=args.sample,
-                temperature=args.temperature,
-                top_k=args.top_k,
-                seed=args.seed,
-            )[0]
-            print(tokenizer.decode(ids[0].tolist() + new_ids, skip_special_tokens=True), flush=True)
-            continue
-        options = (
-            {"do_sample": True, "temperature": args.temperature, "top_k": args.top_k}
-            if args.sample
-            else {"do_sample": False}
-        )
+    if engine is None:
+        _generate_in_transformers(model, tokenizer, requests, args)
+        return 0
+    for ids, added in requests:
+        new_ids = engine.generate(
+            [ids], added, sample=args.sample, temperature=args.temperature, top_k=args.top_k, seed=args.seed
+        )[0]
+        print(tokenizer.decode(ids + new_ids, skip_special_tokens=True), flush=True)
+    return 0
+
+
+def _generate_in_transformers(
+    model, tokenizer, requests: list[tuple[list[int], int]], args: argparse.Namespace
+) -> None:
+    """Each prompt continued by `model.generate`, its text streamed as it comes."""
+    import torch
+    from transformers import TextStreamer
+
+    torch.manual_seed(args.seed)
+    options = (
+        {"do_sample": True, "temperature": args.temperature, "top_k": args.top_k}
+        if args.sample
+        else {"do_sample": False}
+    )
+    for ids, added in requests:
+        input_ids = torch.tensor([ids])
         with torch.no_grad():
             model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=new_tokens,
+                input_ids,
+                attention_mask=torch.ones_like(input_ids),
+                max_new_tokens=added,
                 pad_token_id=tokenizer.pad_token_id,
                 streamer=TextStreamer(tokenizer, skip_special_tokens=True),
                 **options,
             )
-    return 0

@@ -26,10 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors("translate")
 def run(args: argparse.Namespace) -> int:
-    from transformers import pipeline
-
     from hf_minitf.export.run import load_engine
-    from hf_minitf.modeling.pipeline_minitf_translation import TASK
 
     quiet_transformers()
     folder = model_folder(args.model, "translate")
@@ -38,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
             print(text)
         return 0
+    from transformers import pipeline
+
+    from hf_minitf.modeling.pipeline_minitf_translation import TASK
+
     translate = pipeline(TASK, model=str(folder))  # type: ignore[call-overload]  # the overloads list only built-in tasks
     options = {"num_beams": args.num_beams}
     if args.max_new_tokens is not None:

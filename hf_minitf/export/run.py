@@ -28,12 +28,17 @@ def _read_json(path: Path) -> dict:
 
 
 def _tokenizer(folder: Path):
-    from transformers import AutoTokenizer
+    """The export's tokenizer: a family's own class where its tokenizer_config names one (the translator's), else
+    its tokenizer.json. No model classes and no torch: an export runs without them."""
+    from transformers import PreTrainedTokenizerFast
 
-    from hf_minitf.registration import register
+    from hf_minitf.catalog import FAMILIES
 
-    register()  # the seq2seq tokenizer class, for a CTranslate2 translator's folder
-    return AutoTokenizer.from_pretrained(folder)
+    named = _read_json(folder / "tokenizer_config.json").get("tokenizer_class")
+    for family in FAMILIES.values():
+        if family.tokenizer_class and family.tokenizer_class.rpartition(".")[2] == named:
+            return family.load(family.tokenizer_class).from_pretrained(folder)
+    return PreTrainedTokenizerFast.from_pretrained(folder)
 
 
 class CTranslate2Generator:
