@@ -1,19 +1,23 @@
-"""`minitf serve` under load: concurrent completion requests, with and without --continuous-batching, beside the
-same number of sequential generate() calls.
+"""`minitf serve` under load: concurrent completion requests to each engine, beside sequential generate() calls.
 
-    python benchmarks/serving.py [MODEL_DIR] [--requests 16] [--new-tokens 64] [--repeats 3] [--json serving.json]
-    python benchmarks/serving.py --tiny --repeats 1     # checks the script runs; measures nothing
+    python benchmarks/serving.py [MODEL_DIR] [--requests 16 64] [--new-tokens 64] [--rounds 2] [--json serving.json]
+        [--vllm-python .venv-vllm/bin/python]
+    python benchmarks/serving.py --tiny --rounds 1     # checks the script runs; measures nothing
 
-Without MODEL_DIR it saves a MiniTF GPT of nanoGPT shakespeare-char dims (vocab 65, 6 layers, 6 heads, 384 wide,
-context 256; random weights) to a temporary folder. Cases, one after another (a running server idles beside the
-others, so none runs during another's measurement):
-- `generate() sequential`: the requests' prompts through `model.generate()` one after another, in this process;
-- `serve`: all requests sent at once (one client thread each, the `openai` client) to `minitf serve MODEL_DIR`,
-  whose transformers GenerateManager runs them one after another on its inference thread;
-- `serve --continuous-batching`: the same to `minitf serve MODEL_DIR --continuous-batching` (paged attention).
-Each server is a subprocess, warmed up with one request before the timed repeats. Reports, as medians over the
-repeats: requests per second (requests / wall time of the whole burst), median and slowest request latency,
-generated tokens per second, and whether every answer is the text greedy `generate()` gives its prompt.
+Without MODEL_DIR it saves a MiniTF GPT of nanoGPT shakespeare-char dims (65 characters, 6 layers, 6 heads, 384
+wide, context 256; random weights, no end token, so every request generates exactly --new-tokens) to a temporary
+folder. Cases:
+- `generate() sequential`: each burst's prompts through `model.generate()` one after another, in this process
+  (once: it is the reference text and speed);
+- `serve`: all requests of a burst sent at once (one client thread each, the `openai` client) to `minitf serve
+  MODEL_DIR`, whose transformers GenerateManager runs them one after another on its inference thread;
+- `serve --continuous-batching`: the same to `minitf serve MODEL_DIR --continuous-batching` (paged attention);
+- `serve --engine vllm` (with --vllm-python): the same to vLLM's server behind `minitf serve`.
+The servers run one at a time, in alternating order round by round (a, b, c, then c, b, a), each a subprocess
+started fresh each round (its start-up time: until /health answers) and warmed up with one request; each burst
+size runs once per round. Reports, as medians over the rounds: requests per second (requests / wall time of the
+burst), median and 95th-percentile request latency, generated tokens per second, start-up seconds, the server's
+peak RSS (its process tree, sampled every 0.1 s), and whether every answer is the text greedy `generate()` gives.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import json
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import openai
+import psutil
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -60,14 +66,15 @@ LINES = [
 
 
 def save_model(folder: Path, tiny: bool) -> None:
-    """A random MiniTF GPT with a character tokenizer (weights large enough that greedy text does not repeat)."""
-    tokenizer = char_tokenizer(CHARACTERS)
+    """A random MiniTF GPT with a character tokenizer and no special tokens (so nothing ends a request early),
+    weights large enough that greedy text does not repeat."""
+    tokenizer = char_tokenizer(CHARACTERS, special_tokens=None)
     torch.manual_seed(0)
     config = MiniTFGPTConfig(
         vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
         initializer_range=0.2,
         **DIMS["tiny" if tiny else "full"],
     )
@@ -79,118 +86,161 @@ def prompts(count: int) -> list[str]:
     return [LINES[index % len(LINES)] + " " * (index // len(LINES)) for index in range(count)]
 
 
-def generate_sequentially(folder: Path, texts: list[str], new_tokens: int, repeats: int) -> tuple[dict, list[str]]:
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def burst_figures(wall: float, latencies: list[float], tokens: int) -> dict:
+    return {
+        "requests_per_s": len(latencies) / wall,
+        "wall_s": wall,
+        "median_latency_s": statistics.median(latencies),
+        "p95_latency_s": percentile(latencies, 0.95),
+        "tokens_per_s": tokens / wall,
+    }
+
+
+def generate_sequentially(folder: Path, texts: list[str], new_tokens: int) -> tuple[dict, list[str]]:
+    """One burst of `texts` through generate(), one after another: a caller's latency for the i-th request is
+    everything up to its answer."""
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
 
     def one(text: str) -> tuple[str, float, int]:
-        inputs = tokenizer(text, return_tensors="pt")
+        ids = tokenizer(text, return_tensors="pt").input_ids
         start = time.perf_counter()
         with torch.no_grad():
-            output = model.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
-        generated = output[0, inputs["input_ids"].shape[1] :]
+            output = model.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False
+            )
+        generated = output[0, ids.shape[1] :]
         return tokenizer.decode(generated, skip_special_tokens=True), time.perf_counter() - start, len(generated)
 
     one(texts[0])  # warm-up
-    runs, answers = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        results = [one(text) for text in texts]
-        # A sequential caller's latency for the i-th request is everything up to its answer.
-        latencies = [sum(result[1] for result in results[: index + 1]) for index in range(len(results))]
-        runs.append((time.perf_counter() - start, latencies, sum(result[2] for result in results)))
-        answers = [result[0] for result in results]
-    return summarize(runs, len(texts)), answers
+    start = time.perf_counter()
+    results = [one(text) for text in texts]
+    wall = time.perf_counter() - start
+    latencies = [sum(result[1] for result in results[: index + 1]) for index in range(len(results))]
+    return burst_figures(wall, latencies, sum(result[2] for result in results)), [result[0] for result in results]
 
 
-def serve_concurrently(
-    folder: Path,
-    texts: list[str],
-    new_tokens: int,
-    repeats: int,
-    *options: str,
-) -> tuple[dict, list[str]]:
+class PeakRSS:
+    """The largest summed RSS of a process and its children, sampled every 0.1 s while the block runs."""
+
+    def __init__(self, pid: int) -> None:
+        self.process, self.peak, self.done = psutil.Process(pid), 0, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.1):
+            try:
+                tree = [self.process, *self.process.children(recursive=True)]
+                self.peak = max(self.peak, sum(member.memory_info().rss for member in tree))
+            except psutil.Error:  # a child ended between the listing and the reading
+                pass
+
+    def __enter__(self) -> PeakRSS:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def serve_bursts(folder: Path, bursts: dict[int, list[str]], new_tokens: int, options: tuple[str, ...]) -> dict:
+    """Start `minitf serve MODEL OPTIONS`, warm it up, send each burst at once; its figures and answers."""
+    started = time.perf_counter()
     with (
-        server_process([folder], "--log-level", "warning", *options) as server,
+        server_process([folder], "--log-level", "warning", *options, timeout=900) as server,
+        PeakRSS(server.process.pid) as memory,
         openai.OpenAI(base_url=f"{server.url}/v1", api_key="none", max_retries=0, timeout=3600) as client,
     ):
+        startup = time.perf_counter() - started
 
         def one(text: str) -> tuple[str, float, int]:
             start = time.perf_counter()
             completion = client.completions.create(model=str(folder), prompt=text, max_tokens=new_tokens, temperature=0)
             return completion.choices[0].text, time.perf_counter() - start, completion.usage.completion_tokens
 
-        one(texts[0])  # warm-up (continuous batching sets its cache up on the first request)
-        runs, answers = [], []
-        with ThreadPoolExecutor(len(texts)) as pool:
-            for _ in range(repeats):
+        one(next(iter(bursts.values()))[0])  # warm-up (continuous batching sets its cache up on the first request)
+        figures = {}
+        for size, texts in bursts.items():
+            with ThreadPoolExecutor(size) as pool:
                 start = time.perf_counter()
                 results = list(pool.map(one, texts))
-                runs.append(
-                    (
-                        time.perf_counter() - start,
-                        [result[1] for result in results],
-                        sum(result[2] for result in results),
-                    )
-                )
-                answers = [result[0] for result in results]
-    return summarize(runs, len(texts)), answers
-
-
-def summarize(runs: list[tuple[float, list[float], int]], requests: int) -> dict:
-    """Medians over the bursts; each run is (wall seconds, latency of each request, tokens generated)."""
-    wall = statistics.median(run[0] for run in runs)
-    return {
-        "requests_per_s": requests / wall,
-        "wall_s": wall,
-        "median_latency_s": statistics.median(statistics.median(run[1]) for run in runs),
-        "max_latency_s": statistics.median(max(run[1]) for run in runs),
-        "tokens_per_s": statistics.median(run[2] / run[0] for run in runs),
-        "wall_s_per_repeat": [run[0] for run in runs],
-    }
+                wall = time.perf_counter() - start
+            figures[size] = {
+                **burst_figures(wall, [result[1] for result in results], sum(result[2] for result in results)),
+                "answers": [result[0] for result in results],
+            }
+    return {"startup_s": startup, "peak_rss_mb": memory.peak / 2**20, "bursts": figures}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", type=Path, help="a GPT folder (default: a random MiniTF GPT)")
-    parser.add_argument("--requests", type=int, default=16, help="concurrent requests (default 16)")
+    parser.add_argument("--requests", type=int, nargs="+", default=[16, 64], help="burst sizes (default: 16 64)")
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens each request generates (default 64)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed bursts per case (default 3)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds over the servers (default 2)")
+    parser.add_argument("--vllm-python", type=Path, help="vLLM's Python: adds `minitf serve --engine vllm`")
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument("--tiny", action="store_true", help="tiny model and 4 tokens: checks the script runs")
     args = parser.parse_args(argv)
     new_tokens = 4 if args.tiny else args.new_tokens
-    texts = prompts(args.requests)
+    bursts = {size: prompts(size) for size in args.requests}
+    servers = {"serve": (), "serve --continuous-batching": ("--continuous-batching",)}
+    if args.vllm_python:
+        servers["serve --engine vllm"] = ("--engine", "vllm", "--vllm-python", str(args.vllm_python))
     with tempfile.TemporaryDirectory() as work:
         folder = args.model or Path(work) / "gpt"
         if args.model is None:
             save_model(folder, args.tiny)
-        reference, expected = generate_sequentially(folder, texts, new_tokens, args.repeats)
-        report = {
-            "settings": {
-                "model": str(args.model or "random MiniTF GPT" + (" (tiny)" if args.tiny else "")),
-                "requests": args.requests,
-                "new_tokens": new_tokens,
-                "repeats": args.repeats,
-                "torch_threads": torch.get_num_threads(),
-            },
-            "cases": {"generate() sequential": {**reference, "same_text_as_generate": True}},
-        }
-        for case, options in (("serve", ()), ("serve --continuous-batching", ("--continuous-batching",))):
-            figures, answers = serve_concurrently(folder, texts, new_tokens, args.repeats, *options)
-            report["cases"][case] = {**figures, "same_text_as_generate": answers == expected}
-    baseline = report["cases"]["generate() sequential"]["requests_per_s"]
-    print(f"{args.requests} requests of {new_tokens} new tokens, medians of {args.repeats} bursts")
-    print(f"{'case':32} {'req/s':>8} {'x generate':>10} {'median lat s':>13} {'max lat s':>10} {'tok/s':>8} same text")
-    for case, row in report["cases"].items():
-        row["speedup_vs_generate"] = row["requests_per_s"] / baseline
+        reference = {size: generate_sequentially(folder, texts, new_tokens) for size, texts in bursts.items()}
+        runs: dict[str, list[dict]] = {name: [] for name in servers}
+        for round_index in range(args.rounds):
+            order = list(servers) if round_index % 2 == 0 else list(reversed(servers))
+            for name in order:
+                runs[name].append(serve_bursts(folder, bursts, new_tokens, servers[name]))
+    report: dict = {
+        "settings": {
+            "model": str(args.model or "random MiniTF GPT" + (" (tiny)" if args.tiny else "")),
+            "requests": args.requests,
+            "new_tokens": new_tokens,
+            "rounds": args.rounds,
+            "torch_threads": torch.get_num_threads(),
+        },
+        "cases": {},
+    }
+    for size in args.requests:
+        figures, expected = reference[size]
+        rows = {"generate() sequential": {**figures, "same_text_as_generate": True}}
+        for name, server_runs in runs.items():
+            row = {
+                field: statistics.median(run["bursts"][size][field] for run in server_runs)
+                for field in ("requests_per_s", "wall_s", "median_latency_s", "p95_latency_s", "tokens_per_s")
+            }
+            row["startup_s"] = statistics.median(run["startup_s"] for run in server_runs)
+            row["peak_rss_mb"] = max(run["peak_rss_mb"] for run in server_runs)
+            row["same_text_as_generate"] = all(run["bursts"][size]["answers"] == expected for run in server_runs)
+            rows[name] = row
+        for row in rows.values():
+            row["speedup_vs_generate"] = row["requests_per_s"] / figures["requests_per_s"]
+        report["cases"][str(size)] = rows
+        print(f"{size} concurrent requests of {new_tokens} new tokens, medians of {args.rounds} rounds")
         print(
-            f"{case:32} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
-            f"{row['median_latency_s']:13.3f} {row['max_latency_s']:10.3f} {row['tokens_per_s']:8.1f} "
-            f"{row['same_text_as_generate']}"
+            f"{'case':28} {'req/s':>8} {'x generate':>10} {'median s':>9} {'p95 s':>8} {'tok/s':>8} "
+            f"{'start s':>8} {'peak MB':>8} same text"
         )
+        for name, row in rows.items():
+            print(
+                f"{name:28} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
+                f"{row['median_latency_s']:9.3f} {row['p95_latency_s']:8.3f} {row['tokens_per_s']:8.1f} "
+                f"{row.get('startup_s', 0):8.1f} {row.get('peak_rss_mb', 0):8.0f} {row['same_text_as_generate']}"
+            )
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 

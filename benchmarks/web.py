@@ -1,0 +1,354 @@
+"""The page `minitf export web` writes, timed: transformers.js in Node and in headless Chromium beside MiniTF and
+ONNX Runtime in Python, on the same weights.
+
+Cases, per model (random weights, no end token, so every engine generates the same number of tokens):
+- GPT, greedy, one prompt at a time: MiniTF `generate()`, ONNX Runtime (Python, `minitf generate`'s engine) on
+  the export's float32 and q8 files, transformers.js in Node (fp32, q8) and the web page in Chromium (fp32, q8).
+  Models: the quickstart's GPT size (2 x 128, 64 learned positions) and nanoGPT char dims (6 x 384, 256).
+- encoder, one batch of sentences: SentenceTransformer, ONNX Runtime float32 and q8, transformers.js in Node
+  (fp32, q8) and the page's similarity box in Chromium (fp32, q8), at MiniEmbed-mini dims (4 x 256, FFN 1024).
+
+Every case runs in a process of its own (an engine's threads slow torch in the same process), loaded and warmed
+up before timing; the cases of a model are interleaved round by round with a pause before each timed run, and
+each process times its own work (the page: the model call, as its status line shows it). Reported: median tokens/s
+(GPT) or seconds (encoder), the ratio to MiniTF / SentenceTransformer, and agreement with it (greedy tokens equal;
+least cosine of the embeddings, or largest difference of the page's similarity scores).
+
+Needs Node (tests/js is installed with `npm ci` as the tests do) and, for the Chromium rows, Debian's chromium.
+
+    python benchmarks/web.py --json benchmarks/results/web-DATE.json     # the figures (an otherwise idle machine)
+    python benchmarks/web.py --smoke                                     # tiny dims, one round: checks that it runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the Node and Chromium runners of the transformers.js tests
+
+# name -> (vocab, hidden, layers, heads, positions, new tokens) for the GPTs; the encoder's config fields.
+FULL = {
+    "gpt": {"quickstart-gpt": (40, 128, 2, 4, 64, 56), "nanogpt-char": (65, 384, 6, 6, 256, 200)},
+    "encoder": {
+        "miniembed-mini": dict(
+            vocab_size=30000,
+            hidden_size=256,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            intermediate_size=1024,
+            max_position_embeddings=128,
+        )
+    },
+    "prompts": 3,
+    "sentences": 64,
+    "rounds": 3,
+    "pause": 2.0,
+}
+SMOKE = {
+    "gpt": {"tiny-gpt": (20, 32, 2, 4, 32, 8)},
+    "encoder": {
+        "tiny-encoder": dict(
+            vocab_size=80,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        )
+    },
+    "prompts": 2,
+    "sentences": 8,
+    "rounds": 1,
+    "pause": 0.0,
+}
+GPT_ENGINES = ("minitf generate()", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8", "chromium fp32",
+               "chromium q8")  # fmt: skip
+ENCODER_ENGINES = ("sentence-transformers", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8",
+                   "chromium fp32", "chromium q8")  # fmt: skip
+ONNX_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
+
+
+# ------------------------------------------------------------------------------------------ models and sites
+def _characters(count: int) -> list[str]:
+    return [chr(0x4E00 + index) for index in range(count)]
+
+
+def build_sites(settings: dict, root: Path) -> dict[str, tuple[Path, Path]]:
+    """name -> (the MiniTF folder, the `export web` site of it), random weights."""
+    import torch
+
+    from hf_minitf import (
+        MiniTFEncoderConfig,
+        MiniTFEncoderModel,
+        MiniTFGPTConfig,
+        MiniTFGPTForCausalLM,
+        char_tokenizer,
+        save_sentence_transformer,
+    )
+    from hf_minitf.export.web import export_web
+    from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
+
+    torch.manual_seed(0)
+    built = {}
+    for name, (vocab, hidden, layers, heads, positions, _) in settings["gpt"].items():
+        folder = root / name
+        config = MiniTFGPTConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            max_position_embeddings=positions,
+            position_embedding_type="learned",
+            initializer_range=0.2,
+        )
+        MiniTFGPTForCausalLM(config).eval().save_pretrained(folder)
+        char_tokenizer(_characters(vocab), special_tokens=None).save_pretrained(folder)
+        built[name] = (folder, export_web(folder, root / f"{name}_site"))
+    for name, fields in settings["encoder"].items():
+        folder = root / name
+        words = [f"w{index}" for index in range(fields["vocab_size"])]
+        tokenizer = train_wordlevel_tokenizer(
+            [" ".join(words)],
+            vocab_size=fields["vocab_size"],
+            min_frequency=1,
+            max_length=fields["max_position_embeddings"],
+        )
+        save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**fields)).eval(), tokenizer, folder)
+        built[name] = (folder, export_web(folder, root / f"{name}_site"))
+    return built
+
+
+# ------------------------------------------------------------------------------------------------ the cases
+class PythonCase:
+    """MiniTF, SentenceTransformer or ONNX Runtime in a worker process of this script (`--worker`)."""
+
+    def __init__(self, spec: dict) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        self.process.stdin.write(json.dumps(spec) + "\n")
+        self.process.stdin.flush()
+        if not json.loads(self.process.stdout.readline() or "{}").get("ready"):
+            raise RuntimeError(f"the worker for {spec['engine']} failed to start (see stderr above)")
+
+    def run(self, request: dict) -> dict:
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+class NodeCase:
+    """transformers.js in Node (tests/js/run.mjs)."""
+
+    def __init__(self, task: str, folder: Path, dtype: str) -> None:
+        from transformers_js import NodeRunner
+
+        self.runner = NodeRunner(task, folder, dtype)
+
+    def run(self, request: dict) -> dict:
+        if "prompts" in request:
+            answer = self.runner.ask({"prompts": request["prompts"], "max_new_tokens": request["max_new_tokens"]})
+            return {"seconds": answer["seconds"], "tokens": answer["result"]}
+        answer = self.runner.ask({"sentences": request["sentences"]})
+        return {"seconds": answer["seconds"], "embeddings": answer["result"]}
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+class PageCase:
+    """The `export web` page in headless Chromium (tests/js/browser.mjs), served from 127.0.0.1."""
+
+    def __init__(self, site: Path, dtype: str) -> None:
+        from transformers_js import BrowserPage, StaticServer
+
+        self.dtype = dtype
+        self.server = StaticServer(site)
+        self.page = BrowserPage(self.server.url)
+
+    def run(self, request: dict) -> dict:
+        if "prompts" in request:
+            seconds, texts, tokens = 0.0, [], 0
+            for prompt in request["prompts"]:
+                answer = self.page.ask(
+                    {"dtype": self.dtype, "prompt": prompt, "max_new_tokens": request["max_new_tokens"]}
+                )
+                seconds += answer["seconds"]
+                texts.append(answer["text"])
+                tokens += int(re.match(r"(\d+) tokens", answer["status"]).group(1))
+            return {"seconds": seconds, "texts": texts, "token_count": tokens}
+        source, *others = request["sentences"]
+        answer = self.page.ask({"dtype": self.dtype, "source": source, "sentences": others})
+        return {"seconds": answer["seconds"], "scores": answer["scores"]}
+
+    def close(self) -> None:
+        self.page.close()
+        self.server.stop()
+
+
+def worker(spec: dict) -> None:
+    """Load one Python case, then answer each request line with its result and the seconds it took."""
+    run = make_python_case(spec)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        start = time.perf_counter()
+        result = run(json.loads(line))
+        print(json.dumps({"seconds": time.perf_counter() - start, **result}), flush=True)
+
+
+def make_python_case(spec: dict):
+    engine, folder = spec["engine"], Path(spec["folder"])
+    if engine == "minitf generate()":
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+
+        def generate(request: dict) -> dict:
+            tokens = []
+            for prompt in request["prompts"]:
+                ids = tokenizer(prompt, return_tensors="pt").input_ids
+                with torch.no_grad():
+                    output = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False)
+                tokens.append(output[0, ids.shape[1] :].tolist())
+            return {"tokens": tokens}
+
+        return generate
+    if engine == "sentence-transformers":
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(folder), device="cpu")
+        return lambda request: {"embeddings": model.encode(request["sentences"], normalize_embeddings=True).tolist()}
+    from hf_minitf.export.run import OnnxEmbedder, OnnxGenerator, export_info
+
+    file_name = ONNX_FILES[engine.split()[-1]]
+    if spec["family"] == "gpt":
+        generator = OnnxGenerator(folder, export_info(folder) or {}, file_name)
+
+        def generate_onnx(request: dict) -> dict:
+            prompts = [generator.tokenizer(prompt).input_ids for prompt in request["prompts"]]
+            return {"tokens": generator.generate(prompts, request["max_new_tokens"])}
+
+        return generate_onnx
+    embedder = OnnxEmbedder(folder, export_info(folder) or {}, file_name)
+    return lambda request: {"embeddings": embedder.encode(request["sentences"]).tolist()}
+
+
+def start_case(engine: str, family: str, source: Path, site: Path):
+    model = site / "model"
+    if engine.startswith("node"):
+        return NodeCase("generate" if family == "gpt" else "embed", model, engine.split()[-1])
+    if engine.startswith("chromium"):
+        return PageCase(site, engine.split()[-1])
+    folder = source if engine in ("minitf generate()", "sentence-transformers") else model
+    return PythonCase({"engine": engine, "family": family, "folder": str(folder)})
+
+
+# ---------------------------------------------------------------------------------------------------- main
+def agreement(family: str, reference: dict, result: dict, tokenizer) -> str:
+    import numpy as np
+
+    if family == "gpt":
+        expected = reference["tokens"]
+        if "texts" in result:
+            equal = sum(text == tokenizer.decode(ids) for text, ids in zip(result["texts"], expected))
+        else:
+            equal = sum(ids == want for ids, want in zip(result["tokens"], expected))
+        return f"{equal}/{len(expected)} prompts' tokens equal"
+    vectors = np.array(reference["embeddings"])
+    if "scores" in result:
+        expected = vectors[1:] @ vectors[0]
+        return f"scores within {float(np.abs(np.array(result['scores']) - expected).max()):.1e}"
+    least = float((vectors * np.array(result["embeddings"])).sum(axis=1).min())
+    return f"least cosine {least:.6f}"
+
+
+def token_count(result: dict) -> int:
+    return result["token_count"] if "token_count" in result else sum(len(ids) for ids in result["tokens"])
+
+
+def measure(name: str, family: str, source: Path, site: Path, request: dict, rounds: int, pause: float) -> list:
+    """Every engine of the family on one model, interleaved round by round; a row per engine."""
+    from transformers import AutoTokenizer
+
+    engines = GPT_ENGINES if family == "gpt" else ENCODER_ENGINES
+    cases = {engine: start_case(engine, family, source, site) for engine in engines}
+    seconds: dict[str, list[float]] = {engine: [] for engine in engines}
+    results: dict[str, dict] = {}
+    try:
+        for case in cases.values():  # warm-up
+            case.run(request)
+        for _ in range(rounds):
+            for engine, case in cases.items():
+                time.sleep(pause)
+                results[engine] = case.run(request)
+                seconds[engine].append(results[engine]["seconds"])
+    finally:
+        for case in cases.values():
+            case.close()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    reference = results[engines[0]]
+    rows = []
+    for engine in engines:
+        median = statistics.median(seconds[engine])
+        row = {"model": name, "engine": engine, "seconds": median}
+        if family == "gpt":
+            row["tokens_per_second"] = token_count(results[engine]) / median
+        row["speed_vs_reference"] = statistics.median(seconds[engines[0]]) / median
+        row["agreement"] = agreement(family, reference, results[engine], tokenizer)
+        rows.append(row)
+        rate = f"{row['tokens_per_second']:8.1f} tokens/s" if family == "gpt" else f"{median:8.4f} s       "
+        print(f"{name:<16} {engine:<22} {rate} {row['speed_vs_reference']:6.2f}x  {row['agreement']}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny dims, one round: check that everything runs")
+    parser.add_argument("--rounds", type=int, default=None, help="timed runs per case (default: 3, smoke 1)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    settings = SMOKE if args.smoke else FULL
+    rounds = args.rounds or settings["rounds"]
+    from transformers_js import install_node_modules
+
+    install_node_modules()
+    rng = random.Random(0)
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as root:
+        sites = build_sites(settings, Path(root))
+        for name, (vocab, *_, new_tokens) in settings["gpt"].items():
+            characters = _characters(vocab)
+            prompts = ["".join(rng.choice(characters) for _ in range(4)) for _ in range(settings["prompts"])]
+            request = {"prompts": prompts, "max_new_tokens": new_tokens}
+            rows += measure(name, "gpt", *sites[name], request, rounds, settings["pause"])
+        for name, fields in settings["encoder"].items():
+            sentences = [
+                " ".join(f"w{rng.randrange(fields['vocab_size'])}" for _ in range(rng.randrange(4, 40)))
+                for _ in range(settings["sentences"])
+            ]
+            rows += measure(name, "encoder", *sites[name], {"sentences": sentences}, rounds, settings["pause"])
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return rows
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker(json.loads(sys.stdin.readline()))
+    else:
+        main()
