@@ -67,17 +67,21 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
             return sorted(set(Path(training_text).read_text(encoding="utf-8")))
         except OSError as error:
             raise ConversionError(f"Cannot read training text {training_text}: {error}") from error
+    assert vocab is not None  # exactly one of vocab and training_text is given (checked above)
+    entries: Sequence[str] | dict[str, int]  # the characters in id order, or a {character: id} map
     if isinstance(vocab, (str, Path)):
         try:
-            vocab = json.loads(Path(vocab).read_text(encoding="utf-8"))
+            entries = json.loads(Path(vocab).read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise ConversionError(f"Cannot read the character vocabulary {vocab}: {error}") from error
-    if isinstance(vocab, dict):
-        ids = sorted(vocab.values())
+    else:
+        entries = vocab
+    if isinstance(entries, dict):
+        ids = sorted(entries.values())
         if ids != list(range(len(ids))):
             raise ConversionError("The {character: id} vocabulary must use the ids 0..n-1 exactly once each.")
-        vocab = sorted(vocab, key=vocab.get)
-    chars = list(vocab)
+        entries = sorted(entries, key=entries.__getitem__)
+    chars = list(entries)
     if not chars or any(not isinstance(c, str) or len(c) != 1 for c in chars) or len(set(chars)) != len(chars):
         raise ConversionError("The character vocabulary must be a non-empty list of distinct single characters.")
     return chars
@@ -164,11 +168,12 @@ def convert_char_gpt(
 ) -> ConvertedModel:
     """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
-    if not isinstance(original_config, dict):
-        original_config = read_json(original_config, "original config")
+    original_fields = (
+        original_config if isinstance(original_config, dict) else read_json(original_config, "original config")
+    )
     chars = load_chars(vocab, training_text)
     with open_checkpoint(checkpoint) as source:
-        converted = plan_char_gpt(source, chars, num_heads, original_config, dtype)
+        converted = plan_char_gpt(source, chars, num_heads, original_fields, dtype)
         save_converted(converted, target)
     return converted
 

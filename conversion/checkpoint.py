@@ -13,7 +13,7 @@ import pickle
 import re
 import struct
 import zipfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +103,10 @@ def _refusal(path: Path, error: Exception, allowed: Iterable[str]) -> Conversion
     found = re.search(r"GLOBAL ([\w.]+)", text) or re.search(r"unrecognized function (\S+)", text)
     what = refused_content(error)
     allowed_text = ", ".join(sorted(allowed)) or "no class"
-    known = KNOWN_GLOBALS.get(found.group(1)) if found else None
+    global_name = found.group(1) if found else None
+    known = KNOWN_GLOBALS.get(global_name) if global_name is not None else None
     if known:
-        return ConversionError(
-            f"{path} holds a pickled `{found.group(1)}`; {known}. Nothing from the file was executed."
-        )
+        return ConversionError(f"{path} holds a pickled `{global_name}`; {known}. Nothing from the file was executed.")
     return ConversionError(
         f"Refusing to load {path}: it contains {what}, which a checkpoint of this kind does not need. Only tensors, "
         f"plain Python containers and numbers (and {allowed_text}) are accepted. Nothing from the file was executed. "
@@ -138,10 +137,11 @@ def can_memory_map(path: Path) -> bool:
 
 def _torch_load(path: Path, allowed_classes: Iterable[type]) -> Any:
     allowed_classes = list(allowed_classes)
+    allowed_globals: list[Callable[..., Any] | tuple[Callable[..., Any], str]] = [*allowed_classes]
     names = [f"{cls.__module__}.{cls.__qualname__}" for cls in allowed_classes]
     memory_map = zipfile.is_zipfile(path) and can_memory_map(path)
     try:
-        with torch.serialization.safe_globals(allowed_classes):
+        with torch.serialization.safe_globals(allowed_globals):
             try:
                 return torch.load(path, map_location="cpu", weights_only=True, mmap=memory_map)
             except RuntimeError as error:
@@ -185,7 +185,11 @@ class Checkpoint:
         self.extras = extras
         self._tensors = tensors
         self._handle = safetensors_handle
-        stored = list(safetensors_handle.keys()) if safetensors_handle is not None else list(tensors)
+        if safetensors_handle is not None:
+            stored = list(safetensors_handle.keys())
+        else:
+            assert tensors is not None  # a torch.save checkpoint's tensors, where no safetensors handle reads them
+            stored = list(tensors)
         self._stored = {key.removeprefix(key_prefix) if key_prefix else key: key for key in stored}
         self._keys = list(self._stored)
 
@@ -199,7 +203,7 @@ class Checkpoint:
         key = self._stored[key]
         if self._handle is not None:
             return tuple(self._handle.get_slice(key).get_shape())
-        return tuple(self._tensors[key].shape)
+        return tuple(self._loaded_tensors()[key].shape)
 
     def dtype(self, key: str) -> torch.dtype:
         key = self._stored[key]
@@ -208,18 +212,23 @@ class Checkpoint:
             if name not in SAFETENSORS_DTYPES:
                 raise ConversionError(f"{self.path}: tensor {key} has dtype {name}, which conversion does not handle.")
             return SAFETENSORS_DTYPES[name]
-        return self._tensors[key].dtype
+        return self._loaded_tensors()[key].dtype
 
     def get(self, key: str) -> torch.Tensor:
         stored = self._stored[key]
         try:
             if self._handle is not None:
                 return self._handle.get_tensor(stored)
-            return self._tensors[stored]
+            return self._loaded_tensors()[stored]
         except Exception as error:  # a truncated or corrupt tensor surfaces only when it is read
             raise ConversionError(
                 f"Cannot read tensor {key} from {self.path} (truncated or corrupt file?): {error}"
             ) from error
+
+    def _loaded_tensors(self) -> Mapping[str, torch.Tensor]:
+        """The tensors of a torch.save checkpoint, in memory (a safetensors file is read through its handle)."""
+        assert self._tensors is not None, f"{self.path} is closed"
+        return self._tensors
 
     def close(self) -> None:
         if self._handle is not None:

@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tokenizers import AddedToken, processors
@@ -334,7 +334,7 @@ def frawdllm_tokenizer(path: str | Path, fields: Mapping[str, Any]) -> tuple[Pre
             [AddedToken(token, special=True, normalized=False) for token in chat_tokens], special_tokens=True
         )
         tokenizer.chat_template = CHAT_TEMPLATE
-        ids = tokenizer.convert_tokens_to_ids(chat_tokens)
+        ids = cast(list[int], tokenizer.convert_tokens_to_ids(chat_tokens))  # a list of tokens gives a list of ids
         added = (
             (
                 f"; the tokenizer file lacks them, so they were added as FrawdLLM's SFT and chat scripts add them "
@@ -511,9 +511,7 @@ def convert_frawdllm(
     """Convert a FrawdLLM checkpoint file, published Hugging Face folder or Hub repo id into the Hugging Face
     folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
-    if not isinstance(config, Mapping):
-        config = read_json(config, "FrawdLLM config")
-    config = dict(config)
+    config = dict(config if isinstance(config, Mapping) else read_json(config, "FrawdLLM config"))
     name, prefix = None, ""
     if looks_like_repo_id(checkpoint):
         name = str(checkpoint)

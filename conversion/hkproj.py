@@ -90,6 +90,7 @@ def infer_norm_type(checkpoint: Checkpoint, hidden_size: int, norm_type: str) ->
     """The norm formula: per-feature gains say hkproj's last version; tiny scalar gains say the early version."""
     gain = largest_norm_gain(checkpoint)
     sizes = {checkpoint.shape(key) for key in checkpoint.keys() if key.endswith("norm.alpha")}
+    found: str | None  # the norm type the gains say, None where they fit two
     if sizes == {(hidden_size,)}:
         found = "per_feature_std_plus_eps"
     elif sizes == {(1,)}:
@@ -285,11 +286,10 @@ def convert_hkproj(
 ) -> ConvertedModel:
     """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, source_tokenizer, target_tokenizer, config))
-    if not isinstance(config, Mapping):
-        config = read_json(config, "build_transformer arguments")
+    build_arguments = config if isinstance(config, Mapping) else read_json(config, "build_transformer arguments")
     with open_checkpoint(checkpoint) as source:
         converted = plan_hkproj(
-            source, source_tokenizer, target_tokenizer, num_heads, norm_type, config, max_length, dtype
+            source, source_tokenizer, target_tokenizer, num_heads, norm_type, build_arguments, max_length, dtype
         )
         save_converted(converted, target)
     return converted

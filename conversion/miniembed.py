@@ -172,10 +172,9 @@ def convert_miniembed(
 ) -> ConvertedModel:
     """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
-    if not isinstance(config, Mapping):
-        config = read_json(config, "MiniEmbed config")
+    miniembed_config = config if isinstance(config, Mapping) else read_json(config, "MiniEmbed config")
     with open_checkpoint(checkpoint) as source:
-        converted = plan_miniembed(source, tokenizer, config, num_heads, max_length, dtype)
+        converted = plan_miniembed(source, tokenizer, miniembed_config, num_heads, max_length, dtype)
         save_converted(converted, target)
     return converted
 

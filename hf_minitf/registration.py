@@ -69,6 +69,7 @@ def install() -> RegisteringFinder:
     """Register each part now where its transformers module is loaded, and when it loads otherwise (once). The
     start-up hook (`hf_minitf.pth`) has done this in every process of an installed hf_minitf already."""
     finder = install_finder()
+    assert finder is not None  # only the start-up install, skipped by HF_MINITF_NO_AUTOREGISTER, returns None
     finder.register_loaded()
     return finder
 

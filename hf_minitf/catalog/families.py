@@ -68,7 +68,7 @@ class Family:
         return "an" if self.name[0] in "aeiou" else "a"
 
     @staticmethod
-    def load(dotted: str) -> type:
+    def load(dotted: str) -> type[Any]:
         """The class `module.Class` of hf_minitf.modeling, imported."""
         module, _, name = dotted.rpartition(".")
         return getattr(importlib.import_module(f"{MODELING}.{module}"), name)

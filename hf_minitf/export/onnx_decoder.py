@@ -21,14 +21,17 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from transformers.cache_utils import DynamicCache
+from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from hf_minitf.export.native import save_native_gpt_files
 from hf_minitf.export.run import PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.source import MiniTFSource, check_native
+
+if TYPE_CHECKING:
+    from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 
 INPUT_NAMES = ("input_ids", "attention_mask", "position_ids")
 CACHE_PARTS = ("key", "value")
@@ -49,7 +52,7 @@ class DecoderWithCache(torch.nn.Module):
     """One decoding call as the graph makes it: ids, mask, positions and each layer's cached (key, value) in;
     logits and each layer's extended (key, value) out."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: MiniTFGPTForCausalLM) -> None:
         super().__init__()
         self.model = model
 
@@ -66,10 +69,16 @@ class DecoderWithCache(torch.nn.Module):
         logits = self.model(
             input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, cache=cache, use_cache=True
         ).logits
-        return logits, [(layer.keys, layer.values) for layer in cache.layers]
+        present = []
+        for cache_layer in cache.layers:
+            # A MiniTF GPT config gives one full-attention DynamicLayer per layer, holding tensors once updated.
+            assert isinstance(cache_layer, DynamicLayer)
+            assert cache_layer.keys is not None and cache_layer.values is not None
+            present.append((cache_layer.keys, cache_layer.values))
+        return logits, present
 
 
-def export_decoder_graph(model: torch.nn.Module, path: Path) -> None:
+def export_decoder_graph(model: MiniTFGPTForCausalLM, path: Path) -> None:
     """`torch.onnx.export(dynamo=True)` of `DecoderWithCache`: batch, new and cached lengths dynamic, one file."""
     config = model.config
     layers, heads = config.num_hidden_layers, config.num_attention_heads
@@ -100,10 +109,12 @@ def export_decoder_graph(model: torch.nn.Module, path: Path) -> None:
             dynamic_shapes=dynamic_shapes,
             verbose=False,
         )
-    program.save(str(path), external_data=False)
+    program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
 
 
-def write_decoder_folder(source: MiniTFSource, model: torch.nn.Module, tokenizer: Any, work: Path, graph: str) -> None:
+def write_decoder_folder(
+    source: MiniTFSource, model: MiniTFGPTForCausalLM, tokenizer: Any, work: Path, graph: str
+) -> None:
     """The GPT's folder but for the quantized variants and the card: config.json of the native architecture (with
     `TRANSFORMERS_JS_CONFIG`), tokenizer, generation config (stopping at the position table when the positions are
     learned) and the graph at `graph` (a path inside `work`)."""

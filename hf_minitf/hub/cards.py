@@ -430,7 +430,7 @@ def add_translation_pipeline(folder: str | os.PathLike) -> None:
     from hf_minitf.modeling import pipeline_minitf_translation as module
 
     folder = Path(folder)
-    shutil.copyfile(cast(str, module.__file__), folder / TRANSLATION_PIPELINE_FILE)
+    shutil.copyfile(module.__file__, folder / TRANSLATION_PIPELINE_FILE)
     config = _read_json(folder / "config.json")
     config["custom_pipelines"] = {
         module.TASK: {

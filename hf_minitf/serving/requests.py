@@ -5,6 +5,7 @@ answering HTTP 4xx instead of a 500 from inside `generate()`, and samples as ask
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Literal
 
 import jinja2
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -25,8 +26,22 @@ from hf_minitf.serving.checks import (
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.models import ServedModel
 
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
 
-class _SamplingAsAsked:
+    class _HandlerBase:
+        """For the type checker: the method the mixin extends, defined by the transformers handler after it in
+        each handler's MRO (at run time the mixin's base is `object`)."""
+
+        def _build_generation_config(
+            self, body: dict, model_generation_config: GenerationConfig, use_cb: bool = False
+        ) -> GenerationConfig: ...
+
+else:
+    _HandlerBase = object
+
+
+class _SamplingAsAsked(_HandlerBase):
     """What a request asks of decoding holds: `temperature` > 0 (or `top_p` < 1) samples, 0 (or a temperature
     below GREEDY_BELOW_TEMPERATURE) decodes greedily.
     transformers' server sets the temperature but keeps the model's `do_sample` (False for MiniTF folders), so a
@@ -159,7 +174,7 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         usage = CompletionUsage(
             prompt_tokens=length, completion_tokens=len(generated), total_tokens=length + len(generated)
         )
-        finish_reason = "stop" if stopped else "length"
+        finish_reason: Literal["stop", "length"] = "stop" if stopped else "length"
         if body.get("stream"):
 
             async def chunks():

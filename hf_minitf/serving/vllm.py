@@ -441,7 +441,8 @@ def split_sources(sources: Sequence[str], trust_remote_code: bool = False) -> tu
 
     from hf_minitf.serving.family import model_family
 
-    gpts, others = [], []
+    gpts: list[str] = []
+    others: list[str] = []
     for source in map(str, sources):
         try:
             config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
