@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 JS_DIR = Path(__file__).parent / "js"
 LOCKFILE = JS_DIR / "package-lock.json"
@@ -40,8 +41,14 @@ def install_node_modules() -> Path:
     """tests/js/node_modules as package-lock.json pins it (`npm ci` unless already installed from this lockfile)."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.fail(NO_NODE)
-    if INSTALLED_STAMP.is_file() and INSTALLED_STAMP.read_text() == _lock_digest():
-        return JS_DIR / "node_modules"
+    with FileLock(JS_DIR / ".npm-ci.lock"):  # pytest-xdist workers install once, one after another
+        if INSTALLED_STAMP.is_file() and INSTALLED_STAMP.read_text() == _lock_digest():
+            return JS_DIR / "node_modules"
+        _npm_ci()
+    return JS_DIR / "node_modules"
+
+
+def _npm_ci() -> None:
     env = {**os.environ, "ONNXRUNTIME_NODE_INSTALL": "skip", "npm_config_fund": "false", "npm_config_audit": "false"}
     result = subprocess.run(
         ["npm", "ci", "--ignore-scripts", "--no-progress"],
@@ -54,7 +61,6 @@ def install_node_modules() -> Path:
     if result.returncode != 0:
         pytest.fail(f"npm ci in {JS_DIR} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     INSTALLED_STAMP.write_text(_lock_digest())
-    return JS_DIR / "node_modules"
 
 
 @pytest.fixture(scope="session")
