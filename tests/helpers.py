@@ -1,7 +1,12 @@
-"""Helpers several test folders share: running `minitf` in this process, checking its one-line errors, reading a
-PNG, writing a tokenizer laid out like FrawdLLM's."""
+"""Helpers several test folders share: running `minitf` in this process, or code and `minitf` in a fresh one,
+checking its one-line errors, reading a PNG, writing a tokenizer laid out like FrawdLLM's."""
 
+import json
+import os
 import struct
+import subprocess
+import sys
+import textwrap
 import zlib
 from pathlib import Path
 
@@ -20,6 +25,32 @@ def run_cli(argv, capsys) -> tuple[int, str, str]:
         status = exit.code
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+def run_python(code: str, timeout: int = 300) -> dict:
+    """Run `code` in a fresh Python process; it prints one JSON object last, which is returned. Engines run this way,
+    each in a process of its own, as their idle threads slow torch in the same one."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"subprocess failed:\n{result.stdout}\n{result.stderr}"
+    last_line = (result.stdout.strip().splitlines() or [""])[-1]
+    try:
+        return json.loads(last_line)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no JSON printed last:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}") from None
+
+
+def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`minitf ARGS` in a fresh process."""
+    return subprocess.run(
+        [sys.executable, "-m", "hf_minitf.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
 
 
 def assert_one_line_error(status: int, err: str, *words: str) -> None:

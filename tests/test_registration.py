@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import tiny_model
+from factories import tiny_model
 
 from _hf_minitf_autoregister import DISABLE_VARIABLE, RegisteringFinder
 from hf_minitf import char_tokenizer, save_sentence_transformer, train_translation_tokenizers, train_wordlevel_tokenizer

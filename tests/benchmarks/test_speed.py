@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "speed.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "speed.py"
 
 
 def load_benchmark():

@@ -18,7 +18,7 @@ from bad_inputs import (
     with_safetensors_header,
     write,
 )
-from export_models import make_seq2seq_source
+from factories import make_seq2seq_source
 
 BAD_INPUTS = [
     # Commands meeting folders they do not use: each names the folder, what it holds and the command that fits it.

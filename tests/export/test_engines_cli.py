@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from engine_models import GPT_PROMPTS, PAIRS, ctranslate2_export, model_folder, run_minitf, workspace
+from factories import GPT_PROMPTS, PAIRS, ctranslate2_export, model_folder, workspace
+from helpers import run_minitf
 
 from hf_minitf.cli import main as minitf_main
 

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from export_models import make_gpt_sources, minitf_greedy, prompt_ids
+from factories import make_gpt_sources, minitf_greedy, prompt_ids
 from gguf import GGMLQuantizationType, quants
 from transformers import AutoTokenizer
 

@@ -8,16 +8,8 @@ import re
 
 import pytest
 import torch
-from engine_models import (
-    GPT_KINDS,
-    GPT_PROMPTS,
-    PAIRS,
-    SEQ2SEQ_KINDS,
-    ctranslate2_export,
-    make_seq2seq,
-    model_folder,
-    run_python,
-)
+from factories import GPT_KINDS, GPT_PROMPTS, PAIRS, SEQ2SEQ_KINDS, ctranslate2_export, make_seq2seq, model_folder
+from helpers import run_python
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
@@ -248,3 +240,12 @@ def test_hkproj_fixtures(data_dir, tmp_path):
     source = io["src"][0][io["src_mask"][0, 0, 0].bool()].tolist()
     greedy = io["greedy_src0"][0].tolist()
     assert engine_translate_ids(tmp_path / "out", [source], len(greedy)) == [greedy]
+
+
+def test_the_old_src_keyword_still_works_with_a_deprecation_warning(tmp_path):
+    """export_ctranslate2, export_onnx and export_web named their first argument `src` until 0.1 (now `source`)."""
+    with pytest.warns(DeprecationWarning, match=r"export_ctranslate2\(src=...\) is now export_ctranslate2\(source="):
+        out = export_ctranslate2(src=model_folder("gpt", "learned"), out=tmp_path / "old")
+    assert (out / "model.bin").is_file()
+    with pytest.raises(TypeError, match="got the source twice"):
+        export_ctranslate2(model_folder("gpt", "learned"), tmp_path / "both", src="x")

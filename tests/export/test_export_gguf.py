@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from export_models import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from factories import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM

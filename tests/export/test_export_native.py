@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from export_models import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from factories import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer

@@ -7,9 +7,11 @@ import re
 
 import numpy as np
 import pytest
-from engine_models import DATA, model_folder, onnx_export, run_python
+from factories import DATA, model_folder, onnx_export
+from helpers import run_python
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
+from transformers_js import NodeRunner
 
 from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILES, SENTENCE_TRANSFORMERS_Q8_FILE, export_onnx
 
@@ -114,3 +116,18 @@ def test_refusals_write_nothing(tmp_path):
     with pytest.raises(ValueError, match="quantize takes q8, fp16, q4; got 'int8'"):
         export_onnx(source, tmp_path / "out", quantize="int8")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cls_pooling"]
+
+
+def test_transformers_js_in_node_embeds_the_miniembed_fixture_as_sentence_transformers(node_modules):
+    """The converted MiniEmbed fixture's export in transformers.js (mean pooling, normalized): within 1e-5 of
+    `SentenceTransformer.encode` in float32, cosine >= 0.9999 for the 8-bit file; MiniEmbed's tokenizer included."""
+    sentences = ["the cat sat on the mat.", "A dog, in the park!", "the the the", "unknownword"]
+    reference = SentenceTransformer(str(model_folder("encoder", "miniembed"))).encode(
+        sentences, normalize_embeddings=True
+    )
+    with NodeRunner("embed", onnx_export(), "fp32") as node:
+        embeddings = np.array(node.ask({"sentences": sentences})["result"])
+    assert np.abs(embeddings - reference).max() <= 1e-5
+    with NodeRunner("embed", onnx_export(), "q8") as node:
+        quantized = np.array(node.ask({"sentences": sentences})["result"])
+    assert (quantized * reference).sum(axis=1).min() >= 0.9999

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from engine_models import model_folder
+from factories import model_folder
 from helpers import assert_one_line_error, run_cli
 from huggingface_hub import SpaceCard
 from sentence_transformers import SentenceTransformer

@@ -3,7 +3,7 @@ one commit, the card names the repo with llama.cpp / Ollama commands, the pushed
 refusals upload nothing."""
 
 import pytest
-from export_models import TEXT, _random_gpt, make_seq2seq_source
+from factories import EXPORT_TEXT, _random_gpt, make_seq2seq_source
 
 from hf_minitf import train_bpe_tokenizer
 from hf_minitf.cli import main as minitf_main
@@ -13,7 +13,7 @@ from hf_minitf.hub.push import push_folder
 
 @pytest.fixture(scope="module")
 def rope_gpt(tmp_path_factory):
-    tokenizer = train_bpe_tokenizer([TEXT], vocab_size=300, min_frequency=1)
+    tokenizer = train_bpe_tokenizer([EXPORT_TEXT], vocab_size=300, min_frequency=1)
     return _random_gpt(tmp_path_factory.mktemp("push") / "rope", tokenizer, 7, position_embedding_type="rope")
 
 

@@ -3,7 +3,7 @@ batching, and half-precision / int8 weight-only models."""
 
 import pytest
 import torch
-from conftest import tiny_model
+from factories import tiny_model
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from conftest import TINY_CLASSES, tiny_model
+from factories import TINY_CLASSES, tiny_model
 from torch import nn
 
 from hf_minitf import MiniTFEncoderForSequenceClassification

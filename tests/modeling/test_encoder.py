@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_model
+from factories import tiny_config, tiny_model
 from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from transformers import (

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_config, tiny_model
+from factories import tiny_config, tiny_model
 from isolation import run_without_hf_minitf
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArguments, pipeline

@@ -9,7 +9,7 @@ where no step is a near tie (a tie can fall either way under any rounding change
 import tempfile
 
 import torch
-from conftest import tiny_model
+from factories import tiny_model
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_model
+from factories import tiny_model
 from isolation import run_without_hf_minitf
 
 import hf_minitf

@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import tiny_model
 from datasets import Dataset
+from factories import tiny_model
 from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers

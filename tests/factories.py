@@ -1,0 +1,416 @@
+"""Every test model and folder, made one way: tiny models, tiny folders per family, the conversion fixtures
+converted, the export sources and engine exports, so that tests agree on what "the tiny GPT" is.
+
+Random weights use a wide init so that greedy choices are not near-ties (float32 rounding in another engine must
+not flip them). Conversion and export code is imported inside the functions that use it.
+"""
+
+import atexit
+import functools
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+from hf_minitf import (
+    MiniTFEncoderConfig,
+    MiniTFEncoderModel,
+    MiniTFGPTConfig,
+    MiniTFGPTForCausalLM,
+    MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqForConditionalGeneration,
+    char_tokenizer,
+    save_sentence_transformer,
+    train_bpe_tokenizer,
+    train_translation_tokenizers,
+    train_wordlevel_tokenizer,
+)
+
+DATA = Path(__file__).parent / "data"
+
+# --- tiny models: the one factory every model test builds from -------------------------------------------------------
+# Each family's sizes are small enough for a test to build dozens of models; tests pass what they need different.
+
+TINY_SIZES = {
+    "gpt": dict(
+        vocab_size=61,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=96,
+        pad_token_id=0,
+        initializer_range=0.3,
+    ),
+    "encoder": dict(
+        vocab_size=100,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=24,
+    ),
+    "seq2seq": dict(
+        src_vocab_size=37,
+        vocab_size=41,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=40,
+        initializer_range=1.0,
+    ),
+}
+TINY_CLASSES = {
+    "gpt": (MiniTFGPTConfig, MiniTFGPTForCausalLM),
+    "encoder": (MiniTFEncoderConfig, MiniTFEncoderModel),
+    "seq2seq": (MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration),
+}
+
+
+def tiny_config(family: str, **overrides):
+    """The config of a tiny model of `family` (gpt, encoder or seq2seq), with `overrides` applied."""
+    config_class, _ = TINY_CLASSES[family]
+    return config_class(**{**TINY_SIZES[family], **overrides})
+
+
+# The seed each family's model is built after, unless a test gives another.
+TINY_SEEDS = {"gpt": 1, "encoder": 0, "seq2seq": 3}
+
+
+def tiny_model(family: str, seed: int | None = None, model_class: type | None = None, **overrides):
+    """A tiny random model of `family` in eval mode, built after `torch.manual_seed(seed)` (by default the family's
+    seed in TINY_SEEDS); `model_class` picks
+    another head (e.g. MiniTFEncoderForSequenceClassification). The GPT and seq2seq sizes have large weights, so
+    that greedy decoding wanders instead of repeating one token."""
+    config = tiny_config(family, **overrides)
+    torch.manual_seed(TINY_SEEDS[family] if seed is None else seed)
+    return (model_class or TINY_CLASSES[family][1])(config).eval()
+
+
+# --- tiny folders per family: saved models with tokenizers, for the engine tests -------------------------------------
+
+ENGINE_TEXT = "the quick brown fox jumps over the lazy dog. a stitch in time saves nine!\n"
+"""The text the engine tests' tiny GPT and encoder tokenizers are made from."""
+PAIRS = [
+    ("the cat sat on the mat", "il gatto sedeva sul tappeto"),
+    ("the dog runs in the park", "il cane corre nel parco"),
+    ("a bird sings a song", "un uccello canta una canzone"),
+    ("the sun is warm today", "il sole è caldo oggi"),
+    ("we read a good book", "leggiamo un buon libro"),
+]
+SENTENCES = ["the quick brown fox", "a lazy dog sleeps in the sun", "time saves nine", "dog"]
+GPT_PROMPTS = ["the qu", "a stitch", "fox"]
+
+
+def make_gpt(
+    folder: Path, position_embedding_type: str = "learned", rope_interleaved: bool = True, seed: int = 0
+) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = char_tokenizer(ENGINE_TEXT)
+    config = MiniTFGPTConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        position_embedding_type=position_embedding_type,
+        rope_interleaved=rope_interleaved,
+        initializer_range=0.3,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    MiniTFGPTForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
+    config = MiniTFSeq2SeqConfig(
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        initializer_range=0.3,
+        **config_fields,
+    )
+    MiniTFSeq2SeqForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_encoder(folder: Path, seed: int = 0) -> Path:
+    torch.manual_seed(seed)
+    tokenizer = train_wordlevel_tokenizer(SENTENCES + [ENGINE_TEXT], vocab_size=64, min_frequency=1, max_length=32)
+    config = MiniTFEncoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=32,
+    )
+    save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, folder)
+    return folder
+
+
+GPT_KINDS = {
+    "learned": {},
+    "rope_interleaved": {"position_embedding_type": "rope"},
+    "rope_halves": {"position_embedding_type": "rope", "rope_interleaved": False},
+}
+SEQ2SEQ_KINDS = {
+    "layer_norm": {},
+    "hkproj_first_norm": {
+        "norm_type": "scalar_std_times_eps",
+        "attention_mask_value": -1e9,
+        "output_log_softmax": True,
+    },
+}
+
+
+@functools.cache
+def workspace() -> Path:
+    """One folder per test process for the models and exports the engine test modules share (made once)."""
+    root = Path(tempfile.mkdtemp(prefix="hf_minitf_engines_"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@functools.cache
+def model_folder(family: str, kind: str) -> Path:
+    """A tiny MiniTF folder: family gpt (GPT_KINDS), seq2seq (SEQ2SEQ_KINDS) or encoder (kind "tiny", or
+    "miniembed": the converted MiniEmbed fixture)."""
+    folder = workspace() / f"{family}_{kind}"
+    if family == "gpt":
+        return make_gpt(folder, **GPT_KINDS[kind])
+    if family == "seq2seq":
+        return make_seq2seq(folder, **SEQ2SEQ_KINDS[kind])
+    return convert_miniembed_fixture(folder) if kind == "miniembed" else make_encoder(folder)
+
+
+# --- the conversion fixtures of tests/data, converted ----------------------------------------------------------------
+
+GPT_FIXTURES = ("char_gpt", "frawdllm_learned", "frawdllm_rope")
+"""The GPT conversion fixtures of tests/data."""
+
+
+def _frawdllm_tokenizer(root: Path) -> Path:
+    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())[:92]
+    vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>", *symbols])}
+    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<|unk|>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.save(str(root / "frawdllm_tokenizer.json"))
+    return root / "frawdllm_tokenizer.json"
+
+
+def convert_gpt_fixture(root: Path, name: str) -> Path:
+    """The GPT conversion fixture `name` (GPT_FIXTURES) converted into `root / name`."""
+    from hf_minitf.conversion.char_gpt import convert_char_gpt
+    from hf_minitf.conversion.frawdllm import convert_frawdllm
+
+    root.mkdir(parents=True, exist_ok=True)
+    if name == "char_gpt":
+        convert_char_gpt(
+            DATA / "char_gpt/checkpoint.pt", root / "char_gpt", vocab=DATA / "char_gpt/vocab.json", num_heads=4
+        )
+        # The converted char GPT crops like the original (refused by the native export): the same model with
+        # context_overflow="error" is exported.
+        config_path = root / "char_gpt/config.json"
+        config_path.write_text(json.dumps({**json.loads(config_path.read_text()), "context_overflow": "error"}))
+    else:
+        tokenizer = root / "frawdllm_tokenizer.json"
+        convert_frawdllm(
+            DATA / name / "checkpoint.pt",
+            root / name,
+            tokenizer=tokenizer if tokenizer.is_file() else _frawdllm_tokenizer(root),
+        )
+    return root / name
+
+
+def convert_miniembed_fixture(folder: Path) -> Path:
+    """The MiniEmbed conversion fixture (tests/data/minitf_embedding) as a SentenceTransformer folder, with
+    MiniEmbed's released vocabulary cut to the fixture model's 97 ids."""
+    from hf_minitf.conversion.miniembed import convert_miniembed
+
+    words = json.loads((DATA / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
+    vocabulary = {"vocab_size": 97, "word_to_id": {word: index for word, index in words.items() if index < 97}}
+    convert_miniembed(
+        DATA / "minitf_embedding" / "checkpoint.pt",
+        folder,
+        tokenizer=vocabulary,
+        config=DATA / "minitf_embedding" / "config.json",
+    )
+    return folder
+
+
+# --- export sources: the fixtures plus random models covering what they do not ---------------------------------------
+# (trained BPE with merges, untied head, no attention bias, relu, rotate-half rotary, learned-position encoder, a
+# context long enough for 50 greedy tokens)
+
+EXPORT_TEXT = (
+    "the quick brown fox jumps over the lazy dog. " * 20
+    + "hello world, a tiny model exported everywhere. " * 20
+    + "café naïve résumé — 1234567890\n"
+)
+"""The text the export sources' random models train their tokenizers on."""
+
+
+def _random_gpt(folder: Path, tokenizer, seed: int, **config) -> Path:
+    torch.manual_seed(seed)
+    settings = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=80,
+        initializer_range=0.3,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**settings, **config})).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def make_gpt_sources(root: Path) -> dict[str, Path]:
+    """name -> MiniTF GPT folder."""
+    sources = {name: convert_gpt_fixture(root, name) for name in GPT_FIXTURES}
+    bpe = train_bpe_tokenizer([EXPORT_TEXT], vocab_size=300, min_frequency=1)
+    sources["bpe_learned"] = _random_gpt(root / "bpe_learned", bpe, 1)
+    sources["bpe_rope_untied"] = _random_gpt(
+        root / "bpe_rope_untied", bpe, 2, position_embedding_type="rope", tie_word_embeddings=False, rope_theta=500.0
+    )
+    chars = char_tokenizer(EXPORT_TEXT)
+    sources["char_rope_no_bias"] = _random_gpt(
+        root / "char_rope_no_bias", chars, 3, position_embedding_type="rope", attention_bias=False, layer_norm_eps=1e-6
+    )
+    sources["char_learned_relu"] = _random_gpt(
+        root / "char_learned_relu", chars, 4, hidden_act="relu", intermediate_size=64
+    )
+    sources["char_rope_rotate_half"] = _random_gpt(
+        root / "char_rope_rotate_half", chars, 5, position_embedding_type="rope", rope_interleaved=False
+    )
+    return sources
+
+
+def make_encoder_sources(root: Path) -> dict[str, Path]:
+    """name -> MiniTF encoder folder (SentenceTransformer folders, as conversion and training write them)."""
+    root.mkdir(parents=True, exist_ok=True)
+    convert_miniembed_fixture(root / "miniembed")
+    tokenizer = train_wordlevel_tokenizer([EXPORT_TEXT], vocab_size=60, min_frequency=1, max_length=24)
+    torch.manual_seed(6)
+    config = MiniTFEncoderConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=24,
+        position_embedding_type="learned",
+        scale_embeddings=False,
+        attention_bias=False,
+        initializer_range=0.3,
+    )
+    save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, root / "learned_encoder")
+    return {"miniembed": root / "miniembed", "learned_encoder": root / "learned_encoder"}
+
+
+def make_seq2seq_source(root: Path) -> Path:
+    """The hkproj fixture converted (a seq2seq folder, which no export takes)."""
+    from hf_minitf.conversion.hkproj import convert_hkproj
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
+        vocab = {
+            token: index
+            for index, token in enumerate(
+                ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))]
+            )
+        }
+        word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        word_level.pre_tokenizer = pre_tokenizers.Whitespace()
+        word_level.save(str(root / name))
+    convert_hkproj(
+        DATA / "seq2seq_transformer_trained_like/checkpoint.pt",
+        root / "seq2seq",
+        num_heads=4,
+        source_tokenizer=root / "tokenizer_en.json",
+        target_tokenizer=root / "tokenizer_it.json",
+    )
+    return root / "seq2seq"
+
+
+# --- engine exports: made once per test process in workspace() -------------------------------------------------------
+
+
+@functools.cache
+def ctranslate2_export(family: str, kind: str, quantization: str = "float32") -> Path:
+    from hf_minitf.export.ctranslate2 import export_ctranslate2
+
+    return export_ctranslate2(
+        model_folder(family, kind), workspace() / f"{family}_{kind}_ct2_{quantization}", quantization=quantization
+    )
+
+
+@functools.cache
+def onnx_export(quantize: tuple[str, ...] = ("q8",)) -> Path:
+    """The converted MiniEmbed fixture exported to ONNX with the variants `quantize`."""
+    from hf_minitf.export.onnx import export_onnx
+
+    return export_onnx(
+        model_folder("encoder", "miniembed"), workspace() / f"encoder_onnx_{'_'.join(quantize)}", quantize=quantize
+    )
+
+
+@functools.cache
+def gpt_source(name: str) -> Path:
+    """A GPT conversion fixture (GPT_FIXTURES) converted, or a tiny GPT of GPT_KINDS."""
+    return convert_gpt_fixture(workspace() / "fixtures", name) if name in GPT_FIXTURES else model_folder("gpt", name)
+
+
+@functools.cache
+def onnx_gpt_export(name: str, quantize: tuple[str, ...] = ()) -> Path:
+    """`gpt_source(name)` exported to ONNX with the variants `quantize`."""
+    from hf_minitf.export.onnx import export_onnx
+
+    return export_onnx(gpt_source(name), workspace() / f"gpt_{name}_onnx_{'_'.join(quantize)}", quantize=quantize)
+
+
+# --- prompts and MiniTF's own greedy tokens, which the exports are compared with -------------------------------------
+
+
+def prompt_ids(folder: Path, count: int = 4) -> list[int]:
+    """The first `count` ids of a text in the folder's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)("hello world, the quick fox", add_special_tokens=False).input_ids[
+        :count
+    ]
+
+
+def minitf_greedy(folder: Path, prompt: list[int], new_tokens: int) -> list[int]:
+    """MiniTF's greedy continuation (KV cache on, no stop at an end token): the new tokens."""
+    model = MiniTFGPTForCausalLM.from_pretrained(folder).eval()
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        output = model.generate(
+            torch.tensor([prompt]),
+            attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=model.config.pad_token_id or 0,
+        )
+    return output[0, len(prompt) :].tolist()
