@@ -32,7 +32,7 @@ from tokenizers import Tokenizer
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from hf_minitf.export.source import EXPORT_FILE, open_source_of
+from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 # transformers' activation names (ACT2FN) that CTranslate2 computes the same way.
@@ -243,14 +243,15 @@ def translator_spec(model, source_tokenizer_file: Path, target_tokenizer_file: P
     return spec
 
 
+@accepts_src
 def export_ctranslate2(
-    src: str | os.PathLike,
+    source: str | os.PathLike,
     out: str | os.PathLike,
     quantization: str = "float32",
     overwrite: bool = False,
     revision: str | None = None,
 ) -> Path:
-    """Write the MiniTF GPT or seq2seq model at `src` (a folder or Hub repo id) as a CTranslate2 folder at `out`:
+    """Write the MiniTF GPT or seq2seq model at `source` (a folder or Hub repo id) as a CTranslate2 folder at `out`:
     `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, `generation_config.json`,
     `minitf_export.json` (what the folder is, for `minitf generate/translate`) and a README.
 
@@ -261,16 +262,16 @@ def export_ctranslate2(
 
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}.")
-    source = open_source_of(
-        src,
+    opened = open_source_of(
+        source,
         EXPORTS["ctranslate2"].families,
         "the CTranslate2 export",
         "encoders go to ONNX: minitf export onnx",
         revision,
     )
-    model, tokenizer = source.load_model(torch.float32), source.load_tokenizer()
-    kind = FAMILIES[source.family].engine_kind
-    inputs = [] if source.repo_id else [source.folder]
+    model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
+    kind = FAMILIES[opened.family].engine_kind
+    inputs = [] if opened.repo_id else [opened.folder]
     with torch.no_grad(), atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         tokenizer.save_pretrained(work)
         if kind == "generator":
@@ -292,14 +293,14 @@ def export_ctranslate2(
                     "quantization": quantization,
                     "max_position_embeddings": model.config.max_position_embeddings,
                     "position_embedding_type": getattr(model.config, "position_embedding_type", "sinusoidal"),
-                    "source": str(src),
+                    "source": str(source),
                 },
                 indent=2,
             )
             + "\n",
             encoding="utf-8",
         )
-        (work / "README.md").write_text(_readme(kind, quantization, str(src)), encoding="utf-8")
+        (work / "README.md").write_text(_readme(kind, quantization, str(source)), encoding="utf-8")
     return Path(out)
 
 

@@ -29,13 +29,17 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
-from hf_minitf.export.source import EXPORT_FILE, open_source_of
+from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
+
+if TYPE_CHECKING:
+    from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 
 MODEL_FILE = "onnx/model.onnx"
 # The file of each variant, named as transformers.js looks for its `dtype` option (q8, fp16, q4).
@@ -57,7 +61,7 @@ CARD_PROMPT = "Hello"
 class LastHiddenState(torch.nn.Module):
     """The encoder's forward with only its last hidden state out: the ONNX graph's single output."""
 
-    def __init__(self, encoder: torch.nn.Module) -> None:
+    def __init__(self, encoder: MiniTFEncoderModel) -> None:
         super().__init__()
         self.encoder = encoder
 
@@ -88,14 +92,15 @@ def check_sentence_transformer_folder(folder: Path) -> None:
         )
 
 
+@accepts_src
 def export_onnx(
-    src: str | os.PathLike,
+    source: str | os.PathLike,
     out: str | os.PathLike,
-    quantize: str | Sequence[str] = (),
+    quantize: str | Sequence[str] | None = (),
     overwrite: bool = False,
     revision: str | None = None,
 ) -> Path:
-    """Export the MiniTF GPT or encoder at `src` (a folder or a Hub repo id, at `revision`) to the folder `out`:
+    """Export the MiniTF GPT or encoder at `source` (a folder or a Hub repo id, at `revision`) to the folder `out`:
     `onnx/model.onnx` (float32), the variants named in `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
     `minitf_export.json` and a model card on running it. Returns the folder; nothing is written on an error.
 
@@ -106,25 +111,25 @@ def export_onnx(
     import onnxruntime  # noqa: F401 (a clear ImportError before any work when the engine is missing)
 
     variants = quantization_names(quantize)
-    source = open_source_of(src, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)
-    model, tokenizer = source.load_model(torch.float32), source.load_tokenizer()
-    inputs = [] if source.repo_id else [source.folder]
+    opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)
+    model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
+    inputs = [] if opened.repo_id else [opened.folder]
     with tempfile.TemporaryDirectory() as staging, atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        if source.family == "gpt":
+        if opened.family == "gpt":
             from hf_minitf.export.onnx_decoder import write_decoder_folder
 
-            write_decoder_folder(source, model, tokenizer, work, MODEL_FILE)
+            write_decoder_folder(opened, model, tokenizer, work, MODEL_FILE)
         else:
-            write_encoder_folder(source, model, tokenizer, work, Path(staging))
+            write_encoder_folder(opened, model, tokenizer, work, Path(staging))
         files = [MODEL_FILE]
         for name in variants:
             QUANTIZERS[name](work / MODEL_FILE, work / QUANTIZED_FILES[name])
             files.append(QUANTIZED_FILES[name])
-            if name == "q8" and source.family == "encoder":
+            if name == "q8" and opened.family == "encoder":
                 shutil.copyfile(work / QUANTIZED_FILES[name], work / SENTENCE_TRANSFORMERS_Q8_FILE)
                 files.append(SENTENCE_TRANSFORMERS_Q8_FILE)
-        info = {"engine": "onnxruntime", "family": source.config["model_type"], "files": files, "source": str(src)}
-        if source.family == "gpt":
+        info = {"engine": "onnxruntime", "family": opened.config["model_type"], "files": files, "source": str(source)}
+        if opened.family == "gpt":
             info |= {
                 "kind": "generator",
                 "default_file": MODEL_FILE,  # MiniTF's greedy tokens; the variants can change some
@@ -134,7 +139,7 @@ def export_onnx(
         else:
             info |= {"kind": "embedder", "default_file": QUANTIZED_FILES["q8"] if "q8" in variants else MODEL_FILE}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        write_onnx_card(work, Path(out), source, model.config, files)
+        write_onnx_card(work, Path(out), opened, model.config, files)
     return Path(out)
 
 
@@ -153,7 +158,7 @@ def quantization_names(quantize: str | Sequence[str] | None) -> list[str]:
     return [name for name in ONNX_QUANTIZATIONS if name in names]
 
 
-def write_encoder_folder(source, model: torch.nn.Module, tokenizer, work: Path, staging: Path) -> None:
+def write_encoder_folder(source, model: MiniTFEncoderModel, tokenizer, work: Path, staging: Path) -> None:
     """The encoder's SentenceTransformer folder (copied, or saved from a bare MiniTF encoder) with its graph."""
     if (source.folder / "modules.json").is_file():
         shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
@@ -167,7 +172,7 @@ def write_encoder_folder(source, model: torch.nn.Module, tokenizer, work: Path, 
     export_encoder_graph(model, work / MODEL_FILE)
 
 
-def export_encoder_graph(model: torch.nn.Module, path: Path) -> None:
+def export_encoder_graph(model: MiniTFEncoderModel, path: Path) -> None:
     """`torch.onnx.export(dynamo=True)` of the encoder: dynamic batch and sequence axes, one weight file."""
     example = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0]]) % model.config.vocab_size
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])

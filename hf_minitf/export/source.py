@@ -1,5 +1,5 @@
 """What every export reads, a MiniTF folder (saved, trained or converted) or the Hub repo id of one, and what the
-exports share: their refusal and the rotary row order.
+exports share: their refusal, the rotary row order and the old name of their first argument.
 
 A repository is downloaded through huggingface_hub with its data files only (JSON, safetensors, chat templates),
 never its code, and the model is built from this package's own classes: exporting runs nothing from the source.
@@ -7,11 +7,14 @@ never its code, and the model is built from this package's own classes: exportin
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
 
@@ -23,6 +26,29 @@ EXPORT_FILE = "minitf_export.json"
 
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
+
+
+Export = TypeVar("Export", bound=Callable[..., Any])
+
+
+def accepts_src(export: Export) -> Export:
+    """Let `export` (first argument `source`) still take `src=`, the name export_ctranslate2, export_onnx and
+    export_web gave it until 0.1, with a DeprecationWarning; it goes in the next release."""
+
+    @functools.wraps(export)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if "src" in kwargs:
+            if args or "source" in kwargs:
+                raise TypeError(f"{export.__name__}() got the source twice (source and src); pass source only")
+            warnings.warn(
+                f"{export.__name__}(src=...) is now {export.__name__}(source=...); src goes in the next release",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            kwargs["source"] = kwargs.pop("src")
+        return export(*args, **kwargs)
+
+    return cast(Export, wrapper)
 
 
 class ExportRefused(ValueError):

@@ -23,7 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
-from hf_minitf.export.source import open_source
+from hf_minitf.export.source import accepts_src, open_source
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 MODEL_FOLDER = "model"
@@ -40,8 +40,9 @@ SEQ2SEQ_REFUSAL = (
 )
 
 
+@accepts_src
 def export_web(
-    src: str | os.PathLike,
+    source: str | os.PathLike,
     out: str | os.PathLike,
     *,
     examples: tuple[str, ...] | list[str] = (),
@@ -51,34 +52,34 @@ def export_web(
     overwrite: bool = False,
     revision: str | None = None,
 ) -> Path:
-    """Write the static site for the MiniTF GPT or encoder at `src` (a folder or a Hub repo id, at `revision`) to
+    """Write the static site for the MiniTF GPT or encoder at `source` (a folder or a Hub repo id, at `revision`) to
     `out`: the page, and the ONNX export in `out/model` (float32, plus the `quantize` variant: see
     `export_onnx`). `examples` fill the page's boxes: a GPT's first prompt; an encoder's source sentence, then the
     sentences to compare with it; `title` heads the page (default: the source's name), `license` goes into the
     Space card. Returns the folder."""
     from hf_minitf.export.onnx import export_onnx
 
-    source = open_source(src, revision)
-    if source.family not in TASKS:
-        raise ValueError(f"{source.name} is a {source.family} model; {SEQ2SEQ_REFUSAL}")
-    inputs = [] if source.repo_id else [source.folder]
+    opened = open_source(source, revision)
+    if opened.family not in TASKS:
+        raise ValueError(f"{opened.name} is a {opened.family} model; {SEQ2SEQ_REFUSAL}")
+    inputs = [] if opened.repo_id else [opened.folder]
     with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        export_onnx(src, work / MODEL_FOLDER, quantize=quantize, revision=revision)
+        export_onnx(source, work / MODEL_FOLDER, quantize=quantize, revision=revision)
         dtypes = available_dtypes(work / MODEL_FOLDER)
         site = {
-            "task": TASKS[source.family],
+            "task": TASKS[opened.family],
             "transformers_js": TRANSFORMERS_JS_URL,
             "model": MODEL_FOLDER,
             "dtypes": dtypes,
-            "max_positions": position_table(source.config),
+            "max_positions": position_table(opened.config),
             "examples": list(examples),
         }
         (work / SITE_FILE).write_text(json.dumps(site, indent=2) + "\n", encoding="utf-8")
         template = resources.files(__package__) / "web_template"
         for name in TEMPLATE_FILES:
             (work / name).write_bytes((template / name).read_bytes())
-        title = title or f"{Path(source.name).name} (MiniTF {source.family})"
-        about = ABOUT[source.family]
+        title = title or f"{Path(opened.name).name} (MiniTF {opened.family})"
+        about = ABOUT[opened.family]
         page = string.Template((template / "index.html").read_text(encoding="utf-8"))
         (work / "index.html").write_text(
             page.substitute(
@@ -89,7 +90,7 @@ def export_web(
             ),
             encoding="utf-8",
         )
-        (work / "README.md").write_text(space_card(source, title, about, dtypes, license), encoding="utf-8")
+        (work / "README.md").write_text(space_card(opened, title, about, dtypes, license), encoding="utf-8")
     return Path(out)
 
 
