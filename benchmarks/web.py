@@ -14,6 +14,9 @@ each process times its own work (the page: the model call, as its status line sh
 (GPT) or seconds (encoder), the ratio to MiniTF / SentenceTransformer, and agreement with it (greedy tokens equal;
 least cosine of the embeddings, or largest difference of the page's similarity scores).
 
+Then the variants: each file `export onnx --quantize q8 fp16 q4` writes, its size and its agreement with MiniTF
+(greedy tokens over 100 new tokens of the longer-context GPT; the least cosine of the encoder's embeddings).
+
 Needs Node (tests/js is installed with `npm ci` as the tests do) and, for the Chromium rows, Debian's chromium.
 
     python benchmarks/web.py --json benchmarks/results/web-DATE.json     # the figures (an otherwise idle machine)
@@ -76,6 +79,7 @@ GPT_ENGINES = ("minitf generate()", "onnxruntime fp32", "onnxruntime q8", "node 
 ENCODER_ENGINES = ("sentence-transformers", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8",
                    "chromium fp32", "chromium q8")  # fmt: skip
 ONNX_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
+VARIANT_TOKENS = 100
 
 
 # ------------------------------------------------------------------------------------------ models and sites
@@ -316,6 +320,66 @@ def measure(name: str, family: str, source: Path, site: Path, request: dict, rou
     return rows
 
 
+def variants(settings: dict, root: Path) -> list[dict]:
+    """Each ONNX file `export onnx --quantize q8 fp16 q4` writes, beside the float32 one: its size and its
+    agreement with MiniTF (greedy tokens of each prompt over `VARIANT_TOKENS`, or the least embedding cosine)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModelForCausalLM
+
+    from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILES, export_onnx
+    from hf_minitf.export.run import OnnxEmbedder, OnnxGenerator, export_info
+
+    gpt_name = max(settings["gpt"], key=lambda name: settings["gpt"][name][4])  # the longest context
+    rows, rng = [], random.Random(1)
+    for name in (gpt_name, *settings["encoder"]):
+        source = root / name
+        folder = export_onnx(source, root / f"{name}_variants", quantize=tuple(QUANTIZED_FILES))
+        files = {"fp32": MODEL_FILE, **QUANTIZED_FILES}
+        if name == gpt_name:
+            vocab, *_, positions, _ = settings["gpt"][name]
+            new_tokens = min(VARIANT_TOKENS, positions - 4)
+            model = AutoModelForCausalLM.from_pretrained(source).eval()
+            prompts = [[rng.randrange(vocab) for _ in range(4)] for _ in range(settings["prompts"])]
+            with torch.no_grad():
+                expected = [
+                    model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False)[0, 4:].tolist()
+                    for ids in prompts
+                ]
+        else:
+            fields = settings["encoder"][name]
+            sentences = [
+                " ".join(f"w{rng.randrange(fields['vocab_size'])}" for _ in range(rng.randrange(4, 40)))
+                for _ in range(settings["sentences"])
+            ]
+            reference = SentenceTransformer(str(source), device="cpu").encode(sentences, normalize_embeddings=True)
+        for dtype, file_name in files.items():
+            row = {"model": name, "dtype": dtype, "file": file_name, "mb": (folder / file_name).stat().st_size / 1e6}
+            if name == gpt_name:
+                got = OnnxGenerator(folder, export_info(folder) or {}, file_name).generate(prompts, new_tokens)
+                differing = [sum(a != b for a, b in zip(ids, want)) for ids, want in zip(got, expected)]
+                first = [
+                    next((i for i, (a, b) in enumerate(zip(ids, want)) if a != b), None)
+                    for ids, want in zip(got, expected)
+                ]
+                row["agreement"] = (
+                    f"{sum(d == 0 for d in differing)}/{len(prompts)} prompts equal over {new_tokens} tokens"
+                    + (
+                        ""
+                        if all(d == 0 for d in differing)
+                        else f"; first difference at token {min(i for i in first if i is not None)}"
+                    )
+                )
+            else:
+                vectors = OnnxEmbedder(folder, export_info(folder) or {}, file_name).encode(sentences)
+                row["agreement"] = f"least cosine {float((vectors * reference).sum(axis=1).min()):.6f}"
+                row["max_difference"] = float(np.abs(vectors - reference).max())
+            rows.append(row)
+            print(f"{name:<16} {dtype:<5} {file_name:<28} {row['mb']:8.2f} MB  {row['agreement']}", flush=True)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny dims, one round: check that everything runs")
@@ -342,8 +406,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for _ in range(settings["sentences"])
             ]
             rows += measure(name, "encoder", *sites[name], {"sentences": sentences}, rounds, settings["pause"])
+        quantized = variants(settings, Path(root))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        args.json.write_text(json.dumps({"speed": rows, "variants": quantized}, indent=2) + "\n")
     return rows
 
 
