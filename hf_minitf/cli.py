@@ -15,9 +15,9 @@ import os
 import signal
 import sys
 import threading
-from importlib import metadata
 from pathlib import Path
 
+from hf_minitf import __version__
 from hf_minitf.commands import add_commands
 
 # Loggers that speak while transformers imports torchao (the quantization extra): optional kernels that did not
@@ -38,13 +38,6 @@ class ArgumentParser(argparse.ArgumentParser):
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return namespace, extras
-
-
-def _version() -> str:
-    try:
-        return metadata.version("hf-minitf")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _exit_on_sigterm(signal_number: int, frame) -> None:
@@ -150,7 +143,7 @@ def build_parser() -> ArgumentParser:
         description="Small from-scratch transformers as Hugging Face models: train them on built-in tasks or your "
         "own data, use them, convert checkpoints of the original code, publish them.",
     )
-    parser.add_argument("--version", action="version", version=f"minitf (hf-minitf) {_version()}")
+    parser.add_argument("--version", action="version", version=f"minitf (hf-minitf) {__version__}")
     add_commands(parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=ArgumentParser))
     return parser
 

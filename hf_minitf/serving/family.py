@@ -1,8 +1,8 @@
-"""The family a model folder is served as, from its loaded config (no serving code imported: both engines ask)."""
+"""The config of a folder to serve and the family it is served as (no serving code imported: both engines ask)."""
 
 from __future__ import annotations
 
-from transformers import AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
 from hf_minitf.catalog.families import family_of_config
 
@@ -16,4 +16,15 @@ def model_family(config) -> str:
     return family or "encoder"
 
 
-__all__ = ["model_family"]
+def served_config(source: str, trust_remote_code: bool = False) -> PretrainedConfig:
+    """The config of `source`, a folder or Hub repo id, or a ValueError saying it cannot be served and why."""
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise ValueError(
+            f"cannot serve {source}: not a model folder, or a Hub repo id that can be read "
+            f"({str(error).strip().splitlines()[0]})"
+        ) from error
+
+
+__all__ = ["model_family", "served_config"]

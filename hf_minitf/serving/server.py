@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
-from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf.export.run import export_info
 from hf_minitf.serving import API_KEY_VARIABLE
@@ -33,6 +33,7 @@ from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import server as _server
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.errors import install_openai_errors, require_api_key
+from hf_minitf.serving.family import served_config
 from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
 from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
 
@@ -69,13 +70,7 @@ def load_served_models(
                 f"{export.get('kind')}), which minitf generate, translate or embed run; serve the MiniTF "
                 f"folder it was exported from ({export.get('source', 'the one given to minitf export')})"
             )
-        try:
-            config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        except (OSError, ValueError) as error:
-            raise ValueError(
-                f"cannot serve {source}: not a model folder, or a Hub repo id that can be read "
-                f"({str(error).strip().splitlines()[0]})"
-            ) from error
+        config = served_config(source, trust_remote_code)
         model = ServedModel(name=source, key=key, family=model_family(config), config=config)
         torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
         if model.family == "encoder":

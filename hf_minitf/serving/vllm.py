@@ -125,18 +125,12 @@ def prepare_model(source: str, work: Path, *, dtype: str = "auto", trust_remote_
     """What vLLM is given for the GPT `source`: a MiniTF GPT's native export (written under `work`), or, where it
     has none, the folder itself through vLLM's transformers backend (only with `trust_remote_code`); any other
     causal LM folder or repo id as it is."""
-    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+    from transformers import AutoTokenizer, GenerationConfig
 
     from hf_minitf.export.source import ExportRefused
-    from hf_minitf.serving.family import model_family
+    from hf_minitf.serving.family import model_family, served_config
 
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as error:
-        raise ValueError(
-            f"cannot serve {source}: not a model folder, or a Hub repo id that can be read "
-            f"({str(error).strip().splitlines()[0]})"
-        ) from error
+    config = served_config(source, trust_remote_code)
     if model_family(config) != "gpt":
         raise ValueError(
             f"cannot serve {source} on vLLM: only GPT folders run there (this is a {model_family(config)})"
