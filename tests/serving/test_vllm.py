@@ -320,10 +320,10 @@ def servers(folders, vllm_python, tmp_path_factory):
     from hf_minitf.serving.process import server_process
 
     work = tmp_path_factory.mktemp("vllm_servers")
-    words = train_wordlevel_tokenizer(TEXTS, vocab_size=64, min_frequency=1, max_length=12)
+    words = train_wordlevel_tokenizer(TEXTS, vocab_size=64, min_frequency=1, max_length=32)
     encoder = MiniTFEncoderModel(MiniTFEncoderConfig(
         vocab_size=len(words), hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-        max_position_embeddings=12))  # fmt: skip
+        max_position_embeddings=32))  # fmt: skip
     folders["encoder"] = save_sentence_transformer(encoder, words, work / "encoder")
     options = ("--engine", "vllm", "--vllm-python", vllm_python, "--log-level", "warning")
     sources = {"chat": [folders["frawdllm_rope"]]}
