@@ -196,7 +196,9 @@ def saved_model(tmp: Path, family: str) -> Path:
 def engine_export(tmp: Path, engine: str, kind: str, family: str) -> Path:
     """A folder named an engine export by its minitf_export.json, as `minitf export` writes it."""
     write(tmp / "export/config.json", "{}")
-    write(tmp / "export/minitf_export.json", json.dumps({"engine": engine, "kind": kind, "family": family}))
+    info = {"engine": engine, "kind": kind, "family": family}
+    positions = {} if kind == "embedder" else {"max_position_embeddings": 16}  # what the runners of the kind read
+    write(tmp / "export/minitf_export.json", json.dumps({**info, **positions}))
     return tmp / "export"
 
 

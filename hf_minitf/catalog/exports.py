@@ -152,4 +152,48 @@ EXPORTS: dict[str, ExportFormat] = {
     ),
 }
 
-__all__ = ["EXPORTS", "EXPORT_DESCRIPTION", "TRANSFORMERS_JS_URL", "TRANSFORMERS_JS_VERSION", "ExportFormat"]
+EXPORT_FILE = "minitf_export.json"
+"""What the engine exports (CTranslate2, ONNX) write beside their files, to say what the folder is: read by
+`minitf generate/translate/embed` (hf_minitf.export.run), `minitf info` and `minitf serve`."""
+
+
+class ExportInfoField(NamedTuple):
+    """One field of `EXPORT_FILE`: its JSON type, the kinds of export that must hold it, the values it may take."""
+
+    json_type: type
+    """str, list, or int (a positive integer)."""
+    required_for: tuple[str, ...] = ()
+    """The kinds (generator, translator, embedder) whose exports must hold it; others may leave it out."""
+    choices: tuple[str, ...] = ()
+    """The values it may take (any when empty)."""
+    path: bool = False
+    """It names a file of the folder (each entry, for a list): a relative path that must stay inside it."""
+
+
+EVERY_KIND = ("generator", "translator", "embedder")
+EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
+    # engine and kind must also be a pair that hf_minitf.export.run has a runner for, family a MiniTF model_type of
+    # that kind
+    "engine": ExportInfoField(str, EVERY_KIND),
+    "kind": ExportInfoField(str, EVERY_KIND, EVERY_KIND),
+    "family": ExportInfoField(str, EVERY_KIND),
+    "max_position_embeddings": ExportInfoField(int, ("generator", "translator")),
+    "position_embedding_type": ExportInfoField(str, (), ("learned", "rope", "sinusoidal")),
+    "default_file": ExportInfoField(str, (), path=True),
+    "files": ExportInfoField(list, (), path=True),
+    "quantization": ExportInfoField(str),
+    "source": ExportInfoField(str),
+}
+"""The fields of `EXPORT_FILE` that are read (others are ignored), checked by `hf_minitf.export.run.export_info`."""
+
+__all__ = [
+    "EVERY_KIND",
+    "EXPORTS",
+    "EXPORT_DESCRIPTION",
+    "EXPORT_FILE",
+    "EXPORT_INFO_FIELDS",
+    "TRANSFORMERS_JS_URL",
+    "TRANSFORMERS_JS_VERSION",
+    "ExportFormat",
+    "ExportInfoField",
+]

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     from hf_minitf.export.run import export_info
     from hf_minitf.hub.cards import stored_parameters
-    from hf_minitf.safety.files import load_model_card
+    from hf_minitf.safety.files import links_leaving, load_model_card
 
     folder = model_folder(args.model)
     config = read_config(folder) if (folder / "config.json").is_file() else {}
@@ -55,9 +55,14 @@ def run(args: argparse.Namespace) -> int:
         value = config.get(key, (export or {}).get(key))
         if value is not None:
             print(f"{key}: {value}")
+    leaving = links_leaving(folder)  # shown, not followed: a tampered folder may point at any file of the machine
     print("files:")
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        print(f"  {path.relative_to(folder).as_posix()} ({path.stat().st_size:,} bytes)")
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() or p.is_symlink()):
+        name = path.relative_to(folder).as_posix()
+        if name in leaving:
+            print(f"  {name} (a link to {leaving[name]}, outside the folder)")
+        elif path.is_file():
+            print(f"  {name} ({path.stat().st_size:,} bytes)")
     if metadata is not None:
         print("card metadata:")
         for key, value in metadata.items():

@@ -18,11 +18,9 @@ from typing import Any, TypeVar, cast
 
 import torch
 
+from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
-
-# What the engine exports write beside their files (hf_minitf.export.run, which stays free of torch, names it too).
-EXPORT_FILE = "minitf_export.json"
 
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")

@@ -162,6 +162,52 @@ def link_problem(path: Path, folder: Path) -> str | None:
     return None
 
 
+def reading_roots(folder: str | os.PathLike) -> list[Path]:
+    """Where the files of `folder` may lie once links are followed: inside the folder and, for a snapshot of the
+    Hugging Face cache (`.../snapshots/REVISION`, whose files are links to the repository's `blobs/`), that
+    repository's blobs."""
+    root = Path(folder).resolve()
+    blobs = root.parent.parent / "blobs"
+    return [root, blobs] if root.parent.name == "snapshots" and blobs.is_dir() else [root]
+
+
+def confined_path(folder: str | os.PathLike, name: str, what: str, within: str = "") -> Path:
+    """`folder / name` for a path that a folder's own file names (`what`: the field naming it, or "the file"), when
+    `name` is relative, stays inside the folder and, links followed, lies in its `reading_roots`; an UnsafeFileError
+    naming the folder, `what` and the path otherwise, so a tampered folder cannot make a reader load a file from
+    elsewhere on the machine. `within`: the subfolder `name` is relative to (an ONNX graph's external data)."""
+    folder = Path(folder)
+    normal = os.path.normpath(os.path.join(within, name))
+    if os.path.isabs(name) or normal == ".." or normal.startswith(".." + os.sep):
+        where = "an absolute path" if os.path.isabs(name) else "a path out of the folder"
+        raise UnsafeFileError(
+            f"{folder}: {what} is {name!r}, {where}; a folder's files may name only files inside it: fix or "
+            "remove that entry, or export the model again"
+        )
+    path = folder / normal
+    resolved = path.resolve()
+    if not any(resolved.is_relative_to(root) for root in reading_roots(folder)):
+        raise UnsafeFileError(
+            f"{folder}: {what} {name!r} links to {resolved}, outside the folder; replace the link with a copy of "
+            "the file it should hold"
+        )
+    return path
+
+
+def links_leaving(folder: str | os.PathLike) -> dict[str, str]:
+    """The symbolic links under `folder` (linked folders not entered) that resolve outside its `reading_roots`:
+    relative POSIX path -> where the link points."""
+    folder = Path(folder)
+    roots = reading_roots(folder)
+    leaving = {}
+    for root, directories, names in os.walk(folder):  # os.walk does not descend into linked folders
+        for name in sorted([*directories, *names]):
+            path = Path(root) / name
+            if path.is_symlink() and not any(path.resolve().is_relative_to(top) for top in roots):
+                leaving[path.relative_to(folder).as_posix()] = os.readlink(path)
+    return leaving
+
+
 def folder_files(folder: str | os.PathLike, skip=lambda relative: False) -> list[str]:
     """The files under `folder` (relative POSIX paths, links to files inside it included), without following a
     link out of it; an UnsafeFileError naming every symbolic link that points outside or at a folder, and every
@@ -389,11 +435,14 @@ __all__ = [
     "UnsafeFileError",
     "check_card_metadata",
     "check_upload_sources",
+    "confined_path",
     "folder_files",
     "link_problem",
+    "links_leaving",
     "load_model_card",
     "pickle_reason",
     "pickle_reason_in_bytes",
+    "reading_roots",
     "refused_content",
     "refused_pickle_message",
 ]
