@@ -30,6 +30,24 @@ MAX_BEAMS = 1000
 """Widest beam search: 10**9 beams hold the machine for hours."""
 MAX_PORT = 65535
 
+MAX_REQUEST_BYTES = 8 * 2**20
+"""`minitf serve --max-request-bytes`'s default: the largest request body (8 MiB) the server reads; a larger one is
+answered 413 before it is read. OpenAI's largest embeddings request for the models served here (2048 texts of 512
+tokens, about 4 MB of JSON) fits; one 50 MB prompt made the server tokenize all of it (+6 GB) before the context
+check."""
+CHARS_PER_TOKEN_FLOOR = 32
+"""A text longer than a model's context times max(its vocabulary's longest token, this many characters) is refused
+before it is tokenized: no text that long fits. The floor covers tokenizers whose unknown-word token stands for any
+number of characters (word-level, WordPiece)."""
+CHAT_TEMPLATE_SECONDS = 2.0
+"""Longest a chat template may take to render one request's messages (a normal template takes milliseconds): a
+template with nested `range(99999)` loops held the server for over a minute."""
+CHAT_TEMPLATE_MAX_CHARS = 16 * 2**20
+"""Most characters a chat template may write for one request (twice the default body limit, in characters)."""
+SHUTDOWN_GRACE_SECONDS = 30
+"""`minitf serve --shutdown-grace`'s default: after SIGTERM (or Ctrl-C) the server stops accepting connections and
+lets the requests in flight finish for this long, then cancels them and exits."""
+
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 """The dtypes weights are converted to, loaded in or served in (besides `auto`, the saved weights')."""
 GGUF_DTYPES = ("f32", "f16", "q8_0")
@@ -43,6 +61,9 @@ ONNX_QUANTIZATIONS = ("q8", "fp16", "q4")
 """The extra ONNX files `minitf export onnx --quantize` writes, by transformers.js's name of their dtype."""
 
 __all__ = [
+    "CHARS_PER_TOKEN_FLOOR",
+    "CHAT_TEMPLATE_MAX_CHARS",
+    "CHAT_TEMPLATE_SECONDS",
     "CTRANSLATE2_QUANTIZATIONS",
     "DTYPE_NAMES",
     "GGUF_DTYPES",
@@ -52,9 +73,11 @@ __all__ = [
     "MAX_EPOCHS",
     "MAX_NEW_TOKENS",
     "MAX_PORT",
+    "MAX_REQUEST_BYTES",
     "MAX_STEPS",
     "MAX_STEPS_SCALE",
     "MAX_VOCAB_SIZE",
     "ONNX_QUANTIZATIONS",
     "SEED_LIMIT",
+    "SHUTDOWN_GRACE_SECONDS",
 ]

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import os
+import sys
 
-from hf_minitf.catalog.limits import DTYPE_NAMES
+from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.commands.common import CommandError, count, port_number, quiet_transformers, reports_errors
 
 HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server, or vLLM's)"
@@ -32,6 +35,8 @@ DEFAULT_ENGINE_OPTIONS = {
     "cb_num_blocks": None,
     "cb_max_batch_tokens": None,
     "device": "auto",
+    "max_request_bytes": MAX_REQUEST_BYTES,
+    "shutdown_grace": SHUTDOWN_GRACE_SECONDS,
 }
 # The options only vLLM reads.
 VLLM_OPTIONS = {"vllm_python": None, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
@@ -83,7 +88,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key",
         default=None,
         help="require `Authorization: Bearer KEY` on every route (default: the MINITF_API_KEY "
-        "environment variable; none when unset)",
+        'environment variable; none when unset or empty). An empty key (--api-key "$KEY" with KEY unset) is an '
+        "error; without a key on a host other than loopback, the server warns that anyone can use it",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=count,
+        default=MAX_REQUEST_BYTES,
+        metavar="N",
+        help=f"largest request body read; a larger one answers 413 before it is read (default: {MAX_REQUEST_BYTES:,}"
+        ", 8 MiB)",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=count,
+        default=SHUTDOWN_GRACE_SECONDS,
+        metavar="SECONDS",
+        help="on SIGTERM or Ctrl-C, let the requests in flight finish for this long (new connections are refused), "
+        f"then cancel them and exit (default: {SHUTDOWN_GRACE_SECONDS})",
     )
     parser.add_argument(
         "--trust-remote-code",
@@ -127,11 +149,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @reports_errors("serve")
 def run(args: argparse.Namespace) -> int:
     """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving.server)."""
-    import os
+    api_key = _api_key(args.api_key)
+    if api_key is None and not _is_loopback(args.host):
+        from hf_minitf.serving import API_KEY_VARIABLE
 
-    from hf_minitf.serving import API_KEY_VARIABLE
-
-    api_key = args.api_key or os.environ.get(API_KEY_VARIABLE) or None
+        print(
+            f"minitf serve: WARNING: no API key, listening on {args.host}: anyone who can reach this machine on port "
+            f"{args.port} can use the models. Set --api-key or {API_KEY_VARIABLE}, or serve on 127.0.0.1.",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.engine == "vllm":
         return _serve_with_vllm(args, api_key)
     given = _options_given(args, VLLM_OPTIONS)
@@ -155,8 +182,40 @@ def run(args: argparse.Namespace) -> int:
         cb_max_batch_tokens=args.cb_max_batch_tokens,
         trust_remote_code=args.trust_remote_code,
         api_key=api_key,
+        max_request_bytes=args.max_request_bytes,
+        shutdown_grace=args.shutdown_grace,
     )
     return 0
+
+
+def _api_key(given: str | None) -> str | None:
+    """The key every route requires: --api-key, else MINITF_API_KEY (unset or empty: no key). A given key that is
+    empty or blank is refused rather than read as no key: `--api-key "$KEY"` with KEY unset would serve openly."""
+    from hf_minitf.serving import API_KEY_VARIABLE
+
+    source = "--api-key" if given is not None else API_KEY_VARIABLE
+    key = given if given is not None else (os.environ.get(API_KEY_VARIABLE) or None)
+    if key is None:
+        return None
+    if not key.strip():
+        raise CommandError(
+            f'{source} is {"empty" if not key else "only spaces"} (as --api-key "$KEY" is with KEY unset); give the '
+            f"key clients must send, or leave {source} out to serve without one"
+        )
+    key = key.strip()
+    if not (key.isascii() and key.isprintable()) or any(char.isspace() for char in key):
+        raise CommandError(f"{source} must be printable ASCII without spaces: clients send it in an HTTP header")
+    return key
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        return False
 
 
 def _options_given(args: argparse.Namespace, options: dict) -> list[str]:

@@ -5,9 +5,11 @@ nothing of transformers' serving code, so vLLM's front (`serving.vllm`) runs the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from hf_minitf.catalog.limits import MAX_NEW_TOKENS
 from hf_minitf.serving.errors import RequestError
 
 # transformers' `generate` default for a request without max_tokens (serving.utils.BaseHandler).
@@ -15,11 +17,15 @@ SERVER_DEFAULT_NEW_TOKENS = 1024
 
 
 def positive_int(body: dict, field: str) -> int | None:
+    """The request's token count `field`, a positive integer up to MAX_NEW_TOKENS (a model without a context limit
+    would otherwise generate for hours), or None where it is not set."""
     value = body.get(field)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise RequestError(400, f"{field} must be a positive integer, got {value!r}.", param=field)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_NEW_TOKENS:
+        raise RequestError(
+            400, f"{field} must be a positive integer of at most {MAX_NEW_TOKENS:,}, got {value!r}.", param=field
+        )
     return value
 
 
@@ -49,9 +55,9 @@ def check_new_tokens(
             param=field,
             code="context_length_exceeded",
         )
-    if requested is None:
-        body["max_tokens"] = min(room, SERVER_DEFAULT_NEW_TOKENS)
-        return body["max_tokens"]
+    if requested is None:  # the last of `fields` is the route's own (max_tokens, max_output_tokens)
+        body[fields[-1]] = min(room, SERVER_DEFAULT_NEW_TOKENS)
+        return body[fields[-1]]
     return requested
 
 
@@ -129,6 +135,124 @@ def check_logit_bias(body: dict, vocab_size: int) -> None:
             )
 
 
+# The type of each request field a route reads that the other checks do not (None, JSON's null, is "not set"):
+# transformers' handlers use them as they come, so `suffix: 5` or `tools: "x"` failed inside them with a 500.
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "stream": (bool,),
+    "suffix": (str,),
+    "user": (str,),
+    "instructions": (str,),
+    "tools": (list,),
+    "tool_choice": (str, dict),
+    "stream_options": (dict,),
+    "chat_template_kwargs": (dict,),
+    "response_format": (dict,),
+    "metadata": (dict,),
+    "dimensions": (int,),
+    "encoding_format": (str,),
+}
+_TYPE_NAMES = {str: "a string", bool: "true or false", list: "a list", dict: "an object", int: "an integer"}
+# apply_chat_template's own arguments, which chat_template_kwargs (variables for the template) may not set: one
+# is the template itself.
+TEMPLATE_ARGUMENTS = {
+    "conversation", "tools", "documents", "chat_template", "add_generation_prompt", "continue_final_message",
+    "tokenize", "padding", "truncation", "max_length", "return_tensors", "return_dict", "return_assistant_tokens_mask",
+    "tokenizer_kwargs", "sanitize_control_tokens", "load_audio_from_video", "messages",
+}  # fmt: skip
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_field_types(body: dict) -> None:
+    """Each field of FIELD_TYPES the request sets has its type (`chat_template_kwargs` only template variables)."""
+    for field, types in FIELD_TYPES.items():
+        value = body.get(field)
+        if value is not None and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in types)
+            raise RequestError(400, f"{field} must be {expected}, got {value!r}.", param=field)
+    if isinstance(body.get("tools"), list) and not all(isinstance(tool, dict) for tool in body["tools"]):
+        raise RequestError(400, "tools must be a list of tool objects ({type, function}).", param="tools")
+    reserved = sorted(TEMPLATE_ARGUMENTS & set(body.get("chat_template_kwargs") or {}))
+    if reserved:
+        raise RequestError(
+            400,
+            f"chat_template_kwargs may set the chat template's variables only, not {reserved[0]!r} (an argument of "
+            "the server's own rendering).",
+            param="chat_template_kwargs",
+        )
+
+
+def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every text inside a JSON value, with its path (`messages[0].content`)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(key, f"{path} key")
+            yield from _strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{path}[{index}]")
+
+
+def check_unicode(body: dict) -> None:
+    """No text of the request holds a lone surrogate (a JSON \\ud800 escape without its pair): it is not Unicode, and the
+    tokenizers fail on it (a 500 the openai client retries)."""
+    for field, value in body.items():
+        for path, text in _strings(value, field):
+            found = _LONE_SURROGATE.search(text)
+            if found:
+                raise RequestError(
+                    400,
+                    f"{path} holds a lone surrogate ({found.group()!r} at character {found.start()}), which is not "
+                    "Unicode text: send UTF-8, where a \\u escape of a surrogate comes in a high-low pair.",
+                    param=str(field),
+                )
+
+
+def text_chars(value: Any) -> int:
+    """The characters of all the texts in a JSON value (messages, an input list)."""
+    return sum(len(text) for _, text in _strings(value, ""))
+
+
+def check_text_length(chars: int, tokens: int | None, chars_per_token: int, name: str, param: str, what: str) -> None:
+    """Refuse, before tokenizing it, a text of `chars` characters where no such text fits a model reading `tokens`
+    tokens of at most `chars_per_token` characters each (tokenizing it all cost gigabytes)."""
+    if tokens is not None and chars > tokens * chars_per_token:
+        raise RequestError(
+            400,
+            f"{what} is {chars:,} characters; {name!r} reads at most {tokens} tokens, and no text longer than "
+            f"{tokens * chars_per_token:,} characters fits in them. Shorten or split it.",
+            param=param,
+            code="context_length_exceeded",
+        )
+
+
+def check_messages(messages: Any, param: str = "messages") -> None:
+    """Chat messages as OpenAI's schema has them: a non-empty list of objects with a role and a text content (a
+    string, a list of text parts, or null beside tool calls)."""
+    if not isinstance(messages, list) or not messages:
+        raise RequestError(400, f"{param} must be a non-empty list of {{role, content}} objects.", param=param)
+    for index, message in enumerate(messages):
+        where = f"{param}[{index}]"
+        if not isinstance(message, dict):
+            raise RequestError(400, f"{where} must be a {{role, content}} object, got {message!r}.", param=param)
+        if not isinstance(message.get("role"), str) or not message["role"]:
+            raise RequestError(400, f"{where}.role must be a non-empty string.", param=param)
+        content = message.get("content")
+        parts = content if isinstance(content, list) else []
+        if not (content is None or isinstance(content, (str, list))) or not all(
+            isinstance(part, dict)
+            and isinstance(part.get("type"), str)
+            and (part["type"] not in ("text", "input_text", "output_text") or isinstance(part.get("text"), str))
+            for part in parts
+        ):
+            raise RequestError(
+                400,
+                f"{where}.content must be a string or a list of {{type: 'text', text}} parts, got {content!r}.",
+                param=param,
+            )
+
+
 def text_prompt(body: dict) -> str:
     """The request's `prompt`: one non-empty text (a list of one text is taken as that text)."""
     prompt = body.get("prompt")
@@ -142,12 +266,19 @@ def text_prompt(body: dict) -> str:
 
 
 __all__ = [
+    "FIELD_TYPES",
     "IGNORED_FIELDS",
     "SAMPLING_RANGES",
     "SERVER_DEFAULT_NEW_TOKENS",
+    "TEMPLATE_ARGUMENTS",
+    "check_field_types",
     "check_logit_bias",
+    "check_messages",
     "check_new_tokens",
     "check_sampling",
+    "check_text_length",
+    "check_unicode",
     "positive_int",
+    "text_chars",
     "text_prompt",
 ]

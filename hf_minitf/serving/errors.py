@@ -1,5 +1,5 @@
-"""Errors of `minitf serve` in OpenAI's shape: what the server's routes raise and how it is answered, and the API key
-every route requires (both engines' apps install these)."""
+"""Errors of `minitf serve` in OpenAI's shape: what the server's routes raise and how it is answered, the API key
+every route requires, and the limit on a request body's size (both engines' apps install these)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ class RequestError(Exception):
 
 
 def error_body(message: str, status: int, param: str | None = None, code: str | None = None) -> dict[str, Any]:
-    """OpenAI's error object."""
+    """OpenAI's error object. The message is made valid UTF-8 (a lone surrogate a request sent, quoted back in it,
+    would fail the JSON answer)."""
     kind = {401: "authentication_error", 404: "invalid_request_error"}.get(
         status, "invalid_request_error" if status < 500 else "server_error"
     )
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -63,6 +65,9 @@ def install_openai_errors(app: FastAPI) -> None:
 
 def require_api_key(app: FastAPI, api_key: str) -> None:
     """Every route answers 401 unless the request carries `Authorization: Bearer <api_key>`."""
+    api_key = api_key.strip()
+    if not api_key:
+        raise ValueError("The API key is empty: give a key, or none to serve without one.")
     expected = api_key.encode()
 
     @app.middleware("http")
@@ -81,4 +86,71 @@ def require_api_key(app: FastAPI, api_key: str) -> None:
         return await call_next(request)
 
 
-__all__ = ["RequestError", "error_body", "install_openai_errors", "require_api_key"]
+def limit_request_bytes(app: FastAPI, limit: int) -> None:
+    """Answer 413 in OpenAI's shape to a request whose body passes `limit` bytes, before reading it: at once where
+    its Content-Length says so, else as soon as the chunks read so far pass it (a chunked body has no length).
+    Added last, the check wraps the other middleware (the API key's included)."""
+    app.add_middleware(_BodyLimit, limit=limit)
+
+
+class _RequestTooLarge(Exception):
+    """Raised into the app by `_BodyLimit` when a chunked body passes the limit: the app stops reading it."""
+
+
+class _BodyLimit:
+    """The ASGI middleware of `limit_request_bytes`. FastAPI's own `max_body_size` answers a plain-text 413 over
+    any response the app writes, so the server's errors could not have OpenAI's shape."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit():
+            message = "The Content-Length header is not a number of bytes."
+            return await self._answer(scope, receive, send, 400, message, "invalid_content_length")
+        if int(length) > self.limit:
+            return await self._answer(scope, receive, send, 413, self._message(int(length)))
+        received, too_large = 0, False
+
+        async def counted_receive():
+            nonlocal received, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    too_large = True
+                    raise _RequestTooLarge
+            return message
+
+        async def send_unless_too_large(message) -> None:
+            if not too_large:  # the app's answer to the unread body (FastAPI: 400) gives way to the 413
+                await send(message)
+
+        try:
+            await self.app(scope, counted_receive, send_unless_too_large)
+        except Exception:
+            if not too_large:
+                raise
+        if too_large:
+            await self._answer(scope, receive, send, 413, self._message(None))
+
+    def _message(self, size: int | None) -> str:
+        sent = f"is {size:,} bytes, more than" if size is not None else "(sent in chunks) passes"
+        return (
+            f"The request body {sent} the {self.limit:,} bytes this server reads (minitf serve --max-request-bytes). "
+            "Send fewer or shorter texts per request."
+        )
+
+    @staticmethod
+    async def _answer(scope, receive, send, status: int, message: str, code: str = "request_too_large") -> None:
+        # The connection closes after the answer: the rest of the body is never read.
+        response = JSONResponse(
+            error_body(message, status, code=code), status_code=status, headers={"Connection": "close"}
+        )
+        await response(scope, receive, send)
+
+
+__all__ = ["RequestError", "error_body", "install_openai_errors", "limit_request_bytes", "require_api_key"]

@@ -4,6 +4,7 @@ the Auto classes where `transformers` has no attribute of their architecture's n
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,10 +15,12 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.family import model_family
+from hf_minitf.serving.templates import guard_chat_template
 
 # The routes each family answers, for the error of a request sent to another one.
 ROUTES = {family.name: family.route for family in FAMILIES.values()}
@@ -44,6 +47,17 @@ class ServedModel:
         ):
             return None
         return getattr(config, "max_position_embeddings", None)
+
+    @functools.cached_property
+    def chars_per_token(self) -> int:
+        """Most characters one token of the model's tokenizer stands for, as far as the server assumes: its longest
+        vocabulary entry (added tokens included), at least CHARS_PER_TOKEN_FLOOR. A text longer than the context
+        times this is refused before it is tokenized."""
+        vocabularies = [self.tokenizer.get_vocab()]
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:  # the seq2seq tokenizer's get_vocab is its target side; the backend reads inputs
+            vocabularies.append(backend.get_vocab(with_added_tokens=True))
+        return max([CHARS_PER_TOKEN_FLOOR, *(len(token) for vocabulary in vocabularies for token in vocabulary)])
 
 
 def _is_local(name: str) -> bool:
@@ -116,7 +130,9 @@ class ServedModelManager(_model_manager.ModelManager):
             raise self._not_served(model_id_and_revision)
         if served.family != "gpt":
             raise self._wrong_route(served, "this route")
-        return super().load_model_and_processor(model_id_and_revision, *args, **kwargs)
+        model, processor = super().load_model_and_processor(model_id_and_revision, *args, **kwargs)
+        guard_chat_template(processor)  # transformers' handlers render chat templates on the event loop
+        return model, processor
 
     def _load_model(
         self,

@@ -4,10 +4,10 @@ answering HTTP 4xx instead of a 500 from inside `generate()`, and samples as ask
 
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import jinja2
 from fastapi.responses import JSONResponse, StreamingResponse
 from openai.types import Completion, CompletionChoice, CompletionUsage
 
@@ -17,14 +17,20 @@ from hf_minitf.serving.api import completion as _completion
 from hf_minitf.serving.api import response as _response
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.checks import (
+    check_field_types,
     check_logit_bias,
+    check_messages,
     check_new_tokens,
     check_sampling,
+    check_text_length,
+    check_unicode,
     positive_int,
+    text_chars,
     text_prompt,
 )
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.models import ServedModel
+from hf_minitf.serving.templates import render_ahead
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -70,52 +76,87 @@ def _check_chat_template(served: ServedModel, route: str) -> None:
         )
 
 
+def _check_request(handler: Any, body: dict) -> None:
+    """The checks of every generation route before the model is looked at: the fields are the route's (named, in a
+    400, where transformers answers a 422 with a set of names), then text, field types and sampling numbers."""
+    known = getattr(handler._valid_params_class, "__mutable_keys__", None)
+    unknown = sorted(set(body) - known) if known else []
+    if unknown:
+        raise RequestError(
+            400, f"Unknown field {unknown[0]!r}: this route does not take it; leave it out.", param=unknown[0]
+        )
+    handler._validate_request(body)
+    check_unicode(body)
+    check_field_types(body)
+    check_sampling(body)
+
+
+async def _render_chat(handler: Any, served: ServedModel, messages: list, tools: Any, body: dict, param: str):
+    """Render the messages with the model's chat template on a worker thread, within its limits, after refusing
+    messages too long to fit its context; a context manager in which transformers' handler (which renders them
+    again with the same arguments) gets this result, and which gives the prompt's tokens (`serving.templates`)."""
+    check_text_length(
+        text_chars(messages), served.context_limit, served.chars_per_token, served.name, param, f"The {param}' text"
+    )
+    try:
+        conversation = handler.get_processor_inputs_from_messages(messages, _utils.Modality.LLM)
+    except (KeyError, TypeError, ValueError) as error:  # a part or tool call without a field it needs
+        raise RequestError(400, f"The {param} are not OpenAI chat messages: {error!r}", param=param) from error
+    options = dict(
+        add_generation_prompt=True, tools=tools, return_dict=True, tokenize=True, load_audio_from_video=False
+    )
+    options.update({**handler.chat_template_kwargs, **(body.get("chat_template_kwargs") or {})})
+    return await render_ahead(served.tokenizer, served.name, conversation, options, param)
+
+
 class ChatCompletions(_SamplingAsAsked, _chat_completion.ChatCompletionHandler):
     """transformers' /v1/chat/completions after the served model's checks: it has a chat template, the messages
-    make a prompt, and the token budget fits its context."""
+    make a prompt (rendered off the event loop, within the template limits), and the token budget fits its context."""
 
     async def handle_request(self, body: dict, request_id: str):
-        self._validate_request(body)
-        check_sampling(body)
+        _check_request(self, body)
         served = self.model_manager.find_for(body, ("gpt",), "/v1/chat/completions")
         check_logit_bias(body, served.config.vocab_size)
         _check_chat_template(served, "/v1/chat/completions")
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise RequestError(400, "messages must be a non-empty list of {role, content} objects.", param="messages")
-        try:
-            prompt = served.tokenizer.apply_chat_template(
-                self.get_processor_inputs_from_messages(messages, _utils.Modality.LLM),
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=True,
-                **{**self.chat_template_kwargs, **body.get("chat_template_kwargs", {})},
+        check_messages(body.get("messages"))
+        with await _render_chat(self, served, body["messages"], body.get("tools"), body, "messages") as prompt:
+            check_new_tokens(
+                body,
+                ("max_completion_tokens", "max_tokens"),
+                len(prompt["input_ids"]),
+                served.context_limit,
+                served.name,
+                "messages",
             )
-        except (KeyError, TypeError, ValueError, jinja2.TemplateError) as error:
-            raise RequestError(
-                400, f"The messages do not fit {served.name!r}'s chat template: {error}", param="messages"
-            ) from error
-        check_new_tokens(
-            body,
-            ("max_completion_tokens", "max_tokens"),
-            len(prompt["input_ids"]),
-            served.context_limit,
-            served.name,
-            "messages",
-        )
-        return await super().handle_request(body, request_id)
+            return await super().handle_request(body, request_id)
 
 
 class Responses(_SamplingAsAsked, _response.ResponseHandler):
     """transformers' /v1/responses for the served GPTs that have a chat template."""
 
     async def handle_request(self, body: dict, request_id: str):
-        self._validate_request(body)
-        check_sampling(body)
+        _check_request(self, body)
         served = self.model_manager.find_for(body, ("gpt",), "/v1/responses")
         _check_chat_template(served, "/v1/responses")
         positive_int(body, "max_output_tokens")
-        return await super().handle_request(body, request_id)
+        text = body.get("input")
+        if not (isinstance(text, str) and text) and not (
+            isinstance(text, list) and text and all(isinstance(item, dict) for item in text)
+        ):
+            raise RequestError(400, "input must be a non-empty text or a list of input items (objects).", param="input")
+        try:
+            messages = self._normalize_input(body)
+            check_messages(messages, "input")
+        except (KeyError, TypeError, ValueError) as error:
+            raise RequestError(
+                400, f"input is not a list of Responses input items: {error!r}", param="input"
+            ) from error
+        tools = self._normalize_tools(body.get("tools"))
+        with await _render_chat(self, served, messages, tools, body, "input") as prompt:
+            check_new_tokens(
+                body, ("max_output_tokens",), len(prompt["input_ids"]), served.context_limit, served.name, "input"
+            )
+            return await super().handle_request(body, request_id)
 
 
 class Completions(_SamplingAsAsked, _completion.CompletionHandler):
@@ -123,8 +164,7 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
     source text and the completion its translation."""
 
     async def handle_request(self, body: dict, request_id: str):
-        self._validate_request(body)
-        check_sampling(body)
+        _check_request(self, body)
         if body.get("logit_bias"):
             raise RequestError(
                 400,
@@ -136,15 +176,20 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         prompt = text_prompt(body)
         if served.family == "seq2seq":
             return await self._translate(body, request_id, served, prompt)
-        prompt_length = len(served.tokenizer(prompt)["input_ids"])
+        check_text_length(
+            len(prompt), served.context_limit, served.chars_per_token, served.name, "prompt", "The prompt"
+        )
+        prompt_length = len((await asyncio.to_thread(served.tokenizer, prompt))["input_ids"])
         check_new_tokens(body, ("max_tokens",), prompt_length, served.context_limit, served.name, "prompt")
         return await super().handle_request(body, request_id)
 
     async def _translate(self, body: dict, request_id: str, served: ServedModel, prompt: str):
         """Translate the prompt with `generate()` on the model's inference thread (as transformers runs a GPT's)."""
         model, tokenizer = served.model, served.tokenizer
-        inputs = tokenizer(prompt, return_tensors="pt").to(model.device)
-        length, limit = inputs["input_ids"].shape[1], model.config.max_position_embeddings
+        limit = model.config.max_position_embeddings
+        check_text_length(len(prompt), limit, served.chars_per_token, served.name, "prompt", "The text to translate")
+        inputs = (await asyncio.to_thread(tokenizer, prompt, return_tensors="pt")).to(model.device)
+        length = inputs["input_ids"].shape[1]
         if length > limit:
             raise RequestError(
                 400,
@@ -170,7 +215,7 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         eos = model.generation_config.eos_token_id
         stopped = eos in generated
         generated = generated[: generated.index(eos) + 1] if stopped else generated
-        text = tokenizer.decode(generated, skip_special_tokens=True)
+        text = await asyncio.to_thread(tokenizer.decode, generated, skip_special_tokens=True)
         usage = CompletionUsage(
             prompt_tokens=length, completion_tokens=len(generated), total_tokens=length + len(generated)
         )

@@ -14,11 +14,18 @@ these folders, by subclassing its parts (nothing in transformers is patched):
 - `/v1/completions` for translation folders (the prompt is the source text) and `POST /v1/embeddings` for
   embedding folders (`serving_embeddings`);
 - errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) and an optional API key that every
-  route requires.
+  route requires;
+- bounded work per request: a body past `max_request_bytes` answers 413 before it is read, a text too long for the
+  context is refused before it is tokenized, chat templates render on a worker thread within a time and size limit
+  (`serving.templates`), and tokenizing runs off the event loop;
+- on SIGTERM, the requests in flight finish for up to `shutdown_grace` seconds while new connections are refused;
+  then the process exits 0.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,13 +33,14 @@ from typing import Any
 from fastapi import FastAPI
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from hf_minitf.catalog.limits import MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.export.run import export_info
 from hf_minitf.serving import API_KEY_VARIABLE
 from hf_minitf.serving.api import SystemOneHandler, TranscriptionHandler
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import server as _server
 from hf_minitf.serving.api import utils as _utils
-from hf_minitf.serving.errors import install_openai_errors, require_api_key
+from hf_minitf.serving.errors import install_openai_errors, limit_request_bytes, require_api_key
 from hf_minitf.serving.family import served_config
 from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
 from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
@@ -106,9 +114,11 @@ def build_app(
     cb_max_batch_tokens: int | None = None,
     api_key: str | None = None,
     trust_remote_code: bool = False,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> FastAPI:
     """The server of `minitf serve`: transformers' app (as `transformers serve` builds it) for `sources`, with
-    /v1/embeddings, OpenAI-shaped errors and, with `api_key`, a key every route requires."""
+    /v1/embeddings, OpenAI-shaped errors, bodies of at most `max_request_bytes` and, with `api_key` (not empty),
+    a key every route requires."""
     from transformers import ContinuousBatchingConfig
 
     from hf_minitf.serving.embeddings import add_embeddings_route
@@ -141,19 +151,39 @@ def build_app(
     )
     add_embeddings_route(app, manager)
     install_openai_errors(app)
-    if api_key:
+    if api_key is not None:
         require_api_key(app, api_key)
+    limit_request_bytes(app, max_request_bytes)
     return app
 
 
 def serve(
-    sources: Sequence[str], host: str = "127.0.0.1", port: int = 8000, log_level: str = "info", **options
+    sources: Sequence[str],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    shutdown_grace: int = SHUTDOWN_GRACE_SECONDS,
+    **options,
 ) -> None:
-    """Serve `sources` over HTTP until interrupted (options: those of `build_app`)."""
+    """Serve `sources` over HTTP until interrupted (options: those of `build_app`). On SIGTERM or Ctrl-C, uvicorn
+    stops accepting connections, lets the requests in flight finish for up to `shutdown_grace` seconds, cancels
+    the rest and returns; after SIGTERM this returns normally (exit status 0)."""
     import uvicorn
 
     app = build_app(sources, **options)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # uvicorn raises the SIGTERM it handled again once it has stopped, which would kill the process (status -15)
+    # after a clean shutdown: while it runs, that second delivery finds this no-op handler.
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stopped) if main_thread else None
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=shutdown_grace)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(_signal_number: int, _frame) -> None:
+    """SIGTERM delivered again by uvicorn after its graceful shutdown: the server has already stopped."""
 
 
 __all__ = ["API_KEY_VARIABLE", "build_app", "load_served_models", "serve"]

@@ -1,0 +1,334 @@
+"""`minitf serve` under hostile requests, over real HTTP: every bad request of the table answers 4xx in OpenAI's
+error shape naming the field (and the server answers afterwards), bodies past --max-request-bytes answer 413
+before they are read, a chat template that loops is cut at its limit while the server answers other requests,
+SIGTERM lets the request in flight finish, and the API key rules of the command line."""
+
+import json
+import signal
+import threading
+import time
+
+import httpx
+import pytest
+from factories import make_encoder, make_gpt, make_seq2seq
+from helpers import run_cli
+from transformers import AutoTokenizer
+
+from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR, MAX_NEW_TOKENS
+from hf_minitf.serving.process import server_process
+from hf_minitf.serving.templates import TemplateLimitExceeded, template_limits
+
+BODY_LIMIT = 65536
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m.role[0] }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}a: {% endif %}"
+)
+LOOPING_TEMPLATE = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}{{ messages }}"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """The tiny GPT (64 positions), the same with a chat template and with a looping one, a rotary GPT (no
+    context limit), the encoder and the translation model."""
+    root = tmp_path_factory.mktemp("hostile")
+    folders = {"gpt": make_gpt(root / "gpt"), "rope": make_gpt(root / "rope", position_embedding_type="rope")}
+    for name, template in (("chat", CHAT_TEMPLATE), ("looping", LOOPING_TEMPLATE)):
+        folder = make_gpt(root / name)
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer.chat_template = template
+        tokenizer.save_pretrained(folder)
+        folders[name] = folder
+    folders["encoder"] = make_encoder(root / "encoder")
+    folders["seq2seq"] = make_seq2seq(root / "seq2seq")
+    return {name: str(folder) for name, folder in folders.items()}
+
+
+@pytest.fixture(scope="module")
+def server(folders, tmp_path_factory):
+    log = tmp_path_factory.mktemp("hostile_log") / "server.log"
+    with server_process(
+        folders.values(), "--log-level", "warning", "--max-request-bytes", str(BODY_LIMIT), log=log
+    ) as running:
+        yield running
+
+
+def post(url: str, route: str, body: dict | str, **options) -> httpx.Response:
+    """POST a body as Python's json writes it (NaN, lone surrogates as \\u escapes), which httpx's json= refuses."""
+    content = body if isinstance(body, str) else json.dumps(body)
+    return httpx.post(url + route, content=content, headers={"Content-Type": "application/json"}, timeout=60, **options)
+
+
+def assert_openai_error(response: httpx.Response, status: int, param: str | None) -> dict:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error", error
+    assert error["param"] == param and error["message"], error
+    return error
+
+
+HI = [{"role": "user", "content": "hi"}]
+COMPLETIONS, CHAT, RESPONSES, EMBEDDINGS = "/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/embeddings"
+# id: (route, model, body, param, words of the message). Every row answers 400. Raw strings are sent as written.
+BAD_REQUESTS = {
+    # lone surrogates, in every text a route reads
+    "surrogate in a prompt": (COMPLETIONS, "gpt", {"prompt": "a\ud800b"}, "prompt", "lone surrogate"),
+    "surrogate in a message": (CHAT, "chat", {"messages": [{"role": "user", "content": "\udfff"}]}, "messages", "lone"),
+    "surrogate in a message part": (
+        CHAT,
+        "chat",
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "x\ud800"}]}]},
+        "messages",
+        "messages[0].content[0].text",
+    ),
+    "surrogate in an embedding input": (EMBEDDINGS, "encoder", {"input": ["dog", "\ud800"]}, "input", "input[1]"),
+    "surrogate in a translation": (COMPLETIONS, "seq2seq", {"prompt": "the \ud800"}, "prompt", "lone surrogate"),
+    "surrogate in a responses input": (RESPONSES, "chat", {"input": "\ud800", "stream": False}, "input", "lone"),
+    "surrogate in a stop": (COMPLETIONS, "gpt", {"prompt": "a", "stop": ["\ud800"]}, "stop", "lone surrogate"),
+    # numbers: not finite, past every bound, of the wrong type
+    "temperature NaN": (
+        COMPLETIONS,
+        "gpt",
+        '{"model": "{gpt}", "prompt": "a", "temperature": NaN}',
+        "temperature",
+        "nan",
+    ),
+    "top_p Infinity": (COMPLETIONS, "gpt", '{"model": "{gpt}", "prompt": "a", "top_p": Infinity}', "top_p", "inf"),
+    "max_tokens 10**30": (COMPLETIONS, "gpt", {"prompt": "a", "max_tokens": 10**30}, "max_tokens", "at most"),
+    "max_tokens 10**30, no context limit": (
+        COMPLETIONS,
+        "rope",
+        {"prompt": "a", "max_tokens": 10**30},
+        "max_tokens",
+        f"{MAX_NEW_TOKENS:,}",
+    ),
+    "max_completion_tokens 10**30": (
+        CHAT,
+        "chat",
+        {"messages": HI, "max_completion_tokens": 10**30},
+        "max_completion_tokens",
+        "at most",
+    ),
+    "max_output_tokens 10**30": (
+        RESPONSES,
+        "chat",
+        {"input": "hi", "max_output_tokens": 10**30},
+        "max_output_tokens",
+        "",
+    ),
+    "max_output_tokens past the context": (
+        RESPONSES,
+        "chat",
+        {"input": "hi", "max_output_tokens": 60, "stream": False},
+        "max_output_tokens",
+        "context",
+    ),
+    "max_tokens 10**30 (translation)": (
+        COMPLETIONS,
+        "seq2seq",
+        {"prompt": "the", "max_tokens": 10**30},
+        "max_tokens",
+        "",
+    ),
+    "max_tokens a float": (COMPLETIONS, "gpt", {"prompt": "a", "max_tokens": 5.0}, "max_tokens", "positive integer"),
+    "n 10**30": (COMPLETIONS, "gpt", {"prompt": "a", "n": 10**30}, "n", "not supported"),
+    "seed negative": (COMPLETIONS, "gpt", {"prompt": "a", "seed": -1}, "seed", "seed must be"),
+    "logit_bias NaN": (CHAT, "chat", '{"model": "{chat}", "messages": [], "logit_bias": {"3": NaN}}', "logit_bias", ""),
+    "dimensions true": (EMBEDDINGS, "encoder", {"input": "dog", "dimensions": True}, "dimensions", "an integer"),
+    "dimensions 10**30": (EMBEDDINGS, "encoder", {"input": "dog", "dimensions": 10**30}, "dimensions", "32"),
+    # other fields of the wrong type, each a 500 inside transformers' handlers before
+    "suffix a number": (COMPLETIONS, "gpt", {"prompt": "a", "suffix": 5}, "suffix", "a string"),
+    "stream a text": (COMPLETIONS, "gpt", {"prompt": "a", "stream": "yes"}, "stream", "true or false"),
+    "stream_options a number": (COMPLETIONS, "gpt", {"prompt": "a", "stream_options": 5}, "stream_options", "object"),
+    "prompt token ids": (COMPLETIONS, "gpt", {"prompt": [1, 2]}, "prompt", "one text"),
+    "tools a text": (CHAT, "chat", {"messages": HI, "tools": "x"}, "tools", "a list"),
+    "tools of numbers": (CHAT, "chat", {"messages": HI, "tools": [1]}, "tools", "tool objects"),
+    "role a number": (CHAT, "chat", {"messages": [{"role": 5, "content": "x"}]}, "messages", "messages[0].role"),
+    "content a number": (CHAT, "chat", {"messages": [{"role": "user", "content": 5}]}, "messages", "content"),
+    "content of numbers": (CHAT, "chat", {"messages": [{"role": "user", "content": [1]}]}, "messages", "content"),
+    "text part without text": (
+        CHAT,
+        "chat",
+        {"messages": [{"role": "user", "content": [{"type": "text"}]}]},
+        "messages",
+        "content",
+    ),
+    "message a text": (CHAT, "chat", {"messages": ["hi"]}, "messages", "messages[0]"),
+    "tool call arguments not JSON": (
+        CHAT,
+        "chat",
+        {"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}, *HI]},
+        "messages",
+        "not OpenAI chat messages",
+    ),
+    "chat_template_kwargs a list": (
+        CHAT,
+        "chat",
+        {"messages": HI, "chat_template_kwargs": [1]},
+        "chat_template_kwargs",
+        "",
+    ),
+    "chat_template_kwargs sets the template": (
+        CHAT,
+        "chat",
+        {"messages": HI, "chat_template_kwargs": {"chat_template": LOOPING_TEMPLATE}},
+        "chat_template_kwargs",
+        "'chat_template'",
+    ),
+    "instructions a number": (RESPONSES, "chat", {"input": "hi", "instructions": 5}, "instructions", "a string"),
+    "responses input a number": (RESPONSES, "chat", {"input": 5}, "input", "input must be"),
+    "responses input of numbers": (RESPONSES, "chat", {"input": [5]}, "input", "input must be"),
+    "embeddings user a number": (EMBEDDINGS, "encoder", {"input": "dog", "user": 5}, "user", "a string"),
+    "encoding_format a number": (EMBEDDINGS, "encoder", {"input": "dog", "encoding_format": 5}, "encoding_format", ""),
+    "encoding_format unknown": (
+        EMBEDDINGS,
+        "encoder",
+        {"input": "dog", "encoding_format": "int8"},
+        "encoding_format",
+        "",
+    ),
+    "embeddings token arrays": (EMBEDDINGS, "encoder", {"input": [[1, 2], [3]]}, "input", "token ids"),
+    "embeddings texts and numbers": (EMBEDDINGS, "encoder", {"input": ["dog", 2]}, "input", "list of texts"),
+    # empty lists
+    "no messages": (CHAT, "chat", {"messages": []}, "messages", "non-empty"),
+    "no embedding inputs": (EMBEDDINGS, "encoder", {"input": []}, "input", "non-empty"),
+    "no responses input": (RESPONSES, "chat", {"input": []}, "input", "input must be"),
+    "no stops": (COMPLETIONS, "gpt", {"prompt": "a", "stop": []}, "stop", "stop must"),
+    # a field the route does not take (transformers: a 422 without param)
+    "unknown field": (COMPLETIONS, "gpt", {"prompt": "a", "tempreature": 1}, "tempreature", "Unknown field"),
+    # texts too long for the context, refused by their characters before they are tokenized
+    "prompt past the characters": (
+        COMPLETIONS,
+        "gpt",
+        {"prompt": "x" * (64 * CHARS_PER_TOKEN_FLOOR + 1)},
+        "prompt",
+        "",
+    ),
+    "messages past the characters": (
+        CHAT,
+        "chat",
+        {"messages": [{"role": "user", "content": "x" * 1500}] * 2},
+        "messages",
+        "characters",
+    ),
+    "embedding past the characters": (EMBEDDINGS, "encoder", {"input": ["dog", "dog " * 300]}, "input", "input[1]"),
+    "translation past the characters": (COMPLETIONS, "seq2seq", {"prompt": "the " * 200}, "prompt", "characters"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS)
+def test_bad_request_is_400_naming_the_field(server, folders, case):
+    route, model, body, param, words = BAD_REQUESTS[case]
+    if isinstance(body, str):
+        body = body.replace("{" + model + "}", folders[model])
+    else:
+        body = {"model": folders[model], **body}
+    error = assert_openai_error(post(server.url, route, body), 400, param)
+    assert words in error["message"], error
+    assert httpx.get(server.url + "/health", timeout=60).json() == {"status": "ok"}
+
+
+def test_bodies_past_the_limit_answer_413_unread(server, folders):
+    big = {"model": folders["encoder"], "input": ["dog " * 1000] * 20}
+    error = assert_openai_error(post(server.url, EMBEDDINGS, big), 413, None)
+    assert f"{BODY_LIMIT:,} bytes" in error["message"] and error["code"] == "request_too_large"
+
+    def chunks():  # no Content-Length: httpx sends a generator chunked
+        yield b'{"model": "x", "input": "'
+        for _ in range(BODY_LIMIT // 4096 + 2):
+            yield b"a" * 4096
+        yield b'"}'
+
+    chunked = httpx.post(server.url + EMBEDDINGS, content=chunks(), headers={"Content-Type": "application/json"})
+    assert chunked.request.headers["transfer-encoding"] == "chunked"
+    assert assert_openai_error(chunked, 413, None)["code"] == "request_too_large"
+    assert post(server.url, EMBEDDINGS, {"model": folders["encoder"], "input": "dog"}).status_code == 200
+
+
+def test_a_looping_chat_template_is_cut_while_the_server_answers(server, folders):
+    answered = {}
+
+    def looping_chat():
+        answered["looping"] = post(server.url, CHAT, {"model": folders["looping"], "messages": HI})
+        answered["looping at"] = time.monotonic()
+
+    thread = threading.Thread(target=looping_chat)
+    thread.start()
+    time.sleep(0.2)  # the rendering has started
+    models = httpx.get(server.url + "/v1/models", timeout=60)
+    completion = post(server.url, COMPLETIONS, {"model": folders["gpt"], "prompt": "the", "max_tokens": 2})
+    others_at = time.monotonic()
+    thread.join()
+    assert models.status_code == 200 and completion.status_code == 200, completion.text
+    assert others_at < answered["looping at"]  # answered while the template was rendering
+    error = assert_openai_error(answered["looping"], 400, "messages")
+    assert folders["looping"] in error["message"] and "chat template" in error["message"]
+    assert error["code"] == "chat_template_limit"
+    chat = post(server.url, CHAT, {"model": folders["chat"], "messages": HI, "max_tokens": 2})
+    assert chat.status_code == 200 and chat.json()["usage"]["completion_tokens"] == 2
+
+
+def test_template_limits_stop_loops_and_output():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    environment = ImmutableSandboxedEnvironment()
+    writing = environment.from_string("{% for i in range(99999) %}{% for j in range(99999) %}x{% endfor %}{% endfor %}")
+    with pytest.raises(TemplateLimitExceeded, match="more than 1,000 characters"), template_limits(60, 1000):
+        writing.render()
+    with pytest.raises(TemplateLimitExceeded, match="longer than 0.2 s"), template_limits(0.2, 10**9):
+        environment.from_string(LOOPING_TEMPLATE).render(messages=[])
+    chat = environment.from_string(CHAT_TEMPLATE)
+    with template_limits(60, 1000):
+        assert chat.render(messages=HI, add_generation_prompt=True) == "u: hi\na: "
+
+
+def test_sigterm_lets_the_request_in_flight_finish(folders, tmp_path):
+    """A streamed generation in flight when SIGTERM comes completes; new connections are refused meanwhile; the
+    process exits 0 (uvicorn alone would die of the SIGTERM it raises again after draining)."""
+    body = {"model": folders["rope"], "prompt": "the", "max_tokens": 200, "temperature": 0, "stream": True}
+    with (
+        server_process([folders["rope"]], "--shutdown-grace", "120", log=tmp_path / "server.log") as running,
+        httpx.stream("POST", running.url + COMPLETIONS, json=body, timeout=120) as stream,
+    ):
+        lines = stream.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        running.process.send_signal(signal.SIGTERM)
+        refused = False
+        for _ in range(100):
+            try:
+                httpx.get(running.url + "/health", timeout=5)
+            except httpx.ConnectError:
+                refused = True
+                break
+            time.sleep(0.1)
+        rest = [line for line in lines if line.startswith("data: ")]
+        assert running.process.wait(timeout=120) == 0
+    assert refused
+    chunks = [json.loads(line[len("data: ") :]) for line in [first, *rest] if line != "data: [DONE]"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"  # all 200 tokens (this model writes no end token)
+    assert chunks[-1]["usage"]["completion_tokens"] == 200
+
+
+# ------------------------------------------------------------------------------------------------ the API key
+@pytest.mark.parametrize(
+    ("arguments", "environment", "words"),
+    [
+        (["--api-key", ""], {}, "--api-key is empty"),
+        (["--api-key", "   "], {}, "only spaces"),
+        ([], {"MINITF_API_KEY": " \t"}, "MINITF_API_KEY is only spaces"),
+        (["--api-key", "two words"], {}, "printable ASCII without spaces"),
+    ],
+)
+def test_an_empty_or_unusable_key_is_an_error(tmp_path, capsys, monkeypatch, arguments, environment, words):
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    status, _, err = run_cli(["serve", tmp_path / "never-loaded", *arguments], capsys)
+    assert status == 2 and err.count("\n") == 1 and words in err and "Traceback" not in err, err
+
+
+def test_no_key_off_loopback_warns(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("MINITF_API_KEY", raising=False)
+    status, _, err = run_cli(["serve", tmp_path / "absent", "--host", "0.0.0.0"], capsys)
+    assert status == 2 and "WARNING: no API key, listening on 0.0.0.0: anyone" in err.splitlines()[0], err
+    status, _, err = run_cli(["serve", tmp_path / "absent", "--host", "::1"], capsys)
+    assert "WARNING" not in err
+    status, _, err = run_cli(["serve", tmp_path / "absent", "--host", "0.0.0.0", "--api-key", "k"], capsys)
+    assert "WARNING" not in err
