@@ -21,6 +21,7 @@ from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
 from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
+from hf_minitf.hub.cards import relicense_card
 from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
 from hf_minitf.safety.output_folders import OutputFolder, atomic_output_dir, existing_paths, output_folder
 
@@ -294,13 +295,20 @@ def materialize(converted: ConvertedModel) -> PreTrainedModel:
 
 
 def save_converted(
-    converted: ConvertedModel, out: str | Path | OutputFolder, overwrite: bool = False, inputs: Sequence[Path] = ()
+    converted: ConvertedModel,
+    out: str | Path | OutputFolder,
+    overwrite: bool = False,
+    inputs: Sequence[Path] = (),
+    license: str | None = None,
 ) -> Path:
     """Write the folder atomically: model.safetensors (streamed), config.json with auto_map and the model
     code, generation_config.json, tokenizer files and README.md (or what `save_model` writes instead).
 
     `out` (unless it is an OutputFolder checked already) must not be or hold one of the `inputs` (the files
-    converted): replacing it would delete them."""
+    converted): replacing it would delete them. `license` replaces the card's (the original project's, or
+    `other` where it states none)."""
+    if license is not None:
+        converted.card = relicense_card(converted.card, license)
     target = output_folder(out, overwrite, inputs)
     config = converted.config
     floating = {plan.dtype for plan in converted.plans if plan.dtype.is_floating_point}

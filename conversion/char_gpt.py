@@ -149,6 +149,7 @@ def plan_char_gpt(
         'plus new tokens within it (or load with `context_overflow="error"`).',
         num_parameters=num_parameters(plans),
         original_project="nanoGPT",
+        converter="char-gpt",
         source_checkpoint=checkpoint.path,
     )
     inferred.update(n_head=heads, tied_lm_head=tied)
@@ -165,8 +166,10 @@ def convert_char_gpt(
     original_config: str | Path | dict[str, Any] | None = None,
     dtype: str = "auto",
     overwrite: bool = False,
+    license: str | None = None,
 ) -> ConvertedModel:
-    """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted."""
+    """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted.
+    `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
     original_fields = (
         original_config if isinstance(original_config, dict) else read_json(original_config, "original config")
@@ -174,7 +177,7 @@ def convert_char_gpt(
     chars = load_chars(vocab, training_text)
     with open_checkpoint(checkpoint) as source:
         converted = plan_char_gpt(source, chars, num_heads, original_fields, dtype)
-        save_converted(converted, target)
+        save_converted(converted, target, license=license)
     return converted
 
 
@@ -189,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         original_config=args.config,
         dtype=args.dtype,
         overwrite=args.overwrite,
+        license=args.license,
     )
     print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0

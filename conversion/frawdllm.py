@@ -413,6 +413,7 @@ def model_card(
         notes="\n\n".join(sections),
         num_parameters=num_parameters(plans),
         original_project="FrawdLLM",
+        converter="frawdllm",
         base_model=checkpoint_name if "/" in checkpoint_name else None,  # a Hub repo id, not a file name
     )
 
@@ -507,9 +508,11 @@ def convert_frawdllm(
     revision: str | None = None,
     dtype: str = "auto",
     overwrite: bool = False,
+    license: str | None = None,
 ) -> ConvertedModel:
     """Convert a FrawdLLM checkpoint file, published Hugging Face folder or Hub repo id into the Hugging Face
-    folder `out`; returns what was converted."""
+    folder `out`; returns what was converted.
+    `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
     config = dict(config if isinstance(config, Mapping) else read_json(config, "FrawdLLM config"))
     name, prefix = None, ""
@@ -539,7 +542,7 @@ def convert_frawdllm(
         )
     with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
         converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
-        save_converted(converted, target)
+        save_converted(converted, target, license=license)
     return converted
 
 
@@ -583,6 +586,7 @@ def run(args: argparse.Namespace) -> int:
         revision=args.revision,
         dtype=args.dtype,
         overwrite=args.overwrite,
+        license=args.license,
     )
     print(conversion_summary(converted, f"FrawdLLM {args.checkpoint}", args.out))
     return 0

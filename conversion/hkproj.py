@@ -257,6 +257,7 @@ def plan_hkproj(
         ),
         num_parameters=num_parameters(plans),
         original_project="pytorch-transformer",
+        converter="hkproj",
         source_checkpoint=checkpoint.path,
     )
     inferred.update(
@@ -283,15 +284,17 @@ def convert_hkproj(
     max_length: int | None = None,
     dtype: str = "auto",
     overwrite: bool = False,
+    license: str | None = None,
 ) -> ConvertedModel:
-    """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted."""
+    """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted.
+    `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, source_tokenizer, target_tokenizer, config))
     build_arguments = config if isinstance(config, Mapping) else read_json(config, "build_transformer arguments")
     with open_checkpoint(checkpoint) as source:
         converted = plan_hkproj(
             source, source_tokenizer, target_tokenizer, num_heads, norm_type, build_arguments, max_length, dtype
         )
-        save_converted(converted, target)
+        save_converted(converted, target, license=license)
     return converted
 
 
@@ -308,6 +311,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         dtype=args.dtype,
         overwrite=args.overwrite,
+        license=args.license,
     )
     print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0

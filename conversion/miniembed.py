@@ -144,6 +144,7 @@ def plan_miniembed(
         "embeds to the zero vector (MiniEmbed returned NaN).",
         num_parameters=num_parameters(plans),
         original_project="MiniEmbed",
+        converter="miniembed",
         source_checkpoint=checkpoint.path,
     )
     inferred["num_heads"] = heads
@@ -169,13 +170,15 @@ def convert_miniembed(
     max_length: int | None = None,
     dtype: str = "auto",
     overwrite: bool = False,
+    license: str | None = None,
 ) -> ConvertedModel:
-    """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`."""
+    """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`.
+    `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
     miniembed_config = config if isinstance(config, Mapping) else read_json(config, "MiniEmbed config")
     with open_checkpoint(checkpoint) as source:
         converted = plan_miniembed(source, tokenizer, miniembed_config, num_heads, max_length, dtype)
-        save_converted(converted, target)
+        save_converted(converted, target, license=license)
     return converted
 
 
@@ -219,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
         max_length=args.max_length,
         dtype=args.dtype,
         overwrite=args.overwrite,
+        license=args.license,
     )
     print(conversion_summary(converted, f"MiniEmbed {args.checkpoint}", args.out))
     return 0

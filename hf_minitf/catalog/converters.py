@@ -23,6 +23,9 @@ class Converter(NamedTuple):
     """The function of that module that runs a parsed `minitf convert SOURCE`."""
     summary: str
     description: str
+    license: str | None = None
+    """The license the original project states, as a Hub license id; None where it states none (the card then says
+    `other` and asks for one). Of the original codebases, only MiniEmbed states one (MIT, in its LICENSE)."""
 
 
 CHAR_GPT_DESCRIPTION = """\
@@ -145,6 +148,7 @@ CONVERTERS: dict[str, Converter] = {
         "run",
         "MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
         MINIEMBED_DESCRIPTION,
+        license="mit",
     ),
     "hkproj": Converter(
         "hkproj pytorch-transformer",

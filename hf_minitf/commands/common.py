@@ -27,6 +27,7 @@ from hf_minitf.catalog.limits import (
     MAX_VOCAB_SIZE,
     SEED_LIMIT,
 )
+from hf_minitf.catalog.publishing import LICENSE_HELP, check_license
 
 
 def reported_errors() -> tuple[type[BaseException], ...]:
@@ -245,10 +246,26 @@ def add_out(parser: argparse.ArgumentParser, default: str | None = None, what: s
     )
 
 
+def license_id(text: str) -> str:
+    """The argparse type of `--license`: a Hub license id, lowercased (`catalog.publishing.check_license`)."""
+    try:
+        return check_license(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix(f"license {text!r} ")) from None
+
+
+def add_license(parser: argparse.ArgumentParser, default: str) -> None:
+    """`--license ID`, whose help says the command's `default` (what the card gets without it)."""
+    parser.add_argument(
+        "--license", type=license_id, default=None, metavar="ID", help=f"{LICENSE_HELP} (default: {default})"
+    )
+
+
 __all__ = [
     "CommandError",
     "FAMILY_COMMANDS",
     "reported_errors",
+    "add_license",
     "add_out",
     "error_line",
     "model_folder",

@@ -12,7 +12,8 @@ from pathlib import Path
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES, HKPROJ_NORM_TYPES
 from hf_minitf.catalog.presets import FRAWDLLM_PRESETS
-from hf_minitf.commands.common import add_out, count, reports_errors
+from hf_minitf.catalog.publishing import converted_license_default
+from hf_minitf.commands.common import add_license, add_out, count, reports_errors
 
 HELP = "convert a checkpoint of the original code into a Hugging Face folder (`minitf convert --help` for the sources)"
 # `minitf convert`: one sub-command per original codebase. Each description is its converter's documentation: what
@@ -23,6 +24,11 @@ CONVERT_DESCRIPTION = (
     "without running pickled code; the output folder appears only when the conversion succeeded. `SOURCE --help` "
     "says what each source needs and what is inferred."
 )
+
+
+def _add_converted_license(parser: argparse.ArgumentParser, source: str) -> None:
+    """`--license` of a source whose conversion writes a model card."""
+    add_license(parser, converted_license_default(CONVERTERS[source].project, CONVERTERS[source].license))
 
 
 def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,6 +55,7 @@ def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:
         help="optional JSON of the original constructor arguments (vocab_size, block_size, n_embd, "
         "n_head, n_layer, dropout); checked against the weights",
     )
+    _add_converted_license(parser, "char-gpt")
 
 
 def _add_frawdllm_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,6 +89,7 @@ def _add_frawdllm_arguments(parser: argparse.ArgumentParser) -> None:
         "ids, ...); checked against the checkpoint",
     )
     parser.add_argument("--revision", help="branch, tag or commit of a Hub repo id (default: main)")
+    _add_converted_license(parser, "frawdllm")
 
 
 def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,6 +110,7 @@ def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-length", type=count, help="max_seq_len, needed only when the weights lack the positional table"
     )
+    _add_converted_license(parser, "miniembed")
 
 
 def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,6 +143,7 @@ def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-length", type=count, help="seq_len, needed only when the weights lack the positional tables"
     )
+    _add_converted_license(parser, "hkproj")
 
 
 def _add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, default_prefix: str, model: str) -> None:

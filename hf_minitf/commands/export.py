@@ -9,7 +9,8 @@ from pathlib import Path
 
 from hf_minitf.catalog.exports import EXPORT_DESCRIPTION, EXPORTS
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS, GGUF_DTYPES, ONNX_QUANTIZATIONS
-from hf_minitf.commands.common import reports_errors
+from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT
+from hf_minitf.commands.common import add_license, reports_errors
 
 HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
 
@@ -23,6 +24,7 @@ def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
     )
     parser.add_argument("out", type=Path, metavar="OUT", help=out_help)
     parser.add_argument("--revision", default=None, metavar="REV", help="branch, tag or commit of a Hub repo id")
+    add_license(parser, CARRIED_LICENSE_DEFAULT)
 
 
 def _add_native_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,14 +113,16 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def write_native(args: argparse.Namespace) -> str:
     from hf_minitf.export.native import export_native
 
-    out = export_native(args.source, args.out, overwrite=args.overwrite, revision=args.revision)
+    out = export_native(args.source, args.out, overwrite=args.overwrite, revision=args.revision, license=args.license)
     return f"Exported {args.source} to {out} (native transformers architecture, no remote code)"
 
 
 def write_gguf(args: argparse.Namespace) -> str:
     from hf_minitf.export.gguf import export_gguf
 
-    out = export_gguf(args.source, args.out, dtype=args.dtype, overwrite=args.overwrite, revision=args.revision)
+    out = export_gguf(
+        args.source, args.out, dtype=args.dtype, overwrite=args.overwrite, revision=args.revision, license=args.license
+    )
     return f"Exported {args.source} to {out} (GGUF, {args.dtype})"
 
 
@@ -126,7 +130,12 @@ def write_ctranslate2(args: argparse.Namespace) -> str:
     from hf_minitf.export.ctranslate2 import export_ctranslate2
 
     out = export_ctranslate2(
-        args.source, args.out, quantization=args.quantization, overwrite=args.overwrite, revision=args.revision
+        args.source,
+        args.out,
+        quantization=args.quantization,
+        overwrite=args.overwrite,
+        revision=args.revision,
+        license=args.license,
     )
     return f"Exported {args.source} to {out} (CTranslate2, {args.quantization})"
 
@@ -134,7 +143,14 @@ def write_ctranslate2(args: argparse.Namespace) -> str:
 def write_onnx(args: argparse.Namespace) -> str:
     from hf_minitf.export.onnx import export_onnx
 
-    out = export_onnx(args.source, args.out, quantize=args.quantize, overwrite=args.overwrite, revision=args.revision)
+    out = export_onnx(
+        args.source,
+        args.out,
+        quantize=args.quantize,
+        overwrite=args.overwrite,
+        revision=args.revision,
+        license=args.license,
+    )
     variants = "".join(f", {name}" for name in args.quantize)
     return f"Exported {args.source} to {out} (ONNX, fp32{variants})"
 
@@ -150,6 +166,7 @@ def write_web(args: argparse.Namespace) -> str:
         quantize=args.quantize,
         overwrite=args.overwrite,
         revision=args.revision,
+        license=args.license,
     )
     return f"Exported {args.source} to {out} (a static web page with transformers.js; serve it: python -m http.server --directory {out})"
 

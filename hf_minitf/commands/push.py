@@ -4,15 +4,18 @@ its web page as a static Space (hf_minitf.hub.push)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from hf_minitf.catalog.limits import GGUF_DTYPES
-from hf_minitf.commands.common import CommandError, reports_errors
+from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT, TRAINING_BYPRODUCTS
+from hf_minitf.commands.common import CommandError, add_license, reports_errors
 
 HELP = "upload a model folder with its card to the Hugging Face Hub"
 DESCRIPTION = (
     "Upload a model folder, with its model card, to the Hugging Face Hub. The folder is checked first: config.json "
-    "and safetensors weights, no pickles or training state."
+    "and safetensors weights, no pickles or training state. What a trainer leaves beside the model "
+    f"({', '.join(TRAINING_BYPRODUCTS)}) is left out, each named on stderr."
 )
 
 
@@ -33,12 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REV",
         help="branch to push to (created from main if missing; default: main)",
     )
-    parser.add_argument(
-        "--license",
-        default=None,
-        metavar="ID",
-        help="license identifier written into the model card, e.g. mit or apache-2.0",
-    )
+    add_license(parser, CARRIED_LICENSE_DEFAULT)
     parser.add_argument("--commit-message", default=None, metavar="TEXT", help="message of the Hub commit")
     parser.add_argument(
         "--token", default=None, help="Hub token with write access (default: the logged-in token or HF_TOKEN)"
@@ -107,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             gguf_dtypes=gguf,
             private=args.private,
             revision=args.revision,
+            license=args.license,
             commit_message=args.commit_message,
             token=args.token,
         )
@@ -119,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             license=args.license,
             commit_message=args.commit_message,
             token=args.token,
+            note=lambda line: print(f"minitf push: note: {line}", file=sys.stderr),
         )
     print(f"Pushed {args.folder} to {args.repo_id}: {url}")
     return 0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from hf_minitf.commands.common import add_out, random_seed, reports_errors, steps_scale
+from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT
+from hf_minitf.commands.common import add_license, add_out, random_seed, reports_errors, steps_scale
 
 HELP = "train, save, reload and evaluate one small model of each family"
 DESCRIPTION = (
@@ -17,6 +18,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_out(parser, default="quickstart_models", what="the three model folders")
+    add_license(parser, TRAINED_LICENSE_DEFAULT)
     parser.add_argument(
         "--steps-scale",
         type=steps_scale,
@@ -37,5 +39,6 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         progress=not args.no_progress,
         seed=args.seed,
+        license=args.license,
     )
     return 0

@@ -33,6 +33,7 @@ from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
+from hf_minitf.hub.cards import export_card_data
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 # transformers' activation names (ACT2FN) that CTranslate2 computes the same way.
@@ -250,10 +251,12 @@ def export_ctranslate2(
     quantization: str = "float32",
     overwrite: bool = False,
     revision: str | None = None,
+    license: str | None = None,
 ) -> Path:
     """Write the MiniTF GPT or seq2seq model at `source` (a folder or Hub repo id) as a CTranslate2 folder at `out`:
     `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, `generation_config.json`,
-    `minitf_export.json` (what the folder is, for `minitf generate/translate`) and a README.
+    `minitf_export.json` (what the folder is, for `minitf generate/translate`) and a model card carrying the source
+    card's license (`license` overrides it) and held-out figures.
 
     `quantization` is the weight type CTranslate2 stores (`float32`, `int8`, `int8_float32`, `bfloat16`); float32
     gives MiniTF's greedy tokens. `revision` picks the branch, tag or commit of a Hub repo id. Returns the folder.
@@ -300,7 +303,8 @@ def export_ctranslate2(
             + "\n",
             encoding="utf-8",
         )
-        (work / "README.md").write_text(_readme(kind, quantization, str(source)), encoding="utf-8")
+        card_data = export_card_data(opened.folder, license) | {"base_model": opened.repo_id}
+        (work / "README.md").write_text(_readme(kind, quantization, str(source), card_data), encoding="utf-8")
     return Path(out)
 
 
@@ -338,7 +342,20 @@ decoder's position table holds `max_position_embeddings` tokens, the start token
 `max_decoding_length` below it (MAX_LENGTH = max_position_embeddings - 1 is what `minitf translate` uses)."""
 
 
-def _readme(kind: str, quantization: str, source: str) -> str:
+def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]) -> str:
+    """The folder's model card: metadata (`card_data`: license, model-index, base model) and how to run it."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    data = ModelCardData(
+        library_name="ctranslate2",
+        pipeline_tag="text-generation" if kind == "generator" else "translation",
+        tags=["minitf", "minitf-export", "ctranslate2"],
+        **card_data,
+    )
+    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{_readme_body(kind, quantization, source)}"))
+
+
+def _readme_body(kind: str, quantization: str, source: str) -> str:
     usage = (_GENERATOR_USAGE if kind == "generator" else _TRANSLATOR_USAGE).replace("{folder}", "path/to/this/folder")
     engine_class = "ctranslate2.Generator" if kind == "generator" else "ctranslate2.Translator"
     return f"""# CTranslate2 export of a MiniTF model

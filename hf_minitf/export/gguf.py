@@ -35,6 +35,7 @@ import torch
 
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
+from hf_minitf.hub.cards import export_card_data
 from hf_minitf.safety.output_folders import check_output_file
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
@@ -218,12 +219,14 @@ def _write_gguf(
     dtype: str,
     tokenizer,
     vocabulary: tuple[list[str], list[int], list[str]],
+    license: str,
 ) -> None:
     from gguf import GGUFWriter, LlamaFileType
 
     arch = GGUF_ARCHITECTURES[config.position_embedding_type]
     writer = GGUFWriter(str(path), arch)
     writer.add_name(Path(source.name).name or source.name)
+    writer.add_license(license)  # general.license: a GGUF file's card
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)
@@ -277,9 +280,11 @@ def export_gguf(
     dtype: str = "f16",
     overwrite: bool = False,
     revision: str | None = None,
+    license: str | None = None,
 ) -> Path:
     """Write the MiniTF GPT `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer inside;
-    returns `out`. `dtype`: f32, f16 or q8_0 for the matrices.
+    returns `out`. `dtype`: f32, f16 or q8_0 for the matrices. Its `general.license` is the source card's (`license`
+    overrides it; `DEFAULT_LICENSE` when the source names none).
 
     Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model. The file
     appears whole or not at all (written beside `out`, then renamed); `overwrite` replaces a GGUF file only, and
@@ -296,6 +301,7 @@ def export_gguf(
             f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers "
             "the GPT family (llama.cpp's gpt2 and gptneox); use `minitf export native`."
         )
+    file_license = export_card_data(opened.folder, license)["license"]
     config = MiniTFGPTConfig.from_pretrained(opened.folder)
     reason = gguf_refusal(config)
     if reason is not None:
@@ -308,7 +314,7 @@ def export_gguf(
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        _write_gguf(partial, opened, config, tensors, dtype, tokenizer, vocabulary)
+        _write_gguf(partial, opened, config, tensors, dtype, tokenizer, vocabulary, file_license)
         os.replace(partial, out)
     finally:
         partial.unlink(missing_ok=True)

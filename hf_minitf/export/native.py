@@ -328,30 +328,30 @@ def save_native_gpt_files(source: MiniTFSource, config: Any, tokenizer, dtype: t
     _save_generation_config(source, config, folder)
 
 
-def card_license(source: MiniTFSource) -> str | None:
-    from hf_minitf.safety.files import load_model_card
-
-    card = source.folder / "README.md"
-    return load_model_card(card).data.to_dict().get("license") if card.is_file() else None
-
-
 def write_native_card(
-    folder: Path, source: MiniTFSource, config: Any, kind: str, model_id: str, gguf_files: Sequence[str] = ()
+    folder: Path,
+    source: MiniTFSource,
+    config: Any,
+    kind: str,
+    model_id: str,
+    gguf_files: Sequence[str] = (),
+    license: str | None = None,
 ) -> None:
     """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
-    (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it)."""
+    (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it), with the source
+    card's license (or `license`) and held-out figures (`export_card_data`)."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    from hf_minitf.hub.cards import card_template
+    from hf_minitf.hub.cards import card_template, export_card_data
 
     encoder = kind == "encoder"
     data = ModelCardData(
         library_name="sentence-transformers" if encoder else "transformers",
         pipeline_tag="sentence-similarity" if encoder else "text-generation",
-        license=card_license(source),
         base_model=source.repo_id,
         tags=["minitf", "minitf-export", NATIVE_MODEL_TYPES[kind]]
         + (["sentence-transformers", "feature-extraction"] if encoder else []),
+        **export_card_data(source.folder, license),
     )
     title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = ModelCard.from_template(
@@ -383,6 +383,7 @@ def export_native(
     revision: str | None = None,
     gguf_dtypes: Sequence[str] = (),
     model_id: str | None = None,
+    license: str | None = None,
 ) -> Path:
     """Write the MiniTF model `source` (a folder or a Hub repo id) to `out` as its native transformers architecture,
     with tokenizer, generation config and model card; no code, no `auto_map`. Returns `out`.
@@ -392,7 +393,8 @@ def export_native(
     the model has no exact native form; `out` is written whole or not at all.
 
     `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
-    on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`).
+    on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`). The card
+    carries the source card's license (`license` overrides it) and held-out figures (its model-index).
     """
     opened = open_source(source, revision)
     family = FAMILIES[opened.family]
@@ -413,8 +415,8 @@ def export_native(
         with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
             _save_weights(tensors, work)
             save_native_gpt_files(opened, config, tokenizer, dtype, work)
-            gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id)
-            write_native_card(work, opened, config, kind, model_id, gguf_files)
+            gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id, license)
+            write_native_card(work, opened, config, kind, model_id, gguf_files, license)
         return out
     if gguf_dtypes:
         raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
@@ -427,17 +429,19 @@ def export_native(
         _save_config(xlm_roberta_xl_config(config), dtype, staging)
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
-        write_native_card(work, opened, config, "encoder", model_id or str(out))
+        write_native_card(work, opened, config, "encoder", model_id or str(out), license=license)
     return out
 
 
-def _save_gguf_files(source: MiniTFSource, folder: Path, dtypes: Sequence[str], model_id: str) -> list[str]:
+def _save_gguf_files(
+    source: MiniTFSource, folder: Path, dtypes: Sequence[str], model_id: str, license: str | None
+) -> list[str]:
     """`<name>-<DTYPE>.gguf` for each GGUF type, beside the native files; returns their names."""
     from hf_minitf.export.gguf import export_gguf
 
     names = [f"{Path(model_id).name}-{dtype.upper()}.gguf" for dtype in dtypes]
     for dtype, name in zip(dtypes, names):
-        export_gguf(source.folder, folder / name, dtype=dtype)
+        export_gguf(source.folder, folder / name, dtype=dtype, license=license)
     return names
 
 
@@ -463,7 +467,6 @@ __all__ = [
     "ExportRefused",
     "NATIVE_ARCHITECTURES",
     "NATIVE_MODEL_TYPES",
-    "card_license",
     "check_native",
     "export_native",
     "gpt2_config",

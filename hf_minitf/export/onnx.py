@@ -99,10 +99,12 @@ def export_onnx(
     quantize: str | Sequence[str] | None = (),
     overwrite: bool = False,
     revision: str | None = None,
+    license: str | None = None,
 ) -> Path:
     """Export the MiniTF GPT or encoder at `source` (a folder or a Hub repo id, at `revision`) to the folder `out`:
     `onnx/model.onnx` (float32), the variants named in `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
-    `minitf_export.json` and a model card on running it. Returns the folder; nothing is written on an error.
+    `minitf_export.json` and a model card on running it, with the source card's license (`license` overrides it)
+    and held-out figures. Returns the folder; nothing is written on an error.
 
     A GPT folder holds the native config.json, tokenizer and generation config beside the graph; an encoder folder
     is a copy of its SentenceTransformer folder. Refused with a ValueError: seq2seq models (see `SEQ2SEQ_REFUSAL`),
@@ -139,7 +141,7 @@ def export_onnx(
         else:
             info |= {"kind": "embedder", "default_file": QUANTIZED_FILES["q8"] if "q8" in variants else MODEL_FILE}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        write_onnx_card(work, Path(out), opened, model.config, files)
+        write_onnx_card(work, Path(out), opened, model.config, files, license)
     return Path(out)
 
 
@@ -300,30 +302,38 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
     )
 
 
-def write_onnx_card(work: Path, out: Path, source, config, files: list[str]) -> None:
+def write_onnx_card(work: Path, out: Path, source, config, files: list[str], license: str | None = None) -> None:
     """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
     model_cards/onnx_export.md; an encoder's SentenceTransformer card gets the ONNX Runtime and transformers.js
-    sections added."""
+    sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    from hf_minitf.hub.cards import card_template, export_card_data
+
     family = source.family
     js = transformers_js_section(family, out, files, config)
     card = work / "README.md"
+    carried = export_card_data(source.folder, license)
     if family == "encoder":
-        previous = card.read_text(encoding="utf-8") if card.is_file() else ""
-        card.write_text(f"{previous.rstrip()}\n\n{onnx_readme_section(files)}\n\n{js}", encoding="utf-8")
+        previous = ModelCard(card.read_text(encoding="utf-8") if card.is_file() else "")
+        data = previous.data
+        for key, value in carried.items():
+            data[key] = value
+        card.write_text(
+            f"---\n{data.to_yaml()}\n---\n\n{previous.text.strip()}\n\n{onnx_readme_section(files)}\n\n{js}",
+            encoding="utf-8",
+        )
         return
-    from huggingface_hub import ModelCard, ModelCardData
-
-    from hf_minitf.export.native import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES, card_license
+    from hf_minitf.export.native import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
     from hf_minitf.export.onnx_decoder import ONNXRUNTIME_SNIPPET
-    from hf_minitf.hub.cards import card_template
 
     kind = config.position_embedding_type
     data = ModelCardData(
         library_name="transformers.js",
         pipeline_tag="text-generation",
-        license=card_license(source),
         base_model=source.repo_id,
         tags=["minitf", "minitf-export", "onnx", NATIVE_MODEL_TYPES[kind]],
+        **carried,
     )
     ModelCard.from_template(
         data,

@@ -56,7 +56,7 @@ def export_web(
     `out`: the page, and the ONNX export in `out/model` (float32, plus the `quantize` variant: see
     `export_onnx`). `examples` fill the page's boxes: a GPT's first prompt; an encoder's source sentence, then the
     sentences to compare with it; `title` heads the page (default: the source's name), `license` goes into the
-    Space card. Returns the folder."""
+    Space card and the model's (default: the source card's license, else `DEFAULT_LICENSE`). Returns the folder."""
     from hf_minitf.export.onnx import export_onnx
 
     opened = open_source(source, revision)
@@ -64,7 +64,7 @@ def export_web(
         raise ValueError(f"{opened.name} is a {opened.family} model; {SEQ2SEQ_REFUSAL}")
     inputs = [] if opened.repo_id else [opened.folder]
     with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        export_onnx(source, work / MODEL_FOLDER, quantize=quantize, revision=revision)
+        export_onnx(source, work / MODEL_FOLDER, quantize=quantize, revision=revision, license=license)
         dtypes = available_dtypes(work / MODEL_FOLDER)
         site = {
             "task": TASKS[opened.family],
@@ -119,6 +119,8 @@ def space_card(source, title: str, about: str, dtypes: list[str], license: str |
     """The site's README.md: a Hugging Face static Space card (front matter), what the page is and how to run it."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
+    from hf_minitf.hub.cards import export_card_data
+
     data = SpaceCardData(
         title=title[:60],
         sdk="static",
@@ -129,7 +131,7 @@ def space_card(source, title: str, about: str, dtypes: list[str], license: str |
         short_description=f"A MiniTF {source.family} running in the browser"[:60],
         tags=["minitf", "transformers.js", "onnx", TASKS[source.family]],
         models=[source.repo_id] if source.repo_id else None,
-        license=license,
+        license=export_card_data(source.folder, license)["license"],
     )
     files = ", ".join(f"`{dtype}` (`onnx/model{DTYPE_SUFFIXES[dtype]}.onnx`)" for dtype in dtypes)
     body = SPACE_CARD_BODY.format(

@@ -27,7 +27,9 @@ from typing import Any, cast
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
+from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE, check_license
 from hf_minitf.modeling.modeling_minitf import README, is_blank_card
 from hf_minitf.safety.files import CardMetadataError, load_model_card
 
@@ -37,9 +39,11 @@ MINITF_TAG = "minitf"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
 # The card template of each family (by model_type) is the family's `card_template`; these are the sections of
-# converted and trained models.
+# converted and trained models, and of a converted model whose original project states no license.
 ORIGIN_TEMPLATE = "converted.md"
 RESULTS_TEMPLATE = "results.md"
+LICENSE_TEMPLATE = "license.md"
+LICENSE_SECTION = "license"
 TEMPLATE_PACKAGE = "hf_minitf.model_cards"
 # The pipeline tag of each model head, by the end of its class name.
 PIPELINE_TAGS = {
@@ -159,9 +163,11 @@ def render_card(
     origin: str | None = None,
     notes: str | None = None,
     results: dict[str, Any] | None = None,
+    unstated_license: str | None = None,
 ) -> ModelCard:
     """The family's card for `facts`, rendered from its template with `data` as metadata; with `origin` the
-    converted model's origin section, with `results` (`results.md`'s inputs) the results section."""
+    converted model's origin section, with `results` (`results.md`'s inputs) the results section, with
+    `unstated_license` (the original project's name) the section saying that project states no license."""
     family = family_of_model_type(facts.model_type)
     if family is None:
         raise ValueError(
@@ -172,6 +178,8 @@ def render_card(
         template += card_template(ORIGIN_TEMPLATE)
     if results is not None:
         template += card_template(RESULTS_TEMPLATE)
+    if unstated_license is not None:
+        template += card_template(LICENSE_TEMPLATE)
     return ModelCard.from_template(
         data,
         template_str=template,
@@ -186,6 +194,8 @@ def render_card(
         summary=summary,
         origin=origin,
         notes=notes,
+        unstated_license=unstated_license,
+        unstated_license_id=UNSTATED_LICENSE,
         **(results or {}),
     )
 
@@ -202,6 +212,12 @@ def _set_section(text: str, name: str, content: str) -> str:
     if pattern.search(text):
         return pattern.sub(lambda _: section, text, count=1)
     return text.rstrip() + "\n\n" + section
+
+
+def _drop_section(text: str, name: str) -> str:
+    """A card body without its marked section `name` (as it was when it has none)."""
+    pattern = re.compile(rf"\n*<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n*", re.DOTALL)
+    return pattern.sub("\n\n", text, count=1)
 
 
 def _card(data: ModelCardData, text: str) -> ModelCard:
@@ -259,6 +275,7 @@ def build_model_card(
     origin: str | None = None,
     notes: str | None = None,
     results: dict[str, Any] | None = None,
+    unstated_license: str | None = None,
 ) -> ModelCard:
     """The card of the saved MiniTF folder `folder` (or of the model `facts` describe), starting from `base` (an
     existing card) when given.
@@ -266,7 +283,8 @@ def build_model_card(
     Metadata comes from `ModelCardData` (library, pipeline tag, tags, license, base model, the source checkpoint's
     file name and sha256 for conversions); the sections the family's template renders (architecture, usage, and
     the origin or results when given) replace those of `base`, whose other text is kept. `model_id` is what the
-    snippets load (default: the id `base` names, else the folder).
+    snippets load (default: the id `base` names, else the folder). The license is `license` when given (which
+    drops a note asking for one), else `base`'s, else `DEFAULT_LICENSE`: every card names one.
     """
     if facts is None:
         if folder is None:
@@ -284,7 +302,9 @@ def build_model_card(
             tags.append(tag)
     data.tags = tags
     if license is not None:
-        data.license = license
+        data.license = check_license(license)
+    elif data.license is None:
+        data.license = DEFAULT_LICENSE
     if base_model is not None:
         data.base_model = base_model
     if source_checkpoint is not None:
@@ -303,10 +323,11 @@ def build_model_card(
         origin=origin,
         notes=notes,
         results=results,
+        unstated_license=unstated_license,
     )
     if base is None:
         return rendered
-    text = base.text
+    text = _drop_section(base.text, LICENSE_SECTION) if license is not None else base.text
     if facts.sentence_transformers:  # sentence-transformers' own snippet: this repo, and the model code's flag
         text = _SENTENCE_TRANSFORMER_CALL.sub(
             lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
@@ -476,15 +497,22 @@ def render_model_card(
     base_model: str | None = None,
     original_project: str | None = None,
     source_checkpoint: str | os.PathLike | None = None,
+    converter: str | None = None,
 ) -> str:
     """The card text of a converted model (`family`: gpt, encoder or seq2seq), before its folder exists.
 
     Used by `minitf convert`: the card gets the model's sizes from `config`, the texts given (`origin` and `notes`
     fill `model_cards/converted.md`), and the source checkpoint's sha256 when `source_checkpoint` is given. An
-    encoder is described as the SentenceTransformer folder the conversion writes.
+    encoder is described as the SentenceTransformer folder the conversion writes. The license is `license`, else
+    the one the original project of `converter` (a source of `catalog.converters`) states, else `other` with a
+    section saying that project states none and how to set one.
     """
     if family not in FAMILIES:
         raise ValueError(f"Unknown model family {family!r}; choose one of {sorted(FAMILIES)}.")
+    if converter is not None and converter not in CONVERTERS:
+        raise ValueError(f"Unknown conversion source {converter!r}; choose one of {sorted(CONVERTERS)}.")
+    stated = CONVERTERS[converter].license if converter is not None else None
+    unstated_license = CONVERTERS[converter].project if converter is not None and not (license or stated) else None
     config_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
     config_dict["architectures"] = config_dict.get("architectures") or [FAMILIES[family].model_class]
     facts = FolderFacts(config_dict, sentence_transformers=family == "encoder", num_parameters=num_parameters)
@@ -494,14 +522,37 @@ def render_model_card(
         title=title,
         summary=summary,
         prompt=prompt,
-        license=license,
+        license=license or stated or (UNSTATED_LICENSE if unstated_license else None),
         base_model=base_model,
         original_project=original_project,
         source_checkpoint=source_checkpoint,
         origin=origin,
         notes=notes or None,
+        unstated_license=unstated_license,
     )
     return str(card)
+
+
+def relicense_card(text: str, license: str) -> str:
+    """The card `text` with `license` in its metadata, and without the section asking for one: a converted model's
+    card when `minitf convert --license` names the license."""
+    card = ModelCard(text)
+    data = _data(card)
+    data.license = check_license(license)
+    return str(_card(data, _drop_section(card.text, LICENSE_SECTION)))
+
+
+def export_card_data(source_folder: str | os.PathLike, license: str | None = None) -> dict[str, Any]:
+    """What the card of an export carries over from the card of the MiniTF folder it was made from, as
+    `ModelCardData` keyword arguments: the license (`license` when given, else the source card's, else
+    `DEFAULT_LICENSE`) and the source's model-index (`model_name` and `eval_results`: a trained model's held-out
+    figures, when its card has them). A source card whose metadata does not parse is a CardMetadataError."""
+    card = _load_card(Path(source_folder) / README)
+    data = _data(card) if card is not None else ModelCardData()
+    carried: dict[str, Any] = {"license": check_license(license) if license else data.license or DEFAULT_LICENSE}
+    if data.eval_results:
+        carried |= {"model_name": data.model_name, "eval_results": data.eval_results}
+    return carried
 
 
 __all__ = [
@@ -509,8 +560,10 @@ __all__ = [
     "add_translation_pipeline",
     "build_model_card",
     "card_template",
+    "export_card_data",
     "file_sha256",
     "prepare_upload",
+    "relicense_card",
     "render_card",
     "render_model_card",
     "save_card",

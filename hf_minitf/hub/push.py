@@ -2,37 +2,55 @@
 
 The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, no pickle
 (by content, whatever the name: see `file_safety`), no training state (optimizer, scheduler), since whatever is
-uploaded can be downloaded, and unpickled, by anyone, and no link to a file outside it. The files actually sent
-are checked again just before the upload. Light to import: the Hub client loads when a push runs.
+uploaded can be downloaded, and unpickled, by anyone, and no link to a file outside it. What a trainer leaves beside
+the model (`training_args.bin`, `optimizer.pt`, `checkpoint-*/`, ...: `catalog.publishing.TRAINING_BYPRODUCTS`) is
+left out, each one named, so the folder of `Trainer.save_model` (TRL's trainers too) pushes as it is. The files
+actually sent are checked again just before the upload. Light to import: the Hub client loads when a push runs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
+from hf_minitf.catalog.publishing import training_byproduct
 from hf_minitf.safety.files import UnsafeFileError, check_upload_sources, folder_files, load_model_card, pickle_reason
 
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
+logger = logging.getLogger(__name__)
 
 
 class PushError(Exception):
     """A folder that cannot be published as it is, or a Hub that refused the push."""
 
 
-def check_push_folder(folder: str | Path) -> list[str]:
-    """The files of `folder` that a push uploads (relative POSIX paths), or a PushError saying what is wrong."""
+def check_push_folder(folder: str | Path, skipped: dict[str, str] | None = None) -> list[str]:
+    """The files of `folder` that a push uploads (relative POSIX paths), or a PushError saying what is wrong.
+    A trainer's by-products are left out; `skipped`, when given, receives each (a folder's name ends in `/`) with
+    what it holds."""
     folder = Path(folder)
     if not folder.is_dir():
         raise PushError(f"{folder} is not a folder; pass the folder written by save_pretrained or minitf convert.")
+    byproducts = skipped if skipped is not None else {}
+
+    def is_byproduct(relative: str) -> bool:
+        is_folder = (folder / relative).is_dir() and not (folder / relative).is_symlink()
+        what = training_byproduct(relative, is_folder)
+        if what is not None:
+            byproducts[relative + ("/" if is_folder else "")] = what
+        return what is not None
+
     try:
         files = folder_files(
             folder,
             skip=lambda relative: (
                 any(part.startswith(".") or part == "__pycache__" for part in relative.split("/"))
                 or relative.endswith(".pyc")
+                or is_byproduct(relative)
             ),
         )
     except UnsafeFileError as error:
@@ -68,16 +86,21 @@ def push_folder(
     license: str | None = None,
     commit_message: str | None = None,
     token: str | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> str:
     """Upload `folder` to the model repo `repo_id` (created if needed) in one commit; return the commit URL.
 
     What is uploaded is the folder with its model card made complete for that repo (snippets naming `repo_id`,
-    `license` when given) and, for a seq2seq model, the `minitf-translation` pipeline code and config entry;
-    the local folder itself is not changed. Raises PushError for a folder that should not be published or a
-    push the Hub refused.
+    `license` when given, else the card's, else `DEFAULT_LICENSE`) and, for a seq2seq model, the
+    `minitf-translation` pipeline code and config entry; the local folder itself is not changed. A trainer's
+    by-products are left out, each told to `note` (default: a logged warning) in one line. Raises PushError for a
+    folder that should not be published or a push the Hub refused.
     """
     folder = Path(folder)
-    files = check_push_folder(folder)
+    skipped: dict[str, str] = {}
+    files = check_push_folder(folder, skipped)
+    for name, what in skipped.items():
+        (note or logger.warning)(f"left out {name}: {what}, not needed to load the model")
     from hf_minitf.hub.cards import prepare_upload
 
     with tempfile.TemporaryDirectory() as staging_dir:
@@ -165,21 +188,23 @@ def push_native(
     gguf_dtypes: tuple[str, ...] = (),
     private: bool = False,
     revision: str | None = None,
+    license: str | None = None,
     commit_message: str | None = None,
     token: str | None = None,
 ) -> str:
     """Export `source` (a MiniTF folder) to its native transformers architecture (`export_native`), with GGUF files
     of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL.
 
-    The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files). A model with
-    no exact native or GGUF form is a PushError, and nothing is uploaded.
+    The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files); its license
+    is `license`, else the source card's. A model with no exact native or GGUF form is a PushError, and nothing is
+    uploaded.
     """
     from hf_minitf.export.native import export_native
 
     with tempfile.TemporaryDirectory() as staging_dir:
         staging = Path(staging_dir) / "native"
         try:
-            export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id)
+            export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license)
         except (ValueError, OSError) as error:
             raise PushError(str(error).strip().splitlines()[0]) from None
         return _commit_folder(

@@ -129,7 +129,7 @@ def published(hub, gpt, seq2seq, sentence_folder):
     translator_tokenizer.push_to_hub("org/tiny-translator")  # tokenizer first: its blank card must not survive
     translator_model.push_to_hub("org/tiny-translator")
     pipeline(TRANSLATION_TASK, model=translator_model, tokenizer=translator_tokenizer).push_to_hub("org/tiny-pipe")
-    assert push_command(push_args(str(sentence_folder[0]), "org/tiny-st", "--license", "mit")) == 0
+    assert push_command(push_args(str(sentence_folder[0]), "org/tiny-st", "--license", "apache-2.0")) == 0
     return hub
 
 
@@ -249,14 +249,14 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
     assert (card.data.library_name, card.data.pipeline_tag, card.data.license) == (
         "sentence-transformers",
         "sentence-similarity",
-        "mit",
+        "apache-2.0",
     )
     assert {"minitf", "minitf_encoder", "sentence-transformers"} <= set(card.data.tags)
     assert 'SentenceTransformer("org/tiny-st", trust_remote_code=True)' in card.text
     with_package = python_blocks(card.text)[-2]  # the MiniTF usage section, after sentence-transformers' own
     assert 'model = SentenceTransformer("org/tiny-st")\n' in with_package  # hf_minitf users need no flag
     assert run_snippet(with_package).startswith("(2, 16) tensor([[1.0000,")
-    assert "license" not in ModelCard.load(folder / "README.md").data.to_dict()  # the local folder is unchanged
+    assert ModelCard.load(folder / "README.md").data.license == "mit"  # the local folder is unchanged (its default)
 
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -424,7 +424,7 @@ def test_minitf_push_refuses_bad_folders_and_bad_tokens(hub, gpt, tmp_path, caps
     empty.mkdir()
     pickled = tmp_path / "pickled"
     model.save_pretrained(pickled)
-    torch.save({"step": 1}, pickled / "optimizer.pt")
+    torch.save({"step": 1}, pickled / "extra_state.pt")  # not a trainer's by-product (those are left out)
     weightless = tmp_path / "weightless"
     model.config.save_pretrained(weightless)
     good = tmp_path / "good"
@@ -432,7 +432,7 @@ def test_minitf_push_refuses_bad_folders_and_bad_tokens(hub, gpt, tmp_path, caps
     capsys.readouterr()  # saving's progress bars
     for folder, reason in (
         (empty, "no config.json"),
-        (pickled, "pickle files (optimizer.pt)"),
+        (pickled, "pickle files (extra_state.pt)"),
         (weightless, "no .safetensors weights"),
         (tmp_path / "absent", "is not a folder"),
     ):

@@ -365,12 +365,12 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
     workspace = Workspace(tmp_path, monkeypatch, previous=out)
     written = []
 
-    def save_gpt(folder, model_id, steps, progress, seed):
+    def save_gpt(folder, model_id, steps, progress, seed, license):
         tiny_gpt_folder(folder)
         written.append((model_id, (Path(folder) / "model.safetensors").is_file()))
         return {}
 
-    def disk_full(folder, model_id, steps, progress, seed):
+    def disk_full(folder, model_id, steps, progress, seed, license):
         Path(folder).mkdir()
         (Path(folder) / "config.json").write_text("{}")
         raise OSError(errno.ENOSPC, NO_SPACE, str(Path(folder) / "model.safetensors"))

@@ -16,7 +16,7 @@ SHORT_RUN = QuickstartSteps(gpt=120, encoder=30, seq2seq=60)
 
 def test_short_quickstart_learns_every_task(tmp_path, capsys):
     out = tmp_path / "models"
-    figures = run(out, steps=SHORT_RUN, progress=False)
+    figures = run(out, steps=SHORT_RUN, progress=False, license="apache-2.0")
     printed = capsys.readouterr().out
 
     gpt, encoder, seq2seq = figures["gpt"], figures["encoder"], figures["seq2seq"]
@@ -31,6 +31,7 @@ def test_short_quickstart_learns_every_task(tmp_path, capsys):
     for family, name in FOLDERS.items():
         folder = out / name
         card = ModelCard.load(folder / "README.md")
+        assert card.data.license == "apache-2.0", family  # `minitf quickstart --license`
         metrics = {metric.metric_type: metric.metric_value for metric in card.data.eval_results}
         assert "eval_loss" in metrics and metrics["eval_loss"] > 0
         assert "![loss_curve](loss_curve.png)" in card.text
