@@ -72,6 +72,7 @@ _PUBLIC = {
     "hf_minitf.hub.cards": ["update_model_card"],
     "hf_minitf.hub.push": ["push_folder", "PushError"],
     "hf_minitf.registration": ["register"],
+    "hf_minitf.training.chat_templates": ["set_chat_template"],
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 _ALIASES = {"TRANSLATION_TASK": "TASK"}
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
         train_encoder_bpe_tokenizer,
         train_wordlevel_tokenizer,
     )
+    from hf_minitf.training.chat_templates import set_chat_template
 
 
 def __getattr__(name: str) -> Any:
@@ -147,4 +149,5 @@ __all__ = [
     "push_folder",
     "PushError",
     "register",
+    "set_chat_template",
 ]

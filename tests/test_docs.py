@@ -50,6 +50,7 @@ class Block:
     code: str
     expected: str | None = None
     end: int = 0  # the line after its closing fence
+    section: str = ""  # the `## ` heading it is under
 
     @property
     def name(self) -> str:
@@ -59,15 +60,16 @@ class Block:
 
 def read_blocks(page: Path) -> list[Block]:
     """The fenced blocks of a page; a text block right after a python block becomes its expected output."""
-    blocks, lines, index = [], page.read_text(encoding="utf-8").splitlines(), 0
+    blocks, lines, index, section = [], page.read_text(encoding="utf-8").splitlines(), 0, ""
     while index < len(lines):
         match = FENCE.match(lines[index])
         if not match:
+            section = lines[index][3:].strip() if lines[index].startswith("## ") else section
             index += 1
             continue
         end = next((j for j in range(index + 1, len(lines)) if lines[j].strip() == "```"), None)
         assert end is not None, f"{page.name}:{index + 1}: a code block is not closed"
-        block = Block(page, index + 1, match[1], "\n".join(lines[index + 1 : end]) + "\n")
+        block = Block(page, index + 1, match[1], "\n".join(lines[index + 1 : end]) + "\n", section=section)
         between = (
             blocks
             and blocks[-1].language == "python"
@@ -214,7 +216,22 @@ RUN_ELSEWHERE = {
         "its curl and openai examples call a running `minitf serve`",
     ),
 }
-BLOCKS = [block for page in PAGES if page not in RUN_ELSEWHERE for block in read_blocks(page)]
+# Sections of the other pages whose blocks need a running server, by (page, heading): run by another test too.
+SECTIONS_RUN_ELSEWHERE = {
+    (ROOT / "docs/training.md", "Chat fine-tuning with TRL"): (
+        "training/test_chat_fine_tuning.py",
+        "test_the_chat_fine_tuning_section",
+        "it serves the fine-tuned GPT and asks it through the openai client",
+    ),
+}
+
+
+def checked_blocks(page: Path) -> list[Block]:
+    """The blocks of a page that this module runs: all but those of the sections run elsewhere."""
+    return [block for block in read_blocks(page) if (page, block.section) not in SECTIONS_RUN_ELSEWHERE]
+
+
+BLOCKS = [block for page in PAGES if page not in RUN_ELSEWHERE for block in checked_blocks(page)]
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +241,7 @@ def page_runs(tmp_path_factory, hub):  # hub: the publishing examples push to th
         folder = tmp_path_factory.mktemp(page.stem)
         for name in ("tests", "benchmarks"):
             (folder / name).symlink_to(ROOT / name)
-        runs[page] = PageRun(read_blocks(page), folder)
+        runs[page] = PageRun(checked_blocks(page), folder)
     return runs
 
 
@@ -239,6 +256,28 @@ def test_pages_run_elsewhere_are_run_there():
         source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
         assert f"def {test_name}(" in source, f"{page.name} ({reason}) is run by no test {test_name} in {test_file}"
         assert page.name in source, f"{test_file} does not read {page.name}"
+    for (page, section), (test_file, test_name, reason) in SECTIONS_RUN_ELSEWHERE.items():
+        assert any(block.section == section for block in read_blocks(page)), f"{page.name} has no section {section}"
+        source = (ROOT / "tests" / test_file).read_text(encoding="utf-8")
+        assert f"def {test_name}(" in source, f"{page.name}, {section} ({reason}): no test {test_name} in {test_file}"
+        assert page.name in source and section in source, f"{test_file} does not read {page.name}, {section}"
+
+
+def test_the_quickstart_folders_the_docs_name_are_the_ones_it_writes():
+    """Every `quickstart_models/NAME` in a page (the `minitf serve` lines, the requests' and clients' `model`) is a
+    folder `minitf quickstart` writes: its --out default and the family folders of hf_minitf.training.quickstart."""
+    from hf_minitf.cli import build_parser
+    from hf_minitf.training.quickstart import FOLDERS
+
+    out = build_parser().parse_args(["quickstart"]).out.as_posix()
+    named = {
+        (page.relative_to(ROOT).as_posix(), name)
+        for page in PAGES
+        for name in re.findall(rf"\b{re.escape(out)}/([\w.-]+)", page.read_text(encoding="utf-8"))
+    }
+    assert any(page == "docs/serving.md" for page, _ in named), "docs/serving.md names no quickstart folder"
+    wrong = sorted((page, name) for page, name in named if name not in FOLDERS.values())
+    assert not wrong, f"folders {out}/NAME that minitf quickstart does not write ({sorted(FOLDERS.values())}): {wrong}"
 
 
 def test_every_page_is_linked_from_the_readme():

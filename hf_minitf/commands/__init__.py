@@ -12,7 +12,19 @@ import argparse
 import importlib
 
 # The commands, in the order `minitf --help` lists them.
-COMMANDS = ("quickstart", "train", "generate", "embed", "translate", "info", "convert", "export", "push", "serve")
+COMMANDS = (
+    "quickstart",
+    "train",
+    "chat_template",
+    "generate",
+    "embed",
+    "translate",
+    "info",
+    "convert",
+    "export",
+    "push",
+    "serve",
+)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

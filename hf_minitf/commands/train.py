@@ -6,9 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hf_minitf.catalog.chat_templates import CHAT_TEMPLATE_HELP
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.presets import PRESETS
+from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT
 from hf_minitf.commands.common import (
+    add_license,
     add_out,
     count,
     epochs,
@@ -47,6 +50,7 @@ def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     family = FAMILIES[name]
     parser.add_argument("--data", required=True, metavar="PATH", help=f"training data: {family.training_data}")
     add_out(parser)
+    add_license(parser, TRAINED_LICENSE_DEFAULT)
     parser.add_argument(
         "--preset",
         default="tiny",
@@ -71,6 +75,7 @@ def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument(
             "--block-size", type=count, default=None, help="tokens per training example (default: the preset's context)"
         )
+        parser.add_argument("--chat-template", metavar="NAME|FILE", default=None, help=CHAT_TEMPLATE_HELP)
     elif name == "encoder":
         parser.add_argument("--vocab-size", type=vocab_size, default=None, help="word vocabulary size")
     add_training_arguments(parser.add_argument_group("training"))
@@ -157,11 +162,18 @@ def run(args: argparse.Namespace) -> int:
         settings=settings,
         eval_fraction=args.eval_fraction,
         dataset_name=data.name or str(args.data),
+        license=args.license,
     )
     if args.family == "gpt":
         texts = open_texts(args.data, columns[0], args.split)
         result = training.train_gpt(
-            texts, out, tokenizer=args.tokenizer, vocab_size=args.vocab_size, block_size=args.block_size, **common
+            texts,
+            out,
+            tokenizer=args.tokenizer,
+            vocab_size=args.vocab_size,
+            block_size=args.block_size,
+            chat_template=args.chat_template,
+            **common,
         )
     elif args.family == "encoder":
         pairs = load_pairs(args.data, columns, args.split)

@@ -46,6 +46,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from hf_minitf.catalog import Preset, get_preset
 from hf_minitf.catalog.limits import MAX_EPOCHS, MAX_STEPS, SEED_LIMIT
+from hf_minitf.catalog.publishing import check_license
 from hf_minitf.hub.cards import update_model_card
 from hf_minitf.modeling.configuration_minitf import integer, number
 from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
@@ -58,8 +59,15 @@ from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tok
 from hf_minitf.safety.files import refused_pickle_message
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
-from hf_minitf.tokenization.gpt import char_tokenizer, train_bpe_tokenizer
+from hf_minitf.tokenization.chat_templates import (
+    ChatTemplateChange,
+    apply_chat_template_to_tokenizer,
+    chat_template_spec,
+    template_characters,
+)
+from hf_minitf.tokenization.gpt import CHAR_SPECIAL_TOKENS, char_tokenizer, train_bpe_tokenizer
 from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
+from hf_minitf.training.chat_templates import stop_at_end_of_turn
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 
 LOSS_CURVE = "loss_curve.png"
@@ -319,9 +327,10 @@ def _write_folder(
     dataset_name: str | None,
     extra_markdown: str | None,
     model_id: str | None,
+    license: str | None = None,
 ) -> Path:
     """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures
-    (its snippets load `model_id`, default: the output folder)."""
+    (its snippets load `model_id`, default: the output folder; its license: `license`, default `DEFAULT_LICENSE`)."""
     with target.write() as work:
         save(work)
         image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
@@ -333,6 +342,7 @@ def _write_folder(
             image=LOSS_CURVE if image else None,
             extra_markdown=notes or None,
             model_id=model_id or str(target),
+            license=license,
         )
     return target.path
 
@@ -421,8 +431,10 @@ def train_gpt(
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
     model_id: str | None = None,
+    license: str | None = None,
     chunk_chars: int = CHUNK_CHARS,
     bpe_sample_chars: int = BPE_SAMPLE_CHARS,
+    chat_template: str | Path | None = None,
 ) -> TrainingResult:
     """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training_data.TextFile`
     read lazily) and write it to `out`.
@@ -433,9 +445,12 @@ def train_gpt(
     time into a memory-mapped file of ids. With `pack=False` each text is one example (cut at `block_size`,
     batches padded), so that every example starts at position 0, as for line-per-example data (the texts are
     then held in memory). Held out: `eval_texts`, or an `eval_fraction` of the blocks. `out=None` trains
-    without writing (the result holds the model).
+    without writing (the result holds the model). `chat_template` (a name of `catalog.chat_templates` or a Jinja
+    file) gives the tokenizer a chat template (`training.chat_templates.set_chat_template`); a character
+    vocabulary then also holds the characters the template writes.
     """
     settings = settings or TrainSettings()
+    license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("gpt", preset)
     target = output_folder(out, overwrite) if out is not None else None
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
@@ -449,8 +464,13 @@ def train_gpt(
         raise TrainingError(f"block size must lie in [2, {context}] (the preset's context), got {block_size}")
     if kind not in ("char", "bpe"):
         raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
+    template = chat_template_spec(chat_template) if chat_template is not None else None
+    template_alphabet = template_characters(template, CHAR_SPECIAL_TOKENS) if template and kind == "char" else ()
     with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, _WorkDir(settings) as work_dir:
-        built = _gpt_tokenizer(corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context)
+        built = _gpt_tokenizer(
+            corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context, template_alphabet
+        )
+        chat = apply_chat_template_to_tokenizer(built, template) if template is not None else None
         train_blocks: TokenBlocks | list[dict[str, list[int]]]
         eval_blocks: TokenBlocks | list[dict[str, list[int]]] | None
         if pack:
@@ -499,6 +519,9 @@ def train_gpt(
             **fields,
         )
         model = MiniTFGPTForCausalLM(config)
+        if chat is not None:
+            stop_at_end_of_turn(model.generation_config, chat)
+            extra_markdown = "\n\n".join(filter(None, (extra_markdown, _chat_note(chat))))
         trainer = Trainer(
             model=model,
             args=_training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
@@ -518,18 +541,37 @@ def train_gpt(
                 built.save_pretrained(folder)
 
             result.folder = _write_folder(
-                target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id
+                target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id, license
             )
     return result
 
 
+def _chat_note(chat: ChatTemplateChange) -> str:
+    """The card's line on the chat template a GPT was trained with."""
+    added = (
+        f"; {', '.join(f'`{token}`' for token in chat.added_tokens)} added as special tokens"
+        if chat.added_tokens
+        else ""
+    )
+    return (
+        f"Chat template: {chat.name}{added}. An assistant turn ends with `{chat.end_of_turn}` (id "
+        f"{chat.end_of_turn_id}), where generation stops; `tokenizer.apply_chat_template(messages, "
+        "add_generation_prompt=True)` writes a prompt."
+    )
+
+
 def _gpt_tokenizer(
-    corpus: _GPTCorpus, kind: str, vocab_size: int, bpe_sample_chars: int, context: int
+    corpus: _GPTCorpus,
+    kind: str,
+    vocab_size: int,
+    bpe_sample_chars: int,
+    context: int,
+    extra_characters: Iterable[str] = (),
 ) -> PreTrainedTokenizerBase:
-    """A character tokenizer of every character of the corpus (one pass), or a byte-level BPE trained on its
-    first `bpe_sample_chars` characters."""
+    """A character tokenizer of every character of the corpus (one pass) and `extra_characters`, or a byte-level
+    BPE trained on its first `bpe_sample_chars` characters."""
     if kind == "char":
-        alphabet: set[str] = set()
+        alphabet: set[str] = set(extra_characters)
         for chunk in corpus.chunks("reading the characters"):
             alphabet.update(chunk)
         corpus.check_content()
@@ -577,6 +619,7 @@ def train_encoder(
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
     model_id: str | None = None,
+    license: str | None = None,
 ) -> TrainingResult:
     """Train an encoder as a sentence-embedding model on (anchor, positive) pairs with in-batch negatives and
     write a SentenceTransformer folder to `out`.
@@ -594,6 +637,7 @@ def train_encoder(
     from sentence_transformers.training_args import BatchSamplers
 
     settings = settings or TrainSettings()
+    license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("encoder", preset)
     target = output_folder(out, overwrite) if out is not None else None
     pairs = _check_pairs(pairs, "encoder")
@@ -643,6 +687,7 @@ def train_encoder(
                 dataset_name,
                 extra_markdown,
                 model_id,
+                license,
             )
     return result
 
@@ -660,6 +705,7 @@ def train_seq2seq(
     dataset_name: str | None = None,
     extra_markdown: str | None = None,
     model_id: str | None = None,
+    license: str | None = None,
 ) -> TrainingResult:
     """Train a seq2seq (translation) model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
 
@@ -667,6 +713,7 @@ def train_seq2seq(
     pairs longer than the preset's positions are truncated.
     """
     settings = settings or TrainSettings()
+    license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("seq2seq", preset)
     target = output_folder(out, overwrite) if out is not None else None
     pairs = _check_pairs(pairs, "seq2seq")
@@ -715,7 +762,7 @@ def train_seq2seq(
                 tokenizer.save_pretrained(folder)
 
             result.folder = _write_folder(
-                target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id
+                target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id, license
             )
     return result
 

@@ -618,12 +618,11 @@ def test_the_serving_page_examples(server, folders):
 
     from test_docs import read_blocks
 
-    served = {
-        "quickstart_models/gpt": folders["gpt"],
-        "quickstart_models/embedding": folders["encoder"],
-        "quickstart_models/translation": folders["seq2seq"],
-        "frawdllm-chat": folders["chat"],
-    }
+    from hf_minitf.training.quickstart import FOLDERS
+
+    quickstart = build_parser().parse_args(["quickstart"]).out  # the folders as `minitf quickstart` names them
+    served = {(quickstart / FOLDERS[family]).as_posix(): folders[family] for family in ("gpt", "encoder", "seq2seq")}
+    served["frawdllm-chat"] = folders["chat"]
 
     def aimed(code: str) -> str:
         for port in ("8000", "8001", "8002"):
