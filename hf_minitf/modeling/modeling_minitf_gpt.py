@@ -6,7 +6,6 @@ from typing import cast
 
 import torch
 from torch import nn
-from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
@@ -23,6 +22,7 @@ from .input_checks import (
 )
 from .layers import DecodingLinear, PreNormLayer, RotaryEmbedding, make_norm, run_layers
 from .modeling_minitf import MiniTFPreTrainedModel
+from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
 def positions_from_mask(
@@ -149,7 +149,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
 
 
 @remember_forward_signature
-class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, GenerationMixin):
+class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, StopStringsGenerationMixin):
     """MiniTF GPT with a language-modelling head tied to the token embedding."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}

@@ -9,7 +9,6 @@ from typing import cast
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_outputs import (
@@ -32,6 +31,7 @@ from .input_checks import (
 )
 from .layers import DecodingLinear, PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
 from .modeling_minitf import MiniTFPreTrainedModel
+from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -331,7 +331,7 @@ class MiniTFSeq2SeqModel(MiniTFSeq2SeqPreTrainedModel):
 
 
 @remember_forward_signature
-class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, GenerationMixin):
+class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, StopStringsGenerationMixin):
     """The encoder-decoder with a projection to the target vocabulary (`lm_head`, biased by default as in hkproj's).
 
     `logits` are the projection's scores, or their log_softmax when `config.output_log_softmax` (hkproj's

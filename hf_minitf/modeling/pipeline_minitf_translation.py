@@ -22,7 +22,7 @@ class MiniTFTranslationPipeline(Pipeline):
 
     A list of texts gives one dict per text (a list of dicts per text with `num_return_sequences` > 1); pass
     `batch_size=` to translate them in padded batches. Other keyword arguments, at construction or per call,
-    go to `model.generate` (`max_new_tokens`, `num_beams`, `do_sample`, ...); without a length limit from
+    go to `model.generate` (`max_new_tokens`, `num_beams`, `do_sample`, `stop_strings`, ...); without a length limit from
     them or the model's generation config, translations stop at [EOS] or `max_position_embeddings` tokens.
     `truncation=True` cuts sources longer than the tokenizer's `model_max_length`; otherwise too long a
     source raises a ValueError.
@@ -70,6 +70,8 @@ class MiniTFTranslationPipeline(Pipeline):
         if unset and config.max_length is None and config.max_new_tokens is None and limit:
             # Translate until [EOS] or the decoder is full, rather than generate()'s 20-token default.
             generate_kwargs["max_length"] = limit
+        if generate_kwargs.get("stop_strings") is not None:
+            generate_kwargs.setdefault("tokenizer", self._text_tokenizer())  # stop strings are read from the text
         sequences = self.model.generate(**model_inputs, **generate_kwargs)  # type: ignore[operator]  # a seq2seq LM generates
         batch_size = model_inputs["input_ids"].shape[0]
         return {"output_ids": sequences.reshape(batch_size, -1, sequences.shape[-1])}

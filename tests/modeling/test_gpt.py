@@ -172,6 +172,7 @@ def test_save_load_keeps_weights_bit_identical_and_ties(tmp_path, position_type)
         "layers.py",
         "model.safetensors",
         "modeling_minitf.py",
+        "modeling_minitf_generation.py",
         "modeling_minitf_gpt.py",
         "modeling_minitf_hooks.py",
         "modeling_minitf_loading.py",

@@ -25,10 +25,15 @@ SHARED_CODE = {
     "modeling_minitf_loading.py",
 }
 FAMILY_CODE = {
-    "gpt": SHARED_CODE | {"configuration_minitf_gpt.py", "modeling_minitf_gpt.py"},
+    "gpt": SHARED_CODE | {"configuration_minitf_gpt.py", "modeling_minitf_gpt.py", "modeling_minitf_generation.py"},
     "encoder": SHARED_CODE | {"configuration_minitf_encoder.py", "modeling_minitf_encoder.py"},
     "seq2seq": SHARED_CODE
-    | {"configuration_minitf_seq2seq.py", "modeling_minitf_seq2seq.py", "tokenization_minitf_seq2seq.py"},
+    | {
+        "configuration_minitf_seq2seq.py",
+        "modeling_minitf_generation.py",
+        "modeling_minitf_seq2seq.py",
+        "tokenization_minitf_seq2seq.py",
+    },
 }
 AUTO_CLASSES = {"gpt": "AutoModelForCausalLM", "encoder": "AutoModel", "seq2seq": "AutoModelForSeq2SeqLM"}
 PACKAGE = Path(hf_minitf.__file__).parent / "modeling"
