@@ -35,7 +35,6 @@ DEFAULT_ENGINE_OPTIONS = {
     "cb_num_blocks": None,
     "cb_max_batch_tokens": None,
     "device": "auto",
-    "max_request_bytes": MAX_REQUEST_BYTES,
     "shutdown_grace": SHUTDOWN_GRACE_SECONDS,
 }
 # The options only vLLM reads.
@@ -245,5 +244,6 @@ def _serve_with_vllm(args: argparse.Namespace, api_key: str | None) -> int:
         vllm_python=args.vllm_python,
         tensor_parallel_size=args.tensor_parallel_size,
         pipeline_parallel_size=args.pipeline_parallel_size,
+        max_request_bytes=args.max_request_bytes,
     )
     return 0

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hf_minitf.catalog.limits import MAX_NEW_TOKENS
+from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR, MAX_NEW_TOKENS
 from hf_minitf.serving.errors import RequestError
 
 # transformers' `generate` default for a request without max_tokens (serving.utils.BaseHandler).
@@ -103,6 +103,11 @@ def check_sampling(body: dict) -> None:
                 f"{field}={default!r}); leave it out.",
                 param=field,
             )
+    check_stop(body)
+
+
+def check_stop(body: dict) -> None:
+    """`stop` is a non-empty text or a list of 1 to STOP_STRINGS of them (OpenAI's limit)."""
     stop = body.get("stop")
     stops = [stop] if isinstance(stop, str) else stop
     if stop is not None and (
@@ -214,6 +219,17 @@ def text_chars(value: Any) -> int:
     return sum(len(text) for _, text in _strings(value, ""))
 
 
+def chars_per_token(tokenizer: Any) -> int:
+    """Most characters one token of `tokenizer` stands for, as far as the server assumes: its longest vocabulary
+    entry (added tokens included), at least CHARS_PER_TOKEN_FLOOR. A text longer than the context times this is
+    refused before it is tokenized."""
+    vocabularies = [tokenizer.get_vocab()]
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:  # the seq2seq tokenizer's get_vocab is its target side; the backend reads inputs
+        vocabularies.append(backend.get_vocab(with_added_tokens=True))
+    return max([CHARS_PER_TOKEN_FLOOR, *(len(token) for vocabulary in vocabularies for token in vocabulary)])
+
+
 def check_text_length(chars: int, tokens: int | None, chars_per_token: int, name: str, param: str, what: str) -> None:
     """Refuse, before tokenizing it, a text of `chars` characters where no such text fits a model reading `tokens`
     tokens of at most `chars_per_token` characters each (tokenizing it all cost gigabytes)."""
@@ -271,11 +287,13 @@ __all__ = [
     "SAMPLING_RANGES",
     "SERVER_DEFAULT_NEW_TOKENS",
     "TEMPLATE_ARGUMENTS",
+    "chars_per_token",
     "check_field_types",
     "check_logit_bias",
     "check_messages",
     "check_new_tokens",
     "check_sampling",
+    "check_stop",
     "check_text_length",
     "check_unicode",
     "positive_int",

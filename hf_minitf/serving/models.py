@@ -15,9 +15,9 @@ import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from hf_minitf.catalog.families import FAMILIES
-from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
+from hf_minitf.serving.checks import chars_per_token
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.family import model_family
 from hf_minitf.serving.templates import guard_chat_template
@@ -50,14 +50,8 @@ class ServedModel:
 
     @functools.cached_property
     def chars_per_token(self) -> int:
-        """Most characters one token of the model's tokenizer stands for, as far as the server assumes: its longest
-        vocabulary entry (added tokens included), at least CHARS_PER_TOKEN_FLOOR. A text longer than the context
-        times this is refused before it is tokenized."""
-        vocabularies = [self.tokenizer.get_vocab()]
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is not None:  # the seq2seq tokenizer's get_vocab is its target side; the backend reads inputs
-            vocabularies.append(backend.get_vocab(with_added_tokens=True))
-        return max([CHARS_PER_TOKEN_FLOOR, *(len(token) for vocabulary in vocabularies for token in vocabulary)])
+        """Most characters one token of the tokenizer stands for (`serving.checks.chars_per_token`)."""
+        return chars_per_token(self.tokenizer)
 
 
 def _is_local(name: str) -> bool:

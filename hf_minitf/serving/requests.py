@@ -30,6 +30,7 @@ from hf_minitf.serving.checks import (
 )
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.models import ServedModel
+from hf_minitf.serving.stops import REQUEST_HAS_STOP, first_stop, stop_list
 from hf_minitf.serving.templates import render_ahead
 
 if TYPE_CHECKING:
@@ -89,6 +90,7 @@ def _check_request(handler: Any, body: dict) -> None:
     check_unicode(body)
     check_field_types(body)
     check_sampling(body)
+    REQUEST_HAS_STOP.set(body.get("stop") is not None)
 
 
 async def _render_chat(handler: Any, served: ServedModel, messages: list, tools: Any, body: dict, param: str):
@@ -216,6 +218,9 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         stopped = eos in generated
         generated = generated[: generated.index(eos) + 1] if stopped else generated
         text = await asyncio.to_thread(tokenizer.decode, generated, skip_special_tokens=True)
+        cut = first_stop(text, stop_list(body.get("stop")))
+        if cut is not None:
+            text, stopped = text[:cut], True
         usage = CompletionUsage(
             prompt_tokens=length, completion_tokens=len(generated), total_tokens=length + len(generated)
         )

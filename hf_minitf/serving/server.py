@@ -11,6 +11,7 @@ these folders, by subclassing its parts (nothing in transformers is patched):
   messages for a tokenizer without a chat template, sampling numbers in OpenAI's ranges, fields the server would
   silently ignore), answered with HTTP 4xx instead of a 500 from inside `generate()`;
 - sampling as asked: `temperature` > 0 samples (transformers' server keeps the model's `do_sample=False`);
+- `stop` as OpenAI answers it: the text ends before the first stop string, streamed too (`serving.stops`);
 - `/v1/completions` for translation folders (the prompt is the source text) and `POST /v1/embeddings` for
   embedding folders (`serving_embeddings`);
 - errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) and an optional API key that every
@@ -39,11 +40,11 @@ from hf_minitf.serving import API_KEY_VARIABLE
 from hf_minitf.serving.api import SystemOneHandler, TranscriptionHandler
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import server as _server
-from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.errors import install_openai_errors, limit_request_bytes, require_api_key
 from hf_minitf.serving.family import served_config
 from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
 from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
+from hf_minitf.serving.stops import GenerationState
 
 # The continuous-batching KV cache on a CPU: transformers sizes it from the free memory of the device, which on a
 # CPU is the whole RAM (tens of GB allocated, a minute spent). This many pages of 256 tokens is plenty for small models.
@@ -136,7 +137,7 @@ def build_app(
         for key, value in {"num_blocks": cb_num_blocks, "max_batch_tokens": cb_max_batch_tokens}.items()
         if value is not None
     }
-    state = _utils.GenerationState(
+    state = GenerationState(
         continuous_batching=continuous_batching,
         cb_config=ContinuousBatchingConfig(**cb_options) if cb_options else None,
     )

@@ -20,6 +20,7 @@ as the default engine does: the same names, API key, checks and errors.
 
 # No `from __future__ import annotations`: FastAPI resolves the routes' `Request` annotations at definition,
 # and Request is imported inside build_front_app (fastapi is needed only to serve).
+import asyncio
 import contextlib
 import importlib.util
 import json
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hf_minitf.catalog.limits import MAX_REQUEST_BYTES
 from hf_minitf.serving import API_KEY_VARIABLE
 
 VLLM_PYTHON_VARIABLE = "MINITF_VLLM_PYTHON"
@@ -216,19 +218,40 @@ def _same_model(name: str, served: str) -> bool:
     return os.path.exists(name) and os.path.exists(served) and Path(name).resolve() == Path(served).resolve()
 
 
-def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = None, api_key: str | None = None):
+def build_front_app(
+    model: VllmModel,
+    vllm: Backend,
+    others: Backend | None = None,
+    api_key: str | None = None,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
+):
     """The app clients talk to: the GPT's requests checked and sent to vLLM, the other models' to the default
-    engine's server; `/v1/models` lists all of them under their given names."""
+    engine's server; `/v1/models` lists all of them under their given names. Bodies past `max_request_bytes`
+    answer 413 unread; texts are refused by length before they are tokenized, and tokenizing and chat templates
+    (within their limits) run off the event loop, as on the default engine."""
     import httpx
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response, StreamingResponse
     from starlette.background import BackgroundTask
 
     from hf_minitf.catalog.families import FAMILIES
-    from hf_minitf.serving.checks import check_new_tokens, positive_int, text_prompt
-    from hf_minitf.serving.errors import RequestError, install_openai_errors, require_api_key
+    from hf_minitf.serving.checks import (
+        chars_per_token,
+        check_field_types,
+        check_messages,
+        check_new_tokens,
+        check_stop,
+        check_text_length,
+        check_unicode,
+        positive_int,
+        text_chars,
+        text_prompt,
+    )
+    from hf_minitf.serving.errors import RequestError, install_openai_errors, limit_request_bytes, require_api_key
+    from hf_minitf.serving.templates import render_ahead
 
     app = FastAPI()
+    longest_token = chars_per_token(model.tokenizer)
     client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None, max_keepalive_connections=256))
     app.router.on_shutdown.append(client.aclose)
     names = [model.name, *(others.names if others else [])]
@@ -280,6 +303,9 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
             raise RequestError(
                 400, "The request body must be a JSON object of the request's fields.", code="invalid_json"
             )
+        check_unicode(body)
+        check_field_types(body)
+        check_stop(body)
         return body
 
     def decode_as_generate(body: dict) -> None:
@@ -292,7 +318,8 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
         backend = find(body)
         if backend is vllm:
             prompt = text_prompt(body)
-            length = len(model.tokenizer(prompt)["input_ids"])
+            check_text_length(len(prompt), model.context_limit, longest_token, model.name, "prompt", "The prompt")
+            length = len((await asyncio.to_thread(model.tokenizer, prompt))["input_ids"])
             check_new_tokens(body, ("max_tokens",), length, model.context_limit, model.name, "prompt")
             decode_as_generate(body)
         return await forward(backend, "/v1/completions", body)
@@ -302,11 +329,11 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
         body = await json_body(request)
         backend = find(body)
         if backend is vllm:
-            check_chat(body, "/v1/chat/completions")
+            await check_chat(body, "/v1/chat/completions")
             decode_as_generate(body)
         return await forward(backend, "/v1/chat/completions", body)
 
-    def check_chat(body: dict, route: str) -> None:
+    async def check_chat(body: dict, route: str) -> None:
         if getattr(model.tokenizer, "chat_template", None) is None:
             raise RequestError(
                 400,
@@ -315,18 +342,16 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
                 param="messages",
                 code="no_chat_template",
             )
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
-            raise RequestError(400, "messages must be a non-empty list of {role, content} objects.", param="messages")
-        try:
-            ids = model.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, return_dict=True,
-                **body.get("chat_template_kwargs", {}),
-            )["input_ids"]  # fmt: skip
-        except Exception as error:  # jinja2's and the template's own errors: the messages do not fit it
-            raise RequestError(
-                400, f"The messages do not fit {model.name!r}'s chat template: {error}", param="messages"
-            ) from error
+        check_messages(body.get("messages"))
+        messages = body["messages"]
+        check_text_length(
+            text_chars(messages), model.context_limit, longest_token, model.name, "messages", "The messages' text"
+        )
+        options = dict(add_generation_prompt=True, tokenize=True, return_dict=True)
+        with await render_ahead(
+            model.tokenizer, model.name, messages, {**options, **(body.get("chat_template_kwargs") or {})}
+        ) as encoding:
+            ids = encoding["input_ids"]
         check_new_tokens(
             body, ("max_completion_tokens", "max_tokens"), len(ids), model.context_limit, model.name, "messages"
         )
@@ -365,6 +390,7 @@ def build_front_app(model: VllmModel, vllm: Backend, others: Backend | None = No
     install_openai_errors(app)
     if api_key:
         require_api_key(app, api_key)
+    limit_request_bytes(app, max_request_bytes)
     return app
 
 
@@ -467,6 +493,7 @@ def serve_with_vllm(
     vllm_python: str | None = None,
     tensor_parallel_size: int = 1,
     pipeline_parallel_size: int = 1,
+    max_request_bytes: int = MAX_REQUEST_BYTES,
 ) -> None:
     """Serve `sources` until interrupted: the GPT on vLLM, any other models on the default engine, behind one
     front on host:port."""
@@ -492,7 +519,8 @@ def serve_with_vllm(
                 default_engine.append("--trust-remote-code")
             environment = {**os.environ, API_KEY_VARIABLE: others.key}
             stack.enter_context(running(default_engine, environment, others, "the default engine's server"))
-        uvicorn.run(build_front_app(model, vllm, others, api_key), host=host, port=port, log_level=log_level)
+        front = build_front_app(model, vllm, others, api_key, max_request_bytes=max_request_bytes)
+        uvicorn.run(front, host=host, port=port, log_level=log_level)
 
 
 __all__ = [

@@ -237,6 +237,59 @@ def test_completion_without_max_tokens_fills_the_context(client, folders):
     assert completion.usage.prompt_tokens + completion.usage.completion_tokens <= 64
 
 
+# ------------------------------------------------------------------------------------------------ stop
+def stop_and_expected(text: str) -> tuple[str, str]:
+    """A stop string from the middle of a generated text, and the text OpenAI answers with it: what precedes its
+    first occurrence."""
+    stop = text[len(text) // 3 : len(text) // 3 + 2]
+    return stop, text[: text.index(stop)]
+
+
+@pytest.mark.parametrize("name", ["gpt", "gpt2"])
+def test_stop_ends_the_completion_before_the_stop_string(client, folders, local, name):
+    """The MiniTF GPT and transformers' own GPT-2 (a native export), as one text and as a list, streamed or not."""
+    model, tokenizer = local[name]
+    prompt = PROMPTS[0]
+    full = generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), 16)
+    stop, expected = stop_and_expected(full)
+    for stops in (stop, ["\x01", stop]):
+        options = dict(model=folders[name], prompt=prompt, max_tokens=16, temperature=0, stop=stops)
+        completion = client.completions.create(**options)
+        assert completion.choices[0].text == expected and completion.choices[0].finish_reason == "stop"
+        assert completion.usage.completion_tokens < 16
+        chunks = list(client.completions.create(**options, stream=True))
+        assert "".join(chunk.choices[0].text for chunk in chunks) == expected
+        assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def test_a_stop_completed_by_the_last_token_is_a_stop(client, folders, local):
+    model, tokenizer = local["gpt"]
+    full = generate_locally(model, tokenizer, tokenizer(PROMPTS[1], return_tensors="pt"), 6)
+    if full[-1] in full[:-1]:
+        pytest.fail(f"pick a prompt whose 6th character is new: {full!r}")
+    completion = client.completions.create(
+        model=folders["gpt"], prompt=PROMPTS[1], max_tokens=6, temperature=0, stop=full[-1]
+    )
+    assert completion.choices[0].text == full[:-1] and completion.choices[0].finish_reason == "stop"
+
+
+def test_stop_ends_chat_replies_and_translations(client, folders, local):
+    model, tokenizer = local["chat"]
+    messages = [{"role": "user", "content": "hi"}]
+    inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    stop, expected = stop_and_expected(generate_locally(model, tokenizer, inputs, 6))
+    options = dict(model=folders["chat"], messages=messages, max_tokens=6, temperature=0, stop=[stop])
+    reply = client.chat.completions.create(**options)
+    assert reply.choices[0].message.content == expected and reply.choices[0].finish_reason == "stop"
+    stream = list(client.chat.completions.create(**options, stream=True))
+    assert "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices) == expected
+
+    translation = pipeline(TRANSLATION_TASK, model=folders["seq2seq"])("one two three")[0]["translation_text"]
+    stop, expected = stop_and_expected(translation)
+    completion = client.completions.create(model=folders["seq2seq"], prompt="one two three", temperature=0, stop=stop)
+    assert completion.choices[0].text == expected and completion.choices[0].finish_reason == "stop"
+
+
 # ------------------------------------------------------------------------------------------------ chat
 def test_chat_uses_the_frawdllm_chat_template(client, folders, local):
     model, tokenizer = local["chat"]
@@ -376,6 +429,11 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
             model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0, stream=True
         )
         streamed = "".join(chunk.choices[0].text for chunk in streamed)
+        full = generate_locally(model, tokenizer, tokenizer(PROMPTS[0], return_tensors="pt"), 12)
+        stop, expected = stop_and_expected(full)
+        stopped = client.completions.create(model=folders["gpt"], prompt=PROMPTS[0], max_tokens=12, stop=stop)
+    # continuous batching has no stop strings: a request with them is generated on its own, exactly
+    assert stopped.choices[0].text == expected and stopped.choices[0].finish_reason == "stop"
     for (prompt, max_tokens), answer in zip(jobs, answers):
         assert answer == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), max_tokens)
     assert streamed == generate_locally(model, tokenizer, tokenizer(PROMPTS[3], return_tensors="pt"), 6)

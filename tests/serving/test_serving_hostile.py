@@ -10,10 +10,11 @@ import time
 
 import httpx
 import pytest
-from factories import make_encoder, make_gpt, make_seq2seq
+from factories import _random_gpt, make_encoder, make_gpt, make_seq2seq
 from helpers import run_cli
 from transformers import AutoTokenizer
 
+from hf_minitf import char_tokenizer
 from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR, MAX_NEW_TOKENS
 from hf_minitf.serving.process import server_process
 from hf_minitf.serving.templates import TemplateLimitExceeded, template_limits
@@ -28,7 +29,8 @@ LOOPING_TEMPLATE = "{% for i in range(99999) %}{% for j in range(99999) %}{% end
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """The tiny GPT (64 positions), the same with a chat template and with a looping one, a rotary GPT (no
-    context limit), the encoder and the translation model."""
+    context limit), a GPT whose characters cannot spell transformers' stop-string probe "abcdef", the encoder
+    and the translation model."""
     root = tmp_path_factory.mktemp("hostile")
     folders = {"gpt": make_gpt(root / "gpt"), "rope": make_gpt(root / "rope", position_embedding_type="rope")}
     for name, template in (("chat", CHAT_TEMPLATE), ("looping", LOOPING_TEMPLATE)):
@@ -37,6 +39,7 @@ def folders(tmp_path_factory):
         tokenizer.chat_template = template
         tokenizer.save_pretrained(folder)
         folders[name] = folder
+    folders["letters"] = _random_gpt(root / "letters", char_tokenizer("ghijklmnopqrstuvwxyz ghost jump\n"), 7)
     folders["encoder"] = make_encoder(root / "encoder")
     folders["seq2seq"] = make_seq2seq(root / "seq2seq")
     return {name: str(folder) for name, folder in folders.items()}
@@ -224,6 +227,19 @@ def test_bad_request_is_400_naming_the_field(server, folders, case):
     error = assert_openai_error(post(server.url, route, body), 400, param)
     assert words in error["message"], error
     assert httpx.get(server.url + "/health", timeout=60).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("stop", ["\n", "abcdef", ["é", "<pad>", "zz", "q"], "\u0000"])
+@pytest.mark.parametrize(("route", "name"), [(COMPLETIONS, "letters"), (COMPLETIONS, "seq2seq"), (CHAT, "chat")])
+def test_any_stop_string_is_answered(server, folders, route, name, stop):
+    """Stop strings a vocabulary cannot spell, or holds only in part, stop nothing and fail nothing (transformers'
+    criterion answered a 500, `substring not found`, on the "letters" vocabulary)."""
+    body = {"model": folders[name], "max_tokens": 8, "stop": stop, "temperature": 0}
+    body.update({"messages": HI} if route == CHAT else {"prompt": "ghost" if name == "letters" else "the cat"})
+    for stream in (False, True):
+        answer = post(server.url, route, {**body, "stream": stream})
+        assert answer.status_code == 200, answer.text
+        assert "error" not in answer.text and "finish_reason" in answer.text
 
 
 def test_bodies_past_the_limit_answer_413_unread(server, folders):

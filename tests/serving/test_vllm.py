@@ -13,6 +13,7 @@ and the front's own 4xx answers.
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,23 @@ FRONT_REFUSALS = {
     "empty messages": ("/v1/chat/completions", {"messages": []}, 400, None),
     "embeddings of a GPT": ("/v1/embeddings", {"input": "hi"}, 400, None),
     "not JSON": ("/v1/completions", "{not json", 400, "invalid_json"),
+    "lone surrogate in a prompt": ("/v1/completions", '{"prompt": "a\\ud800"}', 400, None),
+    "lone surrogate in a message": (
+        "/v1/chat/completions",
+        '{"messages": [{"role": "user", "content": "\\udfff"}]}',
+        400,
+        None,
+    ),
+    "max_tokens as text": ("/v1/completions", {"prompt": "hi", "max_tokens": "4"}, 400, None),
+    "five stop strings": ("/v1/completions", {"prompt": "hi", "stop": list("abcde")}, 400, None),
+    "an empty stop string": ("/v1/completions", {"prompt": "hi", "stop": [""]}, 400, None),
+    "a message without a role": ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, 400, None),
+    "a prompt too long to tokenize": (
+        "/v1/completions",
+        {"prompt": "x" * 1_000_000},
+        400,
+        "context_length_exceeded",
+    ),
 }
 
 
@@ -230,6 +248,21 @@ def test_the_front_refuses_what_the_default_engine_refuses_in_its_shape(front, c
     error = answer.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["code"] == code
     assert error["type"] == "invalid_request_error" and error["message"]
+
+
+def test_the_front_bounds_bodies_and_chat_templates(folders, tmp_path):
+    from fastapi.testclient import TestClient
+
+    plain = vllm_engine.prepare_model(folders["char_learned"], tmp_path)
+    plain.tokenizer.chat_template = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}"
+    app = vllm_engine.build_front_app(plain, vllm_engine.Backend("http://127.0.0.1:9", "key"), max_request_bytes=4096)
+    client = TestClient(app)
+    answer = client.post("/v1/completions", json={"prompt": "x" * 5000})
+    assert answer.status_code == 413 and answer.json()["error"]["type"] == "invalid_request_error"
+    started = time.monotonic()
+    answer = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert answer.status_code == 400 and answer.json()["error"]["code"] == "chat_template_limit"
+    assert time.monotonic() - started < 30
 
 
 def test_the_front_requires_the_api_key_and_refuses_chat_without_a_template(front, folders):
