@@ -18,6 +18,9 @@ SEED_LIMIT = 2**32
 MAX_STEPS_SCALE = 1000
 """The largest `QuickstartSteps.scaled` factor: a thousand quickstarts take about ten hours; 1e300 ran until killed
 and inf failed inside round()."""
+TOKENIZER_MAX_ENTRIES = 4_000_000
+"""Most entries an exported tokenizer file's vocab or merges list may claim: real vocabularies stay below 300k, and a
+file claiming billions would hold the export (and the memory of every reader) before anything fails."""
 MAX_VOCAB_SIZE = 10**6
 """The largest vocabulary a tokenizer is trained to: tokenizers' trainers reserve memory for the size asked (10**9
 aborted the process, 10**30 overflowed), and published vocabularies stay well below this."""
@@ -80,4 +83,5 @@ __all__ = [
     "ONNX_QUANTIZATIONS",
     "SEED_LIMIT",
     "SHUTDOWN_GRACE_SECONDS",
+    "TOKENIZER_MAX_ENTRIES",
 ]

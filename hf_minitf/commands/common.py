@@ -44,10 +44,12 @@ class CommandError(ValueError):
 
 def error_line(error: BaseException, out: str = "--out") -> str:
     """The first line of an error's message, in the command line's words (`out` for the output, `--overwrite`)."""
-    from hf_minitf.safety.output_folders import OutputFolderError
+    from hf_minitf.safety.output_folders import OutputDiskFull, OutputFolderError
 
     if isinstance(error, OutputFolderError):
         return error.worded(out, "--overwrite")
+    if isinstance(error, OutputDiskFull):
+        return error.worded(out)
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
 

@@ -35,7 +35,7 @@ import torch
 
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
-from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
+from hf_minitf.export.source import AGAIN, EXPORT_FILE, SourceFileError, accepts_src, open_source_of, read_json
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 if TYPE_CHECKING:
@@ -72,11 +72,13 @@ class LastHiddenState(torch.nn.Module):
 def check_sentence_transformer_folder(folder: Path) -> None:
     """Refuse a SentenceTransformer folder whose modules are not Transformer -> Pooling(mean) -> Normalize: the
     ONNX graph holds the Transformer only, and the documented pooling is the mean."""
-    modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    modules = read_json(folder / "modules.json", list, "an array of modules")
+    if not all(isinstance(module, dict) and isinstance(module.get("type"), str) for module in modules):
+        raise SourceFileError(f'{folder / "modules.json"}: every module must be an object with a "type"; {AGAIN}')
     kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
     if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
         raise ValueError(f"modules.json: the export needs Transformer -> Pooling(mean) [-> Normalize], got {kinds}.")
-    pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text(encoding="utf-8"))
+    pooling = read_json(folder / str(modules[1].get("path")) / "config.json")
     # sentence-transformers 6 writes "pooling_mode": "mean"; earlier versions one boolean per mode.
     mode = pooling.get("pooling_mode") or [
         key for key, value in pooling.items() if key.startswith("pooling_mode_") and value is True
@@ -163,13 +165,14 @@ def quantization_names(quantize: str | Sequence[str] | None) -> list[str]:
 def write_encoder_folder(source, model: MiniTFEncoderModel, tokenizer, work: Path, staging: Path) -> None:
     """The encoder's SentenceTransformer folder (copied, or saved from a bare MiniTF encoder) with its graph."""
     if (source.folder / "modules.json").is_file():
+        check_sentence_transformer_folder(source.folder)  # errors name the source's files, not the copy's
         shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
     else:
         from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 
         save_sentence_transformer(model, tokenizer, staging / "st")
         shutil.copytree(staging / "st", work, dirs_exist_ok=True)
-    check_sentence_transformer_folder(work)
+        check_sentence_transformer_folder(work)
     (work / MODEL_FILE).parent.mkdir()
     export_encoder_graph(model, work / MODEL_FILE)
 

@@ -20,6 +20,7 @@ import torch
 
 from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
+from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
 
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
@@ -51,6 +52,56 @@ def accepts_src(export: Export) -> Export:
 
 class ExportRefused(ValueError):
     """A model that has no exact form in the requested format; the message names the field and why."""
+
+
+class SourceFileError(ValueError):
+    """A file of the source folder that is not what a MiniTF folder holds (cut off, not the JSON it should be, past
+    a bound, a tokenizer larger than the model's vocabulary); the message names the file or folder and what is wrong."""
+
+
+AGAIN = "save or convert the model again."
+# The JSON name of each kind of value json.loads returns.
+JSON_KINDS = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
+# The tokenizer files of each family's folders, as (file, the side it encodes, config.json's field of its size).
+TOKENIZER_FILES = {
+    "seq2seq": (
+        ("source_tokenizer.json", "the source tokenizer (source_tokenizer.json)", "src_vocab_size"),
+        ("target_tokenizer.json", "the target tokenizer (target_tokenizer.json)", "vocab_size"),
+    ),
+}
+DEFAULT_TOKENIZER_FILES = (("tokenizer.json", "the tokenizer", "vocab_size"),)
+# Files beside the vocabularies that transformers reads when it loads a tokenizer: each a JSON object.
+TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in a message: `a JSON array`, `null`."""
+    return "null" if value is None else f"a JSON {JSON_KINDS.get(type(value), type(value).__name__)}"
+
+
+def read_json(path: Path, expected: type = dict, what: str = "an object") -> Any:
+    """The JSON value of the source file `path`, which must be of `expected` type (`what` in the message); a
+    SourceFileError naming the file when it is not JSON (cut off, not UTF-8) or holds another kind of value."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise SourceFileError(f"{path} is not JSON ({error}); {AGAIN}") from None
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        raise SourceFileError(f"{path} holds {json_kind(value)}, not {what}; {AGAIN}")
+    return value
+
+
+def check_tokenizer_entries(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a tokenizers file whose model claims more vocab or merges entries than TOKENIZER_MAX_ENTRIES, before
+    anything is done per entry."""
+    model = data.get("model")
+    for key in ("vocab", "merges"):
+        entries = model.get(key) if isinstance(model, dict) else None
+        if isinstance(entries, (list, dict)) and len(entries) > TOKENIZER_MAX_ENTRIES:
+            raise SourceFileError(
+                f"{path}: its model's {key} holds {len(entries):,} entries, more than the {TOKENIZER_MAX_ENTRIES:,} "
+                "any real tokenizer has; it is not a tokenizer this package saved: " + AGAIN
+            )
 
 
 def native_refusal(config: Any) -> str | None:
@@ -134,7 +185,14 @@ class MiniTFSource:
         options = {} if dtype is None else {"dtype": dtype}
         return model_class.from_pretrained(self.folder, trust_remote_code=False, **options).eval()
 
+    @property
+    def tokenizer_files(self) -> tuple[tuple[str, str, str], ...]:
+        """The folder's tokenizer files: (file, the side it encodes, config.json's field of its size)."""
+        return TOKENIZER_FILES.get(self.family, DEFAULT_TOKENIZER_FILES)
+
     def load_tokenizer(self):
+        """The folder's tokenizer, after checking its files (JSON objects, within TOKENIZER_MAX_ENTRIES) and that
+        it emits no id past the model's embedding (`check_vocab_sizes`): every export reads the tokenizer here."""
         from transformers import AutoTokenizer
 
         if FAMILIES[self.family].tokenizer_class is None and not (self.folder / "tokenizer.json").is_file():
@@ -142,7 +200,34 @@ class MiniTFSource:
                 f"{self.name} has no tokenizer.json; export needs the model's tokenizer beside it "
                 "(save it with tokenizer.save_pretrained into the folder)."
             )
-        return AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
+        for name, _, _ in self.tokenizer_files:
+            if (self.folder / name).is_file():
+                check_tokenizer_entries(self.folder / name, read_json(self.folder / name))
+        for name in TOKENIZER_SETTINGS:
+            if (self.folder / name).is_file():
+                read_json(self.folder / name)
+        tokenizer = AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
+        self.check_vocab_sizes(tokenizer)
+        return tokenizer
+
+    def check_vocab_sizes(self, tokenizer) -> None:
+        """Refuse a tokenizer (each side of a seq2seq one) with more tokens, added ones included, than config.json's
+        vocabulary size for it: its last ids would index past the model's embedding."""
+        family = FAMILIES[self.family]
+        config = family.load(family.config_class).from_pretrained(self.folder)
+        sizes = (
+            (tokenizer.source_vocab_size, tokenizer.target_vocab_size)
+            if self.family == "seq2seq"
+            else (len(tokenizer),)
+        )
+        for (_, side, field), size in zip(self.tokenizer_files, sizes):
+            limit = getattr(config, field)
+            if size > limit:
+                raise SourceFileError(
+                    f"{self.name}: {side} has {size} tokens (added tokens included) but config.json's {field} is "
+                    f"{limit}; ids {limit} to {size - 1} would index past the model's embedding: give the folder "
+                    f"the tokenizer the model was trained with, or a model with {field} >= {size}."
+                )
 
     def load_generation_config(self):
         """The folder's generation config, or None."""
@@ -179,15 +264,17 @@ def open_source(source: str | os.PathLike, revision: str | None = None) -> MiniT
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise ValueError(f"{name} has no config.json; it is not a saved model folder.")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{config_path} is not JSON ({error}); save or convert the model again.") from None
+    config = read_json(config_path, object)
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if family_of_model_type(model_type) is None:
         held = f"a {model_type!r} model" if model_type else "no model_type"
-        raise ValueError(
-            f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
+        raise SourceFileError(
+            (
+                ""
+                if isinstance(config, dict)
+                else f"{config_path} holds {json_kind(config)}, not an object of config fields: "
+            )
+            + f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
             "minitf_seq2seq); only MiniTF folders can be exported."
         )
     return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
@@ -209,10 +296,12 @@ def open_source_of(
 __all__ = [
     "ExportRefused",
     "MiniTFSource",
+    "SourceFileError",
     "check_native",
     "native_refusal",
     "open_source",
     "open_source_of",
+    "read_json",
     "rotate_half_order",
     "split_qkv_heads",
 ]

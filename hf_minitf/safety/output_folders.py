@@ -14,7 +14,8 @@ power loss) are cleaned up first. `atomic_output_dir(out, overwrite, inputs)` do
 `check_output_file` checks an output file (a GGUF) the same way.
 
 Errors are `OutputFolderError`s worded for Python callers (`overwrite=True`); a command line words them for
-its options with `worded("--out", "--overwrite")`.
+its options with `worded("--out", "--overwrite")`. A write that fails because the disk is full (ENOSPC, whichever
+writer met it) becomes an `OutputDiskFull`, an OSError naming the output folder and saying nothing was written.
 """
 
 from __future__ import annotations
@@ -53,6 +54,39 @@ class OutputFolderError(ValueError):
         """The message with the output folder called `out` and the replacing option `overwrite`, for example
         `worded("--out", "--overwrite")` on a command line."""
         return self.template.format(out=f"{out} {self.path}", overwrite=overwrite)
+
+
+class OutputDiskFull(OSError):
+    """Writing an output folder failed because its disk is full: an OSError with errno ENOSPC, as the write's own
+    (its cause), saying that nothing was written (the work folder is gone, a previous folder is as it was). The
+    message names the folder as `worded` does, so a command line says `OUT PATH`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        super().__init__(errno.ENOSPC, self.worded("the output folder"), str(path))
+
+    def worded(self, out: str) -> str:
+        return (
+            f"the disk is full ({os.strerror(errno.ENOSPC)}): nothing was written to {out} {self.path}; free some "
+            "space there and run again"
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+# numpy's `tofile` (ONNX and GGUF weight writers) reports a short write, which on a regular file means the disk is
+# full, as `OSError("49152 requested and 464 written")`, with no errno.
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether `error` says the disk is full: an OSError with errno ENOSPC, numpy's short write, or the error of a
+    Rust-backed writer (safetensors' SafetensorError, tokenizers' bare Exception) holding the system's words for it."""
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC or bool(_SHORT_WRITE.fullmatch(str(error)))
+    rust_backed = type(error) is Exception or type(error).__name__ == "SafetensorError"
+    return rust_backed and os.strerror(errno.ENOSPC) in str(error)
 
 
 # Files that make a folder a model folder, as this package's writers and the Hub leave them: a transformers
@@ -335,11 +369,13 @@ class OutputFolder:
                 if refusal is not None:
                     raise OutputFolderError(refusal, self.path)
             _put_in_place(work, out)
-        except BaseException:
+        except BaseException as error:
             shutil.rmtree(work, ignore_errors=True)
             for parent in created:  # innermost first: only the folders made for this output, and only if empty
                 if parent.exists() and not any(parent.iterdir()):
                     parent.rmdir()
+            if isinstance(error, Exception) and disk_full(error):  # an inner output's too: named as this one
+                raise OutputDiskFull(self.path) from error
             raise
 
 
@@ -362,12 +398,14 @@ def atomic_output_dir(
 
 __all__ = [
     "MODEL_FILES",
+    "OutputDiskFull",
     "OutputFolder",
     "OutputFolderError",
     "atomic_output_dir",
     "check_output_dir",
     "check_output_file",
     "clean_stale_leftovers",
+    "disk_full",
     "exchange_paths",
     "existing_paths",
     "output_folder",

@@ -1,0 +1,283 @@
+"""Bad input, one row each: `minitf export` meeting source folders that are not what they claim (a vocab_size below
+the tokenizer's, a truncated or non-object JSON file, a tokenizer claiming more entries than any vocabulary has) and
+a disk that fills up while the export is written. Each ends in exit 2 and one line naming the file or folder and what
+is wrong, and leaves nothing half-written."""
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from bad_inputs import CommandFailed, assert_ids_unique, bad, char_gpt_folder, check_bad_input, minitf, write
+from factories import make_encoder, make_seq2seq
+from safetensors import SafetensorError
+
+import hf_minitf.export.source as source_module
+from hf_minitf import MiniTFEncoderModel, MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
+
+MODEL_CLASSES = {
+    "minitf_gpt": MiniTFGPTForCausalLM,
+    "minitf_encoder": MiniTFEncoderModel,
+    "minitf_seq2seq": MiniTFSeq2SeqForConditionalGeneration,
+}
+OUT = {"gguf": "out.gguf"}  # the other formats write a folder, `out`
+
+
+def smaller(folder: Path, **shrink: int) -> Path:
+    """`folder`'s model saved again with each config field of `shrink` (a vocabulary size) made that much smaller,
+    so that its tokenizer emits ids past the embedding."""
+    model_class = MODEL_CLASSES[json.loads((folder / "config.json").read_text())["model_type"]]
+    config = model_class.config_class.from_pretrained(folder)
+    for field, by in shrink.items():
+        setattr(config, field, getattr(config, field) - by)
+    model_class(config).save_pretrained(folder)
+    return folder
+
+
+def gpt(tmp: Path, **shrink: int) -> Path:
+    """The char GPT of "abc " (8 tokens, vocab_size 8), `smaller` by `shrink`."""
+    return smaller(char_gpt_folder(tmp), **shrink)
+
+
+def encoder(tmp: Path, **shrink: int) -> Path:
+    return smaller(make_encoder(tmp / "encoder"), **shrink)
+
+
+def seq2seq(tmp: Path, **shrink: int) -> Path:
+    return smaller(make_seq2seq(tmp / "seq2seq"), **shrink)
+
+
+def edited(folder: Path, name: str, edit) -> Path:
+    """`folder` with its file `name` replaced by `edit(text)`."""
+    write(folder / name, edit((folder / name).read_text(encoding="utf-8")))
+    return folder
+
+
+def halved(text: str) -> str:
+    return text[: len(text) // 2]
+
+
+def with_merges(count: int):
+    def edit(text: str) -> str:
+        data = json.loads(text)
+        data["model"]["merges"] = ["a b"] * count
+        return json.dumps(data)
+
+    return edit
+
+
+def export(fmt: str, source: Path, tmp: Path) -> None:
+    minitf("export", fmt, source, tmp / OUT.get(fmt, "out"))
+
+
+def limited(limit: int, action):
+    """`action` with TOKENIZER_MAX_ENTRIES lowered to `limit` (the real bound is far above these tiny tokenizers)."""
+
+    def run(tmp: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(source_module, "TOKENIZER_MAX_ENTRIES", limit)
+            action(tmp)
+
+    return run
+
+
+NO_SPACE = OSError(errno.ENOSPC, "No space left on device", "model.safetensors")
+# How the Rust-backed safetensors and numpy's tofile (the ONNX and GGUF weights) report a full disk.
+SAFETENSORS_NO_SPACE = SafetensorError(
+    'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
+)
+SHORT_WRITE = OSError("49152 requested and 464 written")
+
+
+def no_space(*args, **kwargs):
+    raise NO_SPACE
+
+
+def disk_full(target: str, action, error: BaseException = NO_SPACE):
+    """`action` with `target` (module.function, a writer the export calls inside its output folder) raising
+    `error`, as a full disk does."""
+
+    def full(*args, **kwargs):
+        raise error
+
+    def run(tmp: Path) -> None:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(target, full)
+            action(tmp)
+        assert not (tmp / "out").exists(), "a disk-full export left its output folder"
+
+    return run
+
+
+def too_small(fmt: str, size: int = 8, by: int = 2) -> str:
+    return (
+        rf"exit 2: minitf export {fmt}: error: .*chars: the tokenizer has {size} tokens \(added tokens included\) but config.json's "
+        rf"vocab_size is {size - by}; ids {size - by} to {size - 1} "
+    )
+
+
+BAD_INPUTS = [
+    # 1. vocab_size smaller than the tokenizer: every export refuses it, naming both sizes and the folder.
+    *(
+        bad(
+            f"{fmt}-gpt-vocab-size-below-tokenizer",
+            lambda tmp, fmt=fmt: export(fmt, gpt(tmp, vocab_size=2), tmp),
+            CommandFailed,
+            too_small(fmt),
+        )
+        for fmt in ("native", "gguf", "ctranslate2", "onnx", "web")
+    ),
+    bad(
+        "native-encoder-vocab-size-below-tokenizer",
+        lambda tmp: export("native", encoder(tmp, vocab_size=3), tmp),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*encoder: the tokenizer has \d+ tokens \(added tokens included\) but "
+        r"config.json's vocab_size is \d+",
+    ),
+    bad(
+        "ctranslate2-seq2seq-src-vocab-size-below-source-tokenizer",
+        lambda tmp: export("ctranslate2", seq2seq(tmp, src_vocab_size=1), tmp),
+        CommandFailed,
+        r"exit 2: minitf export ctranslate2: error: .*seq2seq: the source tokenizer \(source_tokenizer.json\) has "
+        r"\d+ tokens \(added tokens included\) but config.json's src_vocab_size is \d+",
+    ),
+    bad(
+        "ctranslate2-seq2seq-vocab-size-below-target-tokenizer",
+        lambda tmp: export("ctranslate2", seq2seq(tmp, vocab_size=1), tmp),
+        CommandFailed,
+        r"seq2seq: the target tokenizer \(target_tokenizer.json\) has \d+ tokens \(added tokens included\) but "
+        r"config.json's vocab_size is \d+",
+    ),
+    # 2. JSON files that are cut off or not objects: the file and what is wrong, no traceback.
+    bad(
+        "native-tokenizer-json-truncated",
+        lambda tmp: export("native", edited(gpt(tmp), "tokenizer.json", halved), tmp),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*chars/tokenizer.json is not JSON \(.*\); ",
+    ),
+    bad(
+        "gguf-tokenizer-json-a-list",
+        lambda tmp: export("gguf", edited(gpt(tmp), "tokenizer.json", lambda text: "[]"), tmp),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: .*chars/tokenizer.json holds a JSON array, not an object",
+    ),
+    bad(
+        "onnx-tokenizer-json-a-string",
+        lambda tmp: export("onnx", edited(gpt(tmp), "tokenizer.json", lambda text: '"x"'), tmp),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: .*chars/tokenizer.json holds a JSON string, not an object",
+    ),
+    bad(
+        "native-tokenizer-config-a-list",
+        lambda tmp: export("native", edited(gpt(tmp), "tokenizer_config.json", lambda text: "[]"), tmp),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*chars/tokenizer_config.json holds a JSON array, not an object",
+    ),
+    bad(
+        "ctranslate2-source-tokenizer-truncated",
+        lambda tmp: export("ctranslate2", edited(seq2seq(tmp), "source_tokenizer.json", halved), tmp),
+        CommandFailed,
+        r"exit 2: minitf export ctranslate2: error: .*seq2seq/source_tokenizer.json is not JSON \(",
+    ),
+    bad(
+        "native-config-a-string",
+        lambda tmp: export("native", edited(gpt(tmp), "config.json", lambda text: '"x"'), tmp),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*chars/config.json holds a JSON string, not an object of config "
+        r"fields",
+    ),
+    bad(
+        "onnx-encoder-modules-json-truncated",
+        lambda tmp: export("onnx", edited(encoder(tmp), "modules.json", halved), tmp),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: .*encoder/modules.json is not JSON \(",
+    ),
+    bad(
+        "onnx-encoder-pooling-config-a-list",
+        lambda tmp: export("onnx", edited(encoder(tmp), "1_Pooling/config.json", lambda text: "[]"), tmp),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: .*encoder/1_Pooling/config.json holds a JSON array, not an object",
+    ),
+    # 3. A tokenizer file claiming more entries than any vocabulary has: refused before any per-entry work.
+    bad(
+        "native-tokenizer-vocab-over-limit",
+        limited(5, lambda tmp: export("native", gpt(tmp), tmp)),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*chars/tokenizer.json: its model's vocab holds 8 entries, more than "
+        r"the 5 any real tokenizer has",
+    ),
+    bad(
+        "gguf-tokenizer-merges-over-limit",
+        limited(10, lambda tmp: export("gguf", edited(gpt(tmp), "tokenizer.json", with_merges(11)), tmp)),
+        CommandFailed,
+        r"chars/tokenizer.json: its model's merges holds 11 entries, more than the 10 any real tokenizer has",
+    ),
+    bad(
+        "ctranslate2-source-tokenizer-vocab-over-limit",
+        limited(5, lambda tmp: export("ctranslate2", seq2seq(tmp), tmp)),
+        CommandFailed,
+        r"seq2seq/source_tokenizer.json: its model's vocab holds \d+ entries, more than the 5",
+    ),
+    # 4. A full disk: the output folder named, nothing written.
+    bad(
+        "native-gpt-disk-full",
+        disk_full("hf_minitf.export.native.save_file", lambda tmp: export("native", gpt(tmp), tmp)),
+        CommandFailed,
+        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out; free some space there and run again",
+    ),
+    bad(
+        "native-encoder-disk-full-in-safetensors",
+        disk_full(
+            "hf_minitf.export.native.save_file",
+            lambda tmp: export("native", encoder(tmp), tmp),
+            SAFETENSORS_NO_SPACE,
+        ),
+        CommandFailed,
+        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out;",
+    ),
+    bad(
+        "onnx-encoder-disk-full-short-write",
+        disk_full(
+            "hf_minitf.export.onnx.export_encoder_graph", lambda tmp: export("onnx", encoder(tmp), tmp), SHORT_WRITE
+        ),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out;",
+    ),
+    bad(
+        "onnx-gpt-disk-full",
+        disk_full("hf_minitf.export.onnx_decoder.export_decoder_graph", lambda tmp: export("onnx", gpt(tmp), tmp)),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out;",
+    ),
+    bad(
+        "web-gpt-disk-full",
+        disk_full("hf_minitf.export.onnx_decoder.export_decoder_graph", lambda tmp: export("web", gpt(tmp), tmp)),
+        CommandFailed,
+        r"exit 2: minitf export web: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT [^ ]*/out;",
+    ),
+]
+
+
+@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
+def test_bad_export_source_is_refused_naming_the_problem(tmp_path, action, error, message):
+    check_bad_input(tmp_path, action, error, message)
+
+
+def test_ids_are_unique():
+    assert_ids_unique(BAD_INPUTS)
+
+
+def test_disk_full_from_python_keeps_errno(tmp_path, monkeypatch):
+    """From Python, a full disk stays an OSError with errno ENOSPC (callers that test errno keep working)."""
+    from hf_minitf.export.native import export_native
+
+    monkeypatch.setattr("hf_minitf.export.native.save_file", no_space)
+    with pytest.raises(OSError, match=r"the disk is full .*nothing was written to the output folder") as error:
+        export_native(gpt(tmp_path), tmp_path / "out")
+    assert error.value.errno == errno.ENOSPC
+    assert not (tmp_path / "out").exists()
