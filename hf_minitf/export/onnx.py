@@ -36,6 +36,7 @@ import torch
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.export.source import AGAIN, EXPORT_FILE, SourceFileError, accepts_src, open_source_of, read_json
+from hf_minitf.safety.files import confined_path
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 if TYPE_CHECKING:
@@ -78,7 +79,8 @@ def check_sentence_transformer_folder(folder: Path) -> None:
     kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
     if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
         raise ValueError(f"modules.json: the export needs Transformer -> Pooling(mean) [-> Normalize], got {kinds}.")
-    pooling = read_json(folder / str(modules[1].get("path")) / "config.json")
+    pooling_folder = confined_path(folder, str(modules[1].get("path", "")), "modules.json's Pooling path")
+    pooling = read_json(pooling_folder / "config.json")
     # sentence-transformers 6 writes "pooling_mode": "mean"; earlier versions one boolean per mode.
     mode = pooling.get("pooling_mode") or [
         key for key, value in pooling.items() if key.startswith("pooling_mode_") and value is True

@@ -227,6 +227,17 @@ BAD_INPUTS = [
         r"OUT .*/out; free some space there and run again",
     ),
     bad(
+        "onnx-encoder-pooling-path-outside",
+        lambda tmp: export(
+            "onnx",
+            edited(encoder(tmp), "modules.json", lambda text: text.replace('"1_Pooling"', '"../../outside"')),
+            tmp,
+        ),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: .*encoder: modules.json's Pooling path is '../../outside', a path out of "
+        r"the folder",
+    ),
+    bad(
         "native-encoder-disk-full-in-safetensors",
         disk_full(
             "hf_minitf.export.native.save_file",
