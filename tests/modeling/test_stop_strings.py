@@ -8,6 +8,7 @@ token whose prefix decodes to a text containing the stop string."""
 import pytest
 import torch
 from factories import EXPORT_TEXT, PAIRS, SENTENCES, _random_gpt, make_seq2seq
+from isolation import run_without_hf_minitf
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from hf_minitf import char_tokenizer, train_bpe_tokenizer, train_wordlevel_tokenizer
@@ -138,6 +139,29 @@ def test_the_pipelines_stop_at_a_stop_string(folders):
     stopped = translator(source, stop_strings=stop)[0]["translation_text"]
     assert stopped == tokenizer.decode(cut_at_first_stop(tokenizer, ids, [stop]), skip_special_tokens=True)
     assert stopped.endswith(stop) and len(stopped) < len(translation) + (stop == translation.split()[-1])
+
+
+def test_the_saved_code_stops_without_hf_minitf(folders, tmp_path):
+    """The criterion is copied beside saved models: remote-code users (no hf_minitf) get it too."""
+    model, tokenizer = load(folders["char"])
+    full = generated(model, tokenizer, "ghost ")
+    stop = decode(tokenizer, full)[len(full) // 2]
+    result = run_without_hf_minitf(
+        f"""
+        import json, torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        folder = {str(folders["char"])!r}
+        model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        inputs = tokenizer("ghost ", return_tensors="pt")
+        output = model.generate(**inputs, max_new_tokens={NEW_TOKENS}, do_sample=False, stop_strings={stop!r},
+                                tokenizer=tokenizer)
+        print(json.dumps({{"module": type(model).__module__, "ids": output[0, inputs["input_ids"].shape[1]:].tolist()}}))
+        """,
+        cwd=str(tmp_path),
+    )
+    assert result["module"].startswith("transformers_modules")
+    assert result["ids"] == cut_at_first_stop(tokenizer, full, [stop])
 
 
 @pytest.mark.parametrize(
