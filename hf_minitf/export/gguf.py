@@ -109,17 +109,17 @@ def gguf_vocabulary(tokenizer_json: dict[str, Any], vocab_size: int) -> tuple[li
                 "cannot export to GGUF: a BPE without a byte-level pre-tokenizer and with merges has no llama.cpp form."
             )
         spelled = byte_alphabet()
-        tokens_by_id, merges = {}, []
+        tokens_by_id: dict[int, str] = {}
+        first_seen: dict[str, None] = {}  # the merges, once each, in first-seen order (a dict keeps it)
         for token, index in vocab.items():
             if index in added:
                 tokens_by_id[index] = token
                 continue
-            pieces = [spelled[byte] for byte in token.encode("utf-8")]
-            tokens_by_id[index] = "".join(pieces)
-            for end in range(2, len(pieces) + 1):  # join the bytes of a multi-byte character, left to right
-                merge = f"{''.join(pieces[: end - 1])} {pieces[end - 1]}"
-                if merge not in merges:
-                    merges.append(merge)
+            spelling = "".join([spelled[byte] for byte in token.encode("utf-8")])  # one character per byte
+            tokens_by_id[index] = spelling
+            for end in range(1, len(spelling)):  # join the bytes of a multi-byte character, left to right
+                first_seen[f"{spelling[:end]} {spelling[end]}"] = None  # a repeat keeps its first place
+        merges = list(first_seen)
     elif (
         pre_tokenizer.get("type") == "ByteLevel"
         and pre_tokenizer.get("use_regex", True)
@@ -134,10 +134,10 @@ def gguf_vocabulary(tokenizer_json: dict[str, Any], vocab_size: int) -> tuple[li
         )
     if not merges:
         merges = [inert_merge(tokens_by_id)]
-    if tokens_by_id and max(tokens_by_id) >= vocab_size:
+    largest = max(tokens_by_id, default=-1)
+    if tokens_by_id and largest >= vocab_size:
         raise ExportRefused(
-            f"cannot export to GGUF: the tokenizer has token id {max(tokens_by_id)}, past the model's "
-            f"vocab_size={vocab_size}."
+            f"cannot export to GGUF: the tokenizer has token id {largest}, past the model's vocab_size={vocab_size}."
         )
     tokens, types = [], []
     for index in range(vocab_size):

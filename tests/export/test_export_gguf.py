@@ -13,9 +13,10 @@ import torch
 from factories import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from hf_minitf import MiniTFGPTForCausalLM
+from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_gguf
+from hf_minitf.export.gguf import gguf_vocabulary
 
 DTYPES = ("f32", "f16", "q8_0")
 GPT_CASES = [
@@ -170,6 +171,39 @@ def test_gguf_tokenizer_is_the_model_tokenizer_in_the_byte_alphabet(sources, fil
     ):
         key = f"tokenizer.ggml.{name_}_token_id"
         assert (reader.fields[key].contents() if key in reader.fields else None) == token_id, key
+
+
+def test_character_merges_come_once_each_in_first_seen_order():
+    """Characters sharing lead bytes (é è: C3; € ₤: E2 82) need some merges twice; each is written once, where
+    it is first needed, in vocabulary order."""
+    tokenizer = char_tokenizer(["é", "€", "a", "è", "₤"], special_tokens=None)
+    tokens, types, merges = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), 7)
+    assert tokens == ["Ã©", "âĤ¬", "a", "Ã¨", "âĤ¤", "[PAD5]", "[PAD6]"]
+    assert types == [1, 1, 1, 1, 1, 5, 5]
+    assert merges == ["Ã ©", "â Ĥ", "âĤ ¬", "Ã ¨", "âĤ ¤"]
+
+
+def test_large_character_vocabulary_gives_every_merge_once_in_order():
+    """50,000 characters (CJK, then the 4-byte planes past U+FFFF), as a big character GPT has: every merge
+    that builds a character, none twice, in the order the vocabulary first needs them."""
+    chars = [chr(code) for code in range(0x4E00, 0x4E00 + 52_100) if not 0xD800 <= code <= 0xDFFF][:50_000]
+    assert len(chars[-1].encode()) == 4
+    tokenizer = char_tokenizer(chars)
+    tokens, types, merges = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), len(tokenizer))
+    spelling = _byte_spelling()
+    specials = len(tokenizer) - len(chars)
+    assert tokens[specials:] == ["".join(spelling[b] for b in char.encode()) for char in chars]
+    assert types == [3] * specials + [1] * len(chars)
+    expected, seen = [], set()
+    for char in chars:
+        pieces = [spelling[b] for b in char.encode()]
+        for end in range(2, len(pieces) + 1):
+            merge = f"{''.join(pieces[: end - 1])} {pieces[end - 1]}"
+            if merge not in seen:
+                seen.add(merge)
+                expected.append(merge)
+    assert len(merges) == len(set(merges)) > len(chars)
+    assert merges == expected
 
 
 def test_gpt2_gguf_loads_in_transformers_and_gives_minitf_tokens(sources, files):
