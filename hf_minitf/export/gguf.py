@@ -36,7 +36,7 @@ import torch
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.hub.cards import export_card_data
-from hf_minitf.safety.output_folders import check_output_file
+from hf_minitf.safety.output_folders import OutputDiskFull, check_output_file, disk_full
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
@@ -316,6 +316,10 @@ def export_gguf(
     try:
         _write_gguf(partial, opened, config, tensors, dtype, tokenizer, vocabulary, file_license)
         os.replace(partial, out)
+    except Exception as error:
+        if disk_full(error):
+            raise OutputDiskFull(out, "the output file") from error
+        raise
     finally:
         partial.unlink(missing_ok=True)
     return out

@@ -57,13 +57,13 @@ class OutputFolderError(ValueError):
 
 
 class OutputDiskFull(OSError):
-    """Writing an output folder failed because its disk is full: an OSError with errno ENOSPC, as the write's own
-    (its cause), saying that nothing was written (the work folder is gone, a previous folder is as it was). The
-    message names the folder as `worded` does, so a command line says `OUT PATH`."""
+    """Writing an output folder (or file: `what`) failed because its disk is full: an OSError with errno ENOSPC, as
+    the write's own (its cause), saying that nothing was written (the work folder is gone, a previous output is as
+    it was). The message names the output as `worded` does, so a command line says `OUT PATH`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, what: str = "the output folder") -> None:
         self.path = Path(path)
-        super().__init__(errno.ENOSPC, self.worded("the output folder"), str(path))
+        super().__init__(errno.ENOSPC, self.worded(what), str(path))
 
     def worded(self, out: str) -> str:
         return (

@@ -104,7 +104,8 @@ def disk_full(target: str, action, error: BaseException = NO_SPACE):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(target, full)
             action(tmp)
-        assert not (tmp / "out").exists(), "a disk-full export left its output folder"
+        assert not (tmp / "out").exists() and not (tmp / "out.gguf").exists(), "a disk-full export left its output"
+        assert not list(tmp.glob(".out*")), "a disk-full export left a partial file"
 
     return run
 
@@ -236,6 +237,13 @@ BAD_INPUTS = [
         CommandFailed,
         r"exit 2: minitf export onnx: error: .*encoder: modules.json's Pooling path is '../../outside', a path out of "
         r"the folder",
+    ),
+    bad(
+        "gguf-gpt-disk-full-short-write",
+        disk_full("gguf.GGUFWriter.write_tensors_to_file", lambda tmp: export("gguf", gpt(tmp), tmp), SHORT_WRITE),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out.gguf;",
     ),
     bad(
         "native-encoder-disk-full-in-safetensors",
