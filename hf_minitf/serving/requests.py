@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from openai.types import Completion, CompletionChoice, CompletionUsage
 
 from hf_minitf.catalog.limits import GREEDY_BELOW_TEMPERATURE
+from hf_minitf.serving.api import TranscriptionHandler
 from hf_minitf.serving.api import chat_completion as _chat_completion
 from hf_minitf.serving.api import completion as _completion
 from hf_minitf.serving.api import response as _response
@@ -241,3 +242,16 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
             choices=[CompletionChoice(text=text, index=0, logprobs=None, finish_reason=finish_reason)],
         )
         return JSONResponse(completion.model_dump(exclude_none=True))
+
+
+class Transcriptions(TranscriptionHandler):
+    """/v1/audio/transcriptions: no MiniTF family reads audio, so the route refuses every request (transformers'
+    handler would first parse the upload, a 500 where python-multipart is not installed)."""
+
+    async def handle_request(self, request: Any, *args: Any, **kwargs: Any):
+        raise RequestError(
+            400,
+            "No model served here transcribes audio: minitf serve serves text models (GPTs, encoders, translation "
+            "models). Send text to /v1/completions, /v1/chat/completions or /v1/embeddings.",
+            param="model",
+        )

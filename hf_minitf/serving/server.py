@@ -37,13 +37,13 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from hf_minitf.catalog.limits import MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.export.run import export_info
 from hf_minitf.serving import API_KEY_VARIABLE
-from hf_minitf.serving.api import SystemOneHandler, TranscriptionHandler
+from hf_minitf.serving.api import SystemOneHandler
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import server as _server
 from hf_minitf.serving.errors import install_openai_errors, limit_request_bytes, require_api_key
 from hf_minitf.serving.family import served_config
 from hf_minitf.serving.models import ServedModel, ServedModelManager, model_family
-from hf_minitf.serving.requests import ChatCompletions, Completions, Responses
+from hf_minitf.serving.requests import ChatCompletions, Completions, Responses, Transcriptions
 from hf_minitf.serving.stops import GenerationState
 
 # The continuous-batching KV cache on a CPU: transformers sizes it from the free memory of the device, which on a
@@ -146,7 +146,7 @@ def build_app(
         ChatCompletions(manager, state),
         completion_handler=Completions(manager, state),
         response_handler=Responses(manager, state),
-        transcription_handler=TranscriptionHandler(manager, state),
+        transcription_handler=Transcriptions(manager, state),
         systemone_handler=SystemOneHandler(manager, state),
         generation_state=state,
     )

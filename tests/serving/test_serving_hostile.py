@@ -242,6 +242,18 @@ def test_any_stop_string_is_answered(server, folders, route, name, stop):
         assert "error" not in answer.text and "finish_reason" in answer.text
 
 
+def test_audio_transcription_is_a_400_naming_the_text_routes(server, folders):
+    """No MiniTF family reads audio: the upload is refused, not parsed (a 500 without python-multipart)."""
+    answer = httpx.post(
+        server.url + "/v1/audio/transcriptions",
+        files={"file": ("a.wav", b"RIFF0000WAVE")},
+        data={"model": folders["gpt"]},
+        timeout=60,
+    )
+    error = assert_openai_error(answer, 400, "model")
+    assert "transcribes audio" in error["message"] and "/v1/completions" in error["message"]
+
+
 def test_bodies_past_the_limit_answer_413_unread(server, folders):
     big = {"model": folders["encoder"], "input": ["dog " * 1000] * 20}
     error = assert_openai_error(post(server.url, EMBEDDINGS, big), 413, None)
