@@ -7,7 +7,6 @@ Light to import (no torch): the parser imports every command module to build `mi
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import pickle
 import sys
@@ -100,19 +99,10 @@ NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
 
 def read_config(folder: Path) -> dict:
     """The folder's config.json as a dict; a CommandError naming the file when it is not a JSON object."""
-    path = folder / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CommandError(
-            f"{path} is not JSON ({error}); it is not a saved model's config: save or convert the model again"
-        ) from None
-    if not isinstance(config, dict):
-        raise CommandError(
-            f"{path} holds a JSON {type(config).__name__}, not an object of config fields; it is not "
-            "a saved model's config: save or convert the model again"
-        )
-    return config
+    from hf_minitf.safety.files import read_json
+
+    advice = "it is not a saved model's config: save or convert the model again"
+    return read_json(folder / "config.json", dict, "an object of config fields", advice, CommandError)
 
 
 def architectures(config: dict) -> list[str]:

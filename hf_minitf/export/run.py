@@ -24,7 +24,7 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from hf_minitf.catalog.exports import EVERY_KIND, EXPORT_FILE, EXPORT_INFO_FIELDS
-from hf_minitf.safety.files import UnsafeFileError, confined_path, links_leaving
+from hf_minitf.safety.files import JSON_KINDS, UnsafeFileError, confined_path, links_leaving, read_json
 
 AGAIN = "export the model again with minitf export"
 # The ONNX decoder's cache: inputs `past_key_values.{layer}.key/.value`, the outputs that feed them next call
@@ -44,19 +44,8 @@ def _json(folder: Path, name: str, expected: type = dict, required: bool = False
         if required:
             raise ExportFolderError(f"{folder} has no {name}, which the export needs; {AGAIN}")
         return expected()
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ExportFolderError(f"{path} is not JSON ({error}); {AGAIN}") from None
-    if not isinstance(value, expected):
-        wanted = "an object" if expected is dict else f"a JSON {expected.__name__}"
-        raise ExportFolderError(f"{path} holds a JSON {_json_type(value)}, not {wanted}; {AGAIN}")
-    return value
-
-
-def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "list", str: "string", bool: "boolean", int: "integer", float: "number"}
-    return "null" if value is None else names.get(type(value), type(value).__name__)
+    wanted = "an object" if expected is dict else f"a JSON {JSON_KINDS.get(expected, expected.__name__)}"
+    return read_json(path, expected, wanted, AGAIN, ExportFolderError)
 
 
 def _field(folder: Path, config: dict, file: str, key: str, kind: str = "count") -> Any:

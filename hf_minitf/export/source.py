@@ -8,7 +8,6 @@ never its code, and the model is built from this package's own classes: exportin
 from __future__ import annotations
 
 import functools
-import json
 import os
 import warnings
 from collections.abc import Callable
@@ -22,6 +21,8 @@ from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
+from hf_minitf.safety.files import json_kind
+from hf_minitf.safety.files import read_json as read_json_file
 
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
@@ -60,8 +61,6 @@ class SourceFileError(ValueError):
 
 
 AGAIN = "save or convert the model again."
-# The JSON name of each kind of value json.loads returns.
-JSON_KINDS = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean"}
 # The tokenizer files of each family's folders, as (file, the side it encodes, config.json's field of its size).
 TOKENIZER_FILES = {
     "seq2seq": (
@@ -74,21 +73,9 @@ DEFAULT_TOKENIZER_FILES = (("tokenizer.json", "the tokenizer", "vocab_size"),)
 TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
 
 
-def json_kind(value: Any) -> str:
-    """What a JSON value is, in a message: `a JSON array`, `null`."""
-    return "null" if value is None else f"a JSON {JSON_KINDS.get(type(value), type(value).__name__)}"
-
-
 def read_json(path: Path, expected: type = dict, what: str = "an object") -> Any:
-    """The JSON value of the source file `path`, which must be of `expected` type (`what` in the message); a
-    SourceFileError naming the file when it is not JSON (cut off, not UTF-8) or holds another kind of value."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise SourceFileError(f"{path} is not JSON ({error}); {AGAIN}") from None
-    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
-        raise SourceFileError(f"{path} holds {json_kind(value)}, not {what}; {AGAIN}")
-    return value
+    """The JSON value of the source file `path` (`safety.files.read_json`), a SourceFileError naming it else."""
+    return read_json_file(path, expected, what, AGAIN, SourceFileError)
 
 
 def check_tokenizer_entries(path: Path, data: dict[str, Any]) -> None:

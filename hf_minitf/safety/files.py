@@ -1,6 +1,6 @@
 """Checks on files that come from, or leave for, somewhere else: what uploads must not carry (links out of the
-folder, pickles by content whatever their names), what a refused pickle is told as, and how much a card's YAML
-may expand.
+folder, pickles by content whatever their names), what a refused pickle is told as, how much a card's YAML
+may expand, and the JSON files a folder holds (`read_json`: named when cut off or of another kind).
 
 Pickle is decided by content, never by name: protocol 2+ pickles start with the PROTO opcode (0x80); protocol
 0/1 pickles are recognised by parsing them with `pickletools` (which reads opcodes and runs nothing): a small file
@@ -14,6 +14,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import io
+import json
 import lzma
 import os
 import pickle
@@ -24,6 +25,7 @@ import zipfile
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 HEAD_BYTES = 4096
 # Files up to this size are parsed whole; of larger ones only the head is (a protocol 0/1 pickle of real weights
@@ -36,6 +38,30 @@ _CODE_OPCODES = (" GLOBAL ", " STACK_GLOBAL", " INST ", " OBJ", " REDUCE", " BUI
 _CUT_SHORT = ("exhausted before seeing STOP", "but only", "no newline found", "not enough data")
 _COMPRESSED = ((b"\x1f\x8b", "gzip", gzip.open), (b"BZh", "bz2", bz2.open), (b"\xfd7zXZ\x00", "xz", lzma.open))
 _NUMPY_MAGIC = b"\x93NUMPY"
+
+
+# The JSON name of each kind of value json.loads returns.
+JSON_KINDS = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in a message: `a JSON array`, `null`."""
+    return "null" if value is None else f"a JSON {JSON_KINDS.get(type(value), type(value).__name__)}"
+
+
+def read_json(
+    path: Path, expected: type = dict, what: str = "an object", advice: str = "", error: type[Exception] = ValueError
+) -> Any:
+    """The JSON value of a folder's file `path`, which must be of `expected` type (`what` in the message); an
+    `error` naming the file when it is not JSON (cut off, not UTF-8) or holds another kind of value, ending with
+    `advice` (what to do)."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as problem:
+        raise error(f"{path} is not JSON ({problem}); {advice}") from None
+    if not isinstance(value, expected) or (isinstance(value, bool) and expected is not bool):
+        raise error(f"{path} holds {json_kind(value)}, not {what}; {advice}")
+    return value
 
 
 class UnsafeFileError(ValueError):
@@ -430,6 +456,7 @@ def _refused_file(candidates: list[Path]) -> Path | None:
 __all__ = [
     "CARD_METADATA_CHARS",
     "CARD_METADATA_VALUES",
+    "JSON_KINDS",
     "CardMetadataError",
     "RefusedPickleError",
     "UnsafeFileError",
@@ -437,11 +464,13 @@ __all__ = [
     "check_upload_sources",
     "confined_path",
     "folder_files",
+    "json_kind",
     "link_problem",
     "links_leaving",
     "load_model_card",
     "pickle_reason",
     "pickle_reason_in_bytes",
+    "read_json",
     "reading_roots",
     "refused_content",
     "refused_pickle_message",

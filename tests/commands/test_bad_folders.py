@@ -106,7 +106,7 @@ BAD_INPUTS = [
         "info-config-a-list",
         lambda tmp: minitf("info", saved_gpt(tmp, lambda folder: write(folder / "config.json", "[1, 2]"))),
         CommandFailed,
-        r"config.json holds a JSON list, not an object",
+        r"config.json holds a JSON array, not an object",
     ),
     bad(
         "info-safetensors-not-json",
@@ -172,7 +172,7 @@ BAD_INPUTS = [
         "generate-export-file-a-list",
         lambda tmp: minitf("generate", write(tmp / "export/minitf_export.json", "[1]").parent, "hi"),
         CommandFailed,
-        r"minitf_export.json holds a JSON list, not an object; export the model again",
+        r"minitf_export.json holds a JSON array, not an object; export the model again",
     ),
     bad(
         "translate-empty-text",

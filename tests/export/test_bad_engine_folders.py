@@ -319,13 +319,13 @@ BAD_INPUTS = [
         "embed-tokenizer-a-list",
         tampered(ONNX_ENCODER, lambda folder, tmp: write(folder / "tokenizer.json", "[1]")),
         CommandFailed,
-        r"exit 2: .*export/tokenizer.json holds a JSON list, not an object",
+        r"exit 2: .*export/tokenizer.json holds a JSON array, not an object",
     ),
     bad(
         "generate-generation-config-a-list",
         tampered(CT2_GPT, lambda folder, tmp: write(folder / "generation_config.json", "[1]")),
         CommandFailed,
-        r"exit 2: .*export/generation_config.json holds a JSON list, not an object",
+        r"exit 2: .*export/generation_config.json holds a JSON array, not an object",
     ),
     bad(
         "generate-onnx-eos-a-string",
