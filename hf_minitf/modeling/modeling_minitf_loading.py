@@ -344,6 +344,37 @@ def other_family_error(
     )
 
 
+def size_mismatch_error(
+    model_class: Any, folder: Path, headers: dict[Path, dict[str, StoredTensor]]
+) -> ValueError | None:
+    """The error to raise when stored tensors have other shapes than the folder's config.json gives them (a
+    hidden_size edited by hand), naming the file, the first such tensor and both shapes; None when none differ."""
+    import torch
+
+    try:
+        config = model_class.config_class.from_pretrained(folder)
+        with torch.device("meta"):
+            expected = {name: tuple(tensor.shape) for name, tensor in model_class(config).state_dict().items()}
+    except Exception:  # a config that cannot build a model has its own error, raised by transformers
+        return None
+    prefix = getattr(model_class, "base_model_prefix", "")
+    mismatched = []
+    for path, tensors in headers.items():
+        for name, tensor in tensors.items():
+            wanted = expected.get(name, expected.get(f"{prefix}.{name}", expected.get(name.removeprefix(f"{prefix}."))))
+            if wanted is not None and wanted != tensor.shape:
+                mismatched.append((path, name, tensor.shape, wanted))
+    if not mismatched:
+        return None
+    path, name, stored, wanted = mismatched[0]
+    others = f" (and {len(mismatched) - 1} more tensors)" if len(mismatched) > 1 else ""
+    return ValueError(
+        f"{path}: tensor `{name}` is {list(stored)} but config.json makes it {list(wanted)}{others}; config.json "
+        "does not describe the weights beside it (check hidden_size, intermediate_size, vocab_size and the other "
+        "sizes), or pass ignore_mismatched_sizes=True to train those tensors anew."
+    )
+
+
 class CheckedLoadingMixin:
     """`from_pretrained` with the checks of this module (see the module docstring)."""
 
@@ -364,10 +395,11 @@ class CheckedLoadingMixin:
         except pickle.UnpicklingError as error:  # torch's message would advise loading it unrestricted
             places = [folder] if folder.is_dir() else []
             raise refused_pickle_error(error, places) from None
-        except RuntimeError as error:  # a size mismatch: maybe the weights of another family of the same names
-            family = other_family_error(cls, folder, headers) if "mismatch" in str(error) else None
-            if family is not None:
-                raise family from None
+        except RuntimeError as error:  # a size mismatch: the weights of another family, or of other sizes
+            if "mismatch" in str(error):
+                named = other_family_error(cls, folder, headers) or size_mismatch_error(cls, folder, headers)
+                if named is not None:
+                    raise named from None
             raise
         missing = sorted(info.get("missing_keys") or [])
         prefix = getattr(model, "base_model_prefix", "")

@@ -231,8 +231,9 @@ BAD_INPUTS = [
     bad(
         "folder-config-disagrees-with-weights",
         lambda tmp: AutoModelForCausalLM.from_pretrained(saved_gpt(tmp, edit_config(hidden_size=32))),
-        RuntimeError,
-        r"ignore_mismatched_sizes",
+        ValueError,
+        r"model.safetensors: tensor `model\.[a-z_.0-9]+` is \[[0-9, ]+\] but config.json makes it \[[0-9, ]+\] "
+        r"\(and \d+ more tensors\); config.json does not describe the weights",
     ),
     bad(
         "folder-config-billion-layers",
