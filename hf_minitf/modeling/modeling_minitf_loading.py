@@ -409,6 +409,16 @@ class CheckedLoadingMixin:
             family = other_family_error(cls, folder, headers, getattr(model.config, "model_type", None))
             if family is not None:
                 raise family from None
+        if not missing and info.get("unexpected_keys"):  # more layers stored than config.json has
+            own = {_pattern(name, prefix) for name in model.state_dict()}
+            extra = sorted(key for key in info["unexpected_keys"] if _pattern(key, prefix) in own)
+            if extra:
+                raise ValueError(
+                    f"{pretrained_model_name_or_path}: the weights hold {len(extra)} tensors of layers its config "
+                    f"does not have ({_shown(extra)}); config.json does not describe the weights beside it (its "
+                    f"num_hidden_layers is {getattr(model.config, 'num_hidden_layers', '?')}): loading would drop "
+                    "those layers."
+                )
         if missing:
             shown = ", ".join(missing[:6]) + (f", ... ({len(missing) - 6} more)" if len(missing) > 6 else "")
             unexpected = sorted(info.get("unexpected_keys") or [])

@@ -242,6 +242,15 @@ BAD_INPUTS = [
         r"num_hidden_layers=1000000000 is more than",
     ),
     bad(
+        "folder-config-fewer-layers-than-weights",
+        lambda tmp: AutoModelForCausalLM.from_pretrained(
+            saved_gpt(tmp, edit_config(num_hidden_layers=1), num_hidden_layers=3)
+        ),
+        ValueError,
+        r"gpt: the weights hold \d+ tensors of layers its config does not have \(model\.layers\.1\..*num_hidden_layers "
+        r"is 1\): loading would drop those layers",
+    ),
+    bad(
         "folder-config-hidden-2-40",
         lambda tmp: AutoConfig.from_pretrained(saved_gpt(tmp, edit_config(hidden_size=2**40, intermediate_size=None))),
         ValueError,
