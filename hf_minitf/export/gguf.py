@@ -135,7 +135,7 @@ def gguf_vocabulary(tokenizer_json: dict[str, Any], vocab_size: int) -> tuple[li
     if not merges:
         merges = [inert_merge(tokens_by_id)]
     largest = max(tokens_by_id, default=-1)
-    if tokens_by_id and largest >= vocab_size:
+    if largest >= vocab_size:
         raise ExportRefused(
             f"cannot export to GGUF: the tokenizer has token id {largest}, past the model's vocab_size={vocab_size}."
         )

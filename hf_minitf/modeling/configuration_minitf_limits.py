@@ -57,7 +57,7 @@ def _estimate(sizes: dict[str, int], learned_positions: bool) -> int:
     return parameters * BYTES_PER_PARAMETER + layers * BYTES_PER_LAYER
 
 
-def _bytes(count: float) -> str:
+def format_bytes(count: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if count < 1024 or unit == "PiB":
             return f"{count:.3g} {unit}"
@@ -94,9 +94,9 @@ def check_model_fits(config: Any, memory: int | None = None) -> None:
     others = ", ".join(f"{name}={value}" for name, value in sizes.items() if name != culprit)
     raise ValueError(
         f"{type(config).__name__}: {culprit}={sizes[culprit]} (with {others}) makes a model of at least "
-        f"{_bytes(needed)}, more than this machine's {_bytes(memory)} of memory could hold; check {culprit} "
-        "(a config.json from elsewhere may not describe the weights beside it)."
+        f"{format_bytes(needed)}, more than this machine's {format_bytes(memory)} of memory could hold; check "
+        f"{culprit} (a config.json from elsewhere may not describe the weights beside it)."
     )
 
 
-__all__ = ["MAX_LAYERS", "check_model_fits", "machine_memory"]
+__all__ = ["MAX_LAYERS", "check_model_fits", "format_bytes", "machine_memory"]

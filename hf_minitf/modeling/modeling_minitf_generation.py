@@ -70,9 +70,10 @@ class StopStringsGenerationMixin(GenerationMixin):
         *args: Any,
         **kwargs: Any,
     ) -> StoppingCriteriaList:
+        criteria_of_transformers = super()._get_stopping_criteria  # type: ignore[misc]  # self typed as a protocol
         stop_strings = generation_config.stop_strings
         if stop_strings is None:
-            return super()._get_stopping_criteria(generation_config, stopping_criteria, tokenizer, *args, **kwargs)  # type: ignore[misc]  # transformers types self as its model protocol
+            return criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
         if tokenizer is None:
             raise ValueError(
                 f"stop_strings={stop_strings!r} needs the model's tokenizer to read the generated text: pass "
@@ -81,7 +82,7 @@ class StopStringsGenerationMixin(GenerationMixin):
         criterion = DecodedStopStringCriteria(stop_strings, tokenizer)
         generation_config.stop_strings = None  # transformers' own criterion is the one this replaces
         try:
-            criteria = super()._get_stopping_criteria(generation_config, stopping_criteria, tokenizer, *args, **kwargs)  # type: ignore[misc]  # as above
+            criteria = criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
         finally:
             generation_config.stop_strings = stop_strings
         criteria.append(criterion)

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .configuration_minitf_limits import _bytes as format_bytes
-from .configuration_minitf_limits import machine_memory
+from .configuration_minitf_limits import format_bytes, machine_memory
 from .modeling_minitf_hooks import PACKAGE_HOOKS
 
 # What safetensors itself accepts of a header (its own bound), and the bits of each of its dtypes.

@@ -22,8 +22,9 @@ class MiniTFTranslationPipeline(Pipeline):
 
     A list of texts gives one dict per text (a list of dicts per text with `num_return_sequences` > 1); pass
     `batch_size=` to translate them in padded batches. Other keyword arguments, at construction or per call,
-    go to `model.generate` (`max_new_tokens`, `num_beams`, `do_sample`, `stop_strings`, ...); without a length limit from
-    them or the model's generation config, translations stop at [EOS] or `max_position_embeddings` tokens.
+    go to `model.generate` (`max_new_tokens`, `num_beams`, `do_sample`, `stop_strings`, ...); without a length
+    limit from them or the model's generation config, translations stop at [EOS] or `max_position_embeddings`
+    tokens.
     `truncation=True` cuts sources longer than the tokenizer's `model_max_length`; otherwise too long a
     source raises a ValueError.
     """

@@ -19,7 +19,7 @@ from typing import Any
 
 from transformers import StoppingCriteriaList
 
-from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCriteria
+from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCriteria, stop_string_list
 from hf_minitf.serving.api import utils as _utils
 
 # Whether the request being handled (on this task) has `stop` strings; set by the request checks.
@@ -27,7 +27,8 @@ REQUEST_HAS_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("REQUEST
 
 
 def stop_list(stop: str | list[str] | None) -> list[str]:
-    return [] if stop is None else [stop] if isinstance(stop, str) else list(stop)
+    """A request's `stop` (checked by `serving.checks.check_stop`) as a list; none is an empty one."""
+    return [] if stop is None else stop_string_list(stop)
 
 
 def first_stop(text: str, stops: list[str]) -> int | None:
