@@ -1,16 +1,19 @@
 """Installed means usable: MiniTF's classes are registered with transformers as transformers loads its Auto classes,
 in every process of an environment where hf_minitf is installed, without `import hf_minitf`.
 
-`hf_minitf.pth` in site-packages (written by setup.py, for wheels and editable installs) runs `install()` at
-interpreter start. That imports nothing: it puts one finder on `sys.meta_path` that counts the imports of
-transformers' modules, and of the MiniTF modules the registration imports, in progress. When the outermost of
-them ends, each part of the registration whose transformers module is now loaded runs once (`PARTS`, the
-functions of hf_minitf.registration): a process pays only for what the parts of transformers it loaded can use.
-Waiting for the outermost import means no part runs while a module it imports is half-imported
-(transformers' `modeling_layers` loads `modeling_auto` before it defines the class MiniTF's layers subclass).
+At interpreter start Python runs `start()`: through `hf_minitf.start` (PEP 829's entry point, Python 3.15 and
+later, where `.pth` import lines are deprecated and from 3.18 ignored) or through the import line of `hf_minitf.pth`
+(earlier Pythons; 3.15 to 3.17 skip it where the `.start` file is there). Both are written into site-packages by
+setup.py, for wheels and editable installs. Start-up imports nothing: it puts one finder on `sys.meta_path` that
+counts the imports of transformers' modules, and of the MiniTF modules the registration imports, in progress. When
+the outermost of them ends, each part of the registration whose transformers module is now loaded runs once
+(`PARTS`, the functions of hf_minitf.registration): a process pays only for what the parts of transformers it loaded
+can use, and nothing for the model code until it builds a MiniTF config. Waiting for the outermost import means no
+part runs while a module it imports is half-imported (transformers' `modeling_layers` loads `modeling_auto` before
+it defines the class MiniTF's layers subclass).
 
 Stdlib only and outside the `hf_minitf` package, so that start-up does not run the package's `__init__`.
-`import hf_minitf` installs the same finder where no .pth ran it (a source checkout on sys.path).
+`import hf_minitf` installs the same finder where no start-up hook ran it (a source checkout on sys.path).
 Set HF_MINITF_NO_AUTOREGISTER=1 to skip the start-up install: hf_minitf then registers only once imported.
 """
 
@@ -24,7 +27,7 @@ REGISTRATION = "hf_minitf.registration"
 # module whose Auto class or registry it extends, in the order they run.
 PARTS = {
     "transformers.models.auto.configuration_auto": "register_configs",
-    "transformers.models.auto.modeling_auto": "register_models",
+    "transformers.models.auto.modeling_auto": "register_models",  # of the families whose config was built
     "transformers.models.auto.tokenization_auto": "register_tokenizers",
     "transformers.pipelines": "register_pipelines",
 }
@@ -132,3 +135,8 @@ def install(at_start: bool = False) -> RegisteringFinder | None:
     finder = RegisteringFinder()
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def start() -> None:
+    """The start-up hook: `hf_minitf.start`'s entry point and `hf_minitf.pth`'s import line."""
+    install(at_start=True)

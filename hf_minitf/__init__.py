@@ -16,6 +16,7 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from hf_minitf.registration import config_built as _config_built
 from hf_minitf.registration import install as _install_registration
 
 __version__ = "0.1.0"
@@ -40,6 +41,7 @@ def _fill_in_model_hooks() -> None:
 
     PACKAGE_HOOKS.card_writer = _card_writer
     PACKAGE_HOOKS.pickle_diagnosis = _pickle_diagnosis
+    PACKAGE_HOOKS.config_built = _config_built
 
 
 _fill_in_model_hooks()

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from factories import tiny_model
@@ -23,14 +24,14 @@ SENTENCES = ["the cat sat on the mat", "a dog ran in the park"]
 PAIRS = [("one two", "uno due"), ("two three", "due tre"), ("three one", "tre uno")]
 
 
-def run_fresh(code: str, cwd: Path, hook: bool = True, timeout: int = 300) -> dict:
-    """Run `code` in a new interpreter (the hook on or off); it prints one JSON object last, which is returned."""
+def run_fresh(code: str, cwd: Path, hook: bool = True, timeout: int = 300, python_options: list[str] = ()) -> Any:
+    """Run `code` in a new interpreter (the hook on or off); it prints one JSON value last, which is returned."""
     env = {**os.environ}
     env.pop(DISABLE_VARIABLE, None)
     if not hook:
         env[DISABLE_VARIABLE] = "1"
     result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
+        [sys.executable, *python_options, "-c", textwrap.dedent(code)],
         cwd=cwd,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -79,6 +80,99 @@ def test_start_up_installs_only_a_finder_and_import_transformers_imports_no_mini
         "at_start": {"hf_minitf": False, "transformers": False, "torch": False},
         "finder": RegisteringFinder.__name__,
         "after": False,
+    }
+
+
+@pytest.mark.parametrize(
+    "statement",
+    ["import transformers", "from transformers import AutoTokenizer", "from transformers import AutoModel, pipeline"],
+)
+def test_a_process_that_meets_no_minitf_folder_imports_only_minitf_configs(statement, tmp_path):
+    """What the hook adds to a process that never uses MiniTF: its light modules (configs, tokenizer, pipeline
+    task), never a module of another package, and never the model code (which pulls torch's model stack)."""
+    code = f"""
+        import json, sys
+        {statement}
+        print(json.dumps(sorted(sys.modules)))
+        """
+    with_hook = set(run_fresh(code, tmp_path))
+    without = set(run_fresh(code, tmp_path, hook=False))
+    added = with_hook - without
+    assert {name for name in added if not name.startswith(("hf_minitf", "_hf_minitf"))} == set()
+    assert not {name for name in added if name.startswith("hf_minitf.modeling.modeling_minitf_")} - {
+        "hf_minitf.modeling.modeling_minitf_hooks",
+        # the translation pipeline's class, where transformers' pipelines (and so its model stack) are loaded
+        *(
+            ["hf_minitf.modeling.modeling_minitf", "hf_minitf.modeling.modeling_minitf_loading"]
+            if "pipeline" in statement
+            else []
+        ),
+    }
+
+
+@pytest.mark.parametrize("order", ["config first", "auto model first"])
+def test_model_classes_are_registered_when_a_minitf_config_is_built(order, folders):
+    """A config built before or after `modeling_auto` loads, from a folder or from `AutoConfig.for_model`."""
+    first, second = (
+        ("from transformers import AutoConfig", "from transformers import AutoModelForCausalLM")
+        if order == "config first"
+        else ("from transformers import AutoModelForCausalLM", "from transformers import AutoConfig")
+    )
+    result = run_fresh(
+        f"""
+        import json, sys
+        {first}
+        {second}
+        config = AutoConfig.from_pretrained("gpt")
+        built = AutoConfig.for_model("minitf_seq2seq", hidden_size=16, num_attention_heads=2, intermediate_size=32)
+        from transformers import AutoModelForSeq2SeqLM
+        print(json.dumps({{
+            "gpt": type(AutoModelForCausalLM.from_config(config)).__module__,
+            "seq2seq": type(AutoModelForSeq2SeqLM.from_config(built)).__module__,
+        }}))
+        """,
+        folders,
+    )
+    assert result == {
+        "gpt": "hf_minitf.modeling.modeling_minitf_gpt",
+        "seq2seq": "hf_minitf.modeling.modeling_minitf_seq2seq",
+    }
+
+
+def start_file() -> Path:
+    """The `hf_minitf.start` of this environment's site-packages."""
+    import site
+
+    (path,) = [
+        Path(folder) / "hf_minitf.start"
+        for folder in site.getsitepackages()
+        if (Path(folder) / "hf_minitf.start").is_file()
+    ]
+    return path
+
+
+def test_the_pep_829_entry_point_alone_registers(folders):
+    """What Python 3.15 and later run (and, from 3.18, only that): `hf_minitf.start`'s entry point, resolved as
+    site.py does (`pkgutil.resolve_name`), with no `.pth` import line run: here `python -S`, the site-packages
+    folders put on sys.path by hand."""
+    result = run_fresh(
+        f"""
+        import json, pkgutil, sys
+        sys.path.extend({[path for path in sys.path if path]!r})
+        entry_point = open({str(start_file())!r}, encoding="utf-8").read().strip()
+        ran_pth = any(type(finder).__name__ == "RegisteringFinder" for finder in sys.meta_path)
+        pkgutil.resolve_name(entry_point)()
+        from transformers import AutoModelForCausalLM
+        print(json.dumps({{"entry point": entry_point, "ran pth": ran_pth,
+                          "gpt": type(AutoModelForCausalLM.from_pretrained("gpt")).__module__}}))
+        """,
+        folders,
+        python_options=["-S"],
+    )
+    assert result == {
+        "entry point": "_hf_minitf_autoregister:start",
+        "ran pth": False,
+        "gpt": "hf_minitf.modeling.modeling_minitf_gpt",
     }
 
 
@@ -256,5 +350,7 @@ def test_the_wheel_carries_the_start_up_hook(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         pth = archive.read("hf_minitf.pth").decode()
-    assert {"hf_minitf.pth", "_hf_minitf_autoregister.py", "hf_minitf/registration.py"} <= names
+        start = archive.read("hf_minitf.start").decode()
+    assert {"hf_minitf.pth", "hf_minitf.start", "_hf_minitf_autoregister.py", "hf_minitf/registration.py"} <= names
     assert pth.startswith("import _hf_minitf_autoregister;")
+    assert start.strip() == "_hf_minitf_autoregister:start"

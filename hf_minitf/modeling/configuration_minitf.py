@@ -5,7 +5,7 @@ the field, the value and what is expected, rather than later, deep inside the mo
 `field_checks` (field name -> check); `MiniTFConfig.__setattr__` runs them whenever a value is set: by the
 constructor, by `from_pretrained(..., field=value)` or by hand. Checks across fields (head counts, token ids
 inside the vocabulary) run once the config is complete (`complete_fields`).
-This file is copied beside saved models with the configs, so it imports only transformers at module level.
+This file is copied beside saved models with the configs, so it imports only transformers and its neighbours.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedConfig
 
 from .configuration_minitf_limits import check_model_fits
+from .modeling_minitf_hooks import PACKAGE_HOOKS
 
 # A check returns None for a good value, else what is expected ("a positive integer").
 Check = Callable[[Any], "str | None"]
@@ -189,6 +190,8 @@ class MiniTFConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
         self.auto_map = {**self.family_auto_map, **(getattr(self, "auto_map", None) or {})}
         self.complete_fields()
+        if PACKAGE_HOOKS.config_built is not None:
+            PACKAGE_HOOKS.config_built(self)
 
     def complete_fields(self) -> None:
         """Once every field is set: fill fields derived from others, then check across fields (a ValueError
