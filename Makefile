@@ -15,7 +15,7 @@ VLLM_VENV ?= .venv-vllm
 VLLM_PYTHON ?= python3.11
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo test test-browser lint vllm-env test-vllm clean
+.PHONY: demo test test-wheel test-browser lint vllm-env test-vllm clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The package as users get it: sdist and wheel built, the wheel alone (no extra) in a fresh venv, used from a folder
+# outside the checkout (tests/wheel/check_wheel.sh). PYTHON=... tries another interpreter.
+test-wheel: $(VENV)/.installed
+	PYTHON=$(PYTHON) TORCH_VERSION=$(TORCH_VERSION) BUILD_PYTHON=$(BIN)/python bash tests/wheel/check_wheel.sh
 
 # The formatter, the linter and the type checker, as pyproject.toml configures them.
 lint: $(VENV)/.installed

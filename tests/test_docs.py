@@ -280,10 +280,14 @@ def test_the_quickstart_folders_the_docs_name_are_the_ones_it_writes():
     assert not wrong, f"folders {out}/NAME that minitf quickstart does not write ({sorted(FOLDERS.values())}): {wrong}"
 
 
-def test_every_page_is_linked_from_the_readme():
+def test_every_page_is_named_in_the_readme_which_links_nothing_relative():
+    """The README is also the package index's page, where a relative link leads nowhere: it names each page by its
+    path in the source distribution, and links only absolute addresses."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for page in PAGES[1:]:
-        assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+        assert f"`docs/{page.name}`" in readme, f"README.md does not name docs/{page.name}"
+    relative = [target for target in re.findall(r"\]\(([^)]+)\)", readme) if ":" not in target]
+    assert not relative, f"README.md links {relative}, which the package index cannot resolve"
 
 
 def test_links_between_pages_point_at_files():

@@ -1,5 +1,6 @@
 """What the package declares once, light to import (no torch, no transformers): the model families, their
-presets, the bounds and choices of options, the conversion sources and the export formats with their help.
+presets, the bounds and choices of options, the conversion sources and the export formats with their help, and the
+package's extras (`packaging`).
 
 The `minitf` parser reads it without importing torch; every module of the package asks it instead of keeping
 its own table.

@@ -26,6 +26,7 @@ from hf_minitf.catalog.limits import (
     MAX_VOCAB_SIZE,
     SEED_LIMIT,
 )
+from hf_minitf.catalog.packaging import missing_extra
 from hf_minitf.catalog.publishing import LICENSE_HELP, check_license
 
 
@@ -54,7 +55,8 @@ def error_line(error: BaseException, out: str = "--out") -> str:
 
 
 def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str = "--out") -> Callable:
-    """Turn a command's reported errors into `minitf COMMAND: error: ...` on stderr and exit status 2.
+    """Turn a command's reported errors, and a missing module of an extra (naming the extra to install), into
+    `minitf COMMAND: error: ...` on stderr and exit status 2.
     `command` is the command's name, or a function of the arguments giving it (`convert SOURCE`); `out` is
     how the command's output is given (`--out`, or a positional `OUT`)."""
 
@@ -66,6 +68,11 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
             except BrokenPipeError:  # the output's reader left: hf_minitf.cli.main ends quietly, no error line
                 raise
             except Exception as error:
+                name = command(args) if callable(command) else command
+                install = missing_extra(error)
+                if install is not None:  # a module of an extra this installation lacks: which extra to install
+                    print(f"minitf {name}: error: {install}", file=sys.stderr)
+                    return 2
                 if not isinstance(error, reported_errors()):
                     raise
                 if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
@@ -76,7 +83,6 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
                             error, [value for value in vars(args).values() if isinstance(value, (str, Path))]
                         )
                     )
-                name = command(args) if callable(command) else command
                 print(f"minitf {name}: error: {error_line(error, out)}", file=sys.stderr)
                 return 2
 

@@ -8,10 +8,11 @@ import os
 import sys
 
 from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
+from hf_minitf.catalog.packaging import EXTRAS, docs_page, missing_extra
 from hf_minitf.commands.common import CommandError, count, port_number, quiet_transformers, reports_errors
 
 HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server, or vLLM's)"
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Serve model folders over an OpenAI-compatible HTTP API, on transformers' own server (`transformers serve`):
 the same routes, request and response schemas and streaming.
 
@@ -20,13 +21,14 @@ the same routes, request and response schemas and streaming.
   (without one: HTTP 400 pointing to /v1/completions);
 - an encoder folder answers POST /v1/embeddings (concurrent requests are encoded in shared batches);
 - a seq2seq (translation) folder answers POST /v1/completions, the prompt being the text to translate.
-GET /v1/models lists the served models (named as given here), GET /health answers {"status": "ok"}.
-Errors answer HTTP 4xx in OpenAI's error shape. See docs/serving.md for curl and openai-client examples.
+GET /v1/models lists the served models (named as given here), GET /health answers {{"status": "ok"}}.
+Errors answer HTTP 4xx in OpenAI's error shape. Needs the serve extra: {EXTRAS["serve"].install}.
+See {docs_page("serving.md")} for curl and openai-client examples.
 
 --engine vllm serves the GPT on vLLM's OpenAI-compatible server instead (continuous batching, paged attention,
 tensor and pipeline parallelism), behind a front with the same names, API key, checks and errors; other models
 given beside it stay on the default engine, on the same port. vLLM may live in another environment: give its
-Python with --vllm-python or MINITF_VLLM_PYTHON (docs/serving.md#installing-vllm)."""
+Python with --vllm-python or MINITF_VLLM_PYTHON ("Installing vLLM" in docs/serving.md)."""
 ENGINES = ("transformers", "vllm")
 # The options only the default engine reads, refused with --engine vllm (vLLM batches continuously and sizes its
 # own cache) rather than silently ignored.
@@ -116,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="transformers",
         choices=ENGINES,
         help="transformers: transformers' own server, every family (default); vllm: the GPT on vLLM's server "
-        "(needs vLLM, see docs/serving.md#installing-vllm)",
+        "(needs vLLM: see 'Installing vLLM' in docs/serving.md)",
     )
     parser.add_argument(
         "--vllm-python",
@@ -165,8 +167,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{given[0]} is an option of --engine vllm; add --engine vllm or leave it out")
     try:
         from hf_minitf.serving.server import serve
-    except ImportError as error:  # transformers' serving code or its packages are missing: the message says which
-        raise CommandError(str(error)) from error
+    except ImportError as error:  # the serve extra or transformers' serving code is missing: the message says which
+        raise CommandError(missing_extra(error) or str(error)) from error
 
     quiet_transformers()
     serve(

@@ -114,7 +114,9 @@ def export_onnx(
     is a copy of its SentenceTransformer folder. Refused with a ValueError: seq2seq models (see `SEQ2SEQ_REFUSAL`),
     what `export native` refuses for a GPT, pooling other than mean for an encoder.
     """
-    import onnxruntime  # noqa: F401 (a clear ImportError before any work when the engine is missing)
+    import onnx  # noqa: F401 (a clear ImportError before any work when the engines extra is missing)
+    import onnxruntime  # noqa: F401
+    import onnxscript  # noqa: F401 (torch's ONNX exporter)
 
     variants = quantization_names(quantize)
     opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import transformers
 
+from hf_minitf.catalog.packaging import EXTRAS, missing_extra
+
 
 class ServingUnavailable(ImportError):
     """transformers' serving code, or one of its packages (fastapi, uvicorn, openai), is missing."""
@@ -20,10 +22,11 @@ def serving_api():
         from transformers.cli.serving.systemone import SystemOneHandler
         from transformers.cli.serving.transcription import TranscriptionHandler
     except ImportError as error:
+        if missing_extra(error) is not None:  # the serve extra is not installed: the command says which to install
+            raise
         raise ServingUnavailable(
             f"minitf serve runs on transformers' serving code (`transformers serve`), which this installation cannot "
-            f"import ({error}); install `pip install 'hf-minitf[serve]'` with transformers {transformers.__version__}"
-            " or a newer 5.x."
+            f"import ({error}); use transformers 5.24 or a newer 5.x with {EXTRAS['serve'].install}."
         ) from error
     needed = {
         server: ("build_server",),

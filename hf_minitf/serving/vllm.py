@@ -39,12 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from hf_minitf.catalog.limits import MAX_REQUEST_BYTES
+from hf_minitf.catalog.packaging import docs_page
 from hf_minitf.serving import API_KEY_VARIABLE
 
 VLLM_PYTHON_VARIABLE = "MINITF_VLLM_PYTHON"
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 INSTALL_HINT = (
-    "install vLLM in its own environment (`make vllm-env`, or the pip commands in docs/serving.md#installing-vllm) and "
+    f"install vLLM in its own environment (the pip commands under 'Installing vLLM' in {docs_page('serving.md')}; "
+    "`make vllm-env` in a clone) and "
     f"pass its Python with --vllm-python PATH or {VLLM_PYTHON_VARIABLE}=PATH"
 )
 # vLLM's CPU backend reserves its KV cache up front (default: a fraction of the whole RAM, refused where other

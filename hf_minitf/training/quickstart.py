@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import MAX_STEPS_SCALE
+from hf_minitf.catalog.packaging import EXTRAS
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 from hf_minitf.training.tasks import english_italian_pairs, number_words, paraphrase_pairs
 
@@ -175,8 +176,10 @@ def _seq2seq(folder: Path, model_id: str, steps: int, progress: bool, seed: int,
     }
 
 
-def report(figures: dict[str, dict], out: Path) -> str:
-    """The printed summary of a quickstart run."""
+def report(figures: dict[str, dict], out: Path, loss_curves: bool = True) -> str:
+    """The printed summary of a quickstart run (`loss_curves`: whether the folders hold their loss curve)."""
+    from hf_minitf.training.trainers import LOSS_CURVE
+
     gpt, encoder, seq2seq = figures["gpt"], figures["encoder"], figures["seq2seq"]
     lines = [
         f"\nGPT ({gpt['parameters']:,} parameters, {gpt['seconds']:.0f}s) -> {out / FOLDERS['gpt']}",
@@ -193,8 +196,9 @@ def report(figures: dict[str, dict], out: Path) -> str:
         f"{out / FOLDERS['seq2seq']}",
         f"  held-out sentences translated exactly: {seq2seq['exact_match']:.0%} of {seq2seq['held_out']} (chance: 0%)",
         *(f"  pipeline('minitf-translation'): {source!r} -> {output!r}" for source, output, _ in seq2seq["samples"]),
-        "\nEach folder holds the weights, tokenizer, model card (README.md) and loss_curve.png; try "
-        f"`minitf generate {out / FOLDERS['gpt']} '417:'`.",
+        "\nEach folder holds the weights, tokenizer and model card (README.md)"
+        + (f" and {LOSS_CURVE}" if loss_curves else f" ({EXTRAS['plot'].install} adds {LOSS_CURVE})")
+        + f"; try `minitf generate {out / FOLDERS['gpt']} '417:'`.",
     ]
     return "\n".join(lines)
 
@@ -233,7 +237,9 @@ def run(
         ):
             print(f"Training the {family} model ({count} steps)...", flush=True)
             figures[family] = train(work / FOLDERS[family], str(out / FOLDERS[family]), count, progress, seed, license)
-    print(report(figures, out))
+    from hf_minitf.training.trainers import LOSS_CURVE
+
+    print(report(figures, out, all((out / folder / LOSS_CURVE).is_file() for folder in FOLDERS.values())))
     return figures
 
 

@@ -1,0 +1,92 @@
+"""hf_minitf as installed: the optional parts, `pip install "hf-minitf[NAME]"` (what each brings, the modules it
+provides and what needs it), and where the documentation is. Everything the models, training, conversion, `minitf push` and the Python API import is a base
+dependency; an extra holds what only its commands need.
+
+pyproject.toml's `[project.optional-dependencies]` lists the same requirements (tests/test_packaging.py holds the
+two equal). A command that meets a missing module of an extra says which extra to install (`missing_extra`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PACKAGE = "hf-minitf"
+SOURCE_DISTRIBUTION = f"pip download --no-deps --no-binary :all: {PACKAGE}"
+
+
+def docs_page(page: str) -> str:
+    """A page of the documentation, named where a user finds it: docs/ is in the source distribution (and the
+    repository), not in the wheel."""
+    return f"docs/{page} (in {PACKAGE}'s source distribution: `{SOURCE_DISTRIBUTION}`)"
+
+
+@dataclass(frozen=True)
+class Extra:
+    """One extra of the package."""
+
+    name: str
+    requirements: tuple[str, ...]
+    """Its requirements, as pyproject.toml lists them."""
+    modules: tuple[str, ...]
+    """The top-level modules it provides (what `import` names)."""
+    needed_by: str
+    """What needs it, in a user's words."""
+
+    @property
+    def install(self) -> str:
+        """The command that installs it."""
+        return f'pip install "{PACKAGE}[{self.name}]"'
+
+
+EXTRAS: dict[str, Extra] = {
+    extra.name: extra
+    for extra in (
+        Extra(
+            name="serve",
+            # httpx: the HTTP client of `minitf serve --engine vllm`'s front (and of FastAPI's TestClient).
+            requirements=("fastapi>=0.110", "uvicorn>=0.29", "openai>=1.98", "pydantic>=2", "httpx>=0.27"),
+            modules=("fastapi", "starlette", "uvicorn", "openai", "pydantic", "httpx"),
+            needed_by="minitf serve",
+        ),
+        Extra(
+            name="engines",
+            requirements=("ctranslate2>=4.5", "onnxruntime>=1.20", "onnx>=1.17", "onnxscript>=0.2"),
+            modules=("ctranslate2", "onnxruntime", "onnx", "onnxscript"),
+            needed_by="minitf export ctranslate2 / onnx / web and running their folders",
+        ),
+        Extra(
+            name="plot",
+            requirements=("matplotlib>=3.8",),
+            modules=("matplotlib",),
+            needed_by="the loss curve (loss_curve.png) of minitf train and quickstart",
+        ),
+        Extra(
+            name="quantization",
+            requirements=("torchao>=0.14",),
+            modules=("torchao",),
+            needed_by="transformers' TorchAoConfig (int8 / bf16 weights)",
+        ),
+    )
+}
+
+
+def extra_providing(module: str | None) -> Extra | None:
+    """The extra that provides `module` (a dotted name), if one does."""
+    top = (module or "").partition(".")[0]
+    return next((extra for extra in EXTRAS.values() if top in extra.modules), None)
+
+
+def missing_extra(error: BaseException) -> str | None:
+    """For a module an extra provides that is not installed, what to install, in one line; else None (also for a
+    module that is installed but fails to import: that is no missing extra)."""
+    if not isinstance(error, ModuleNotFoundError):
+        return None
+    extra = extra_providing(error.name)
+    if extra is None:
+        return None
+    return (
+        f"no module named {error.name!r}, which the {extra.name} extra brings (for {extra.needed_by}): {extra.install}"
+    )
+
+
+__all__ = ["EXTRAS", "PACKAGE", "SOURCE_DISTRIBUTION", "Extra", "docs_page", "extra_providing", "missing_extra"]
