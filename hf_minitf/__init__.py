@@ -75,11 +75,12 @@ _PUBLIC = {
     "hf_minitf.hub.push": ["push_folder", "PushError"],
     "hf_minitf.registration": ["register"],
     "hf_minitf.training.chat_templates": ["set_chat_template"],
+    "hf_minitf.training.trainers": ["TrainSettings", "TrainingResult", "train_gpt", "train_encoder", "train_seq2seq"],
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 _ALIASES = {"TRANSLATION_TASK": "TASK"}
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the same names for type checkers (tests/test_public_api.py holds the two lists equal)
     from hf_minitf.hub.cards import update_model_card
     from hf_minitf.hub.push import PushError, push_folder
     from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
@@ -108,6 +109,7 @@ if TYPE_CHECKING:
         train_wordlevel_tokenizer,
     )
     from hf_minitf.training.chat_templates import set_chat_template
+    from hf_minitf.training.trainers import TrainingResult, TrainSettings, train_encoder, train_gpt, train_seq2seq
 
 
 def __getattr__(name: str) -> Any:
@@ -123,33 +125,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_MODULE_OF])
 
 
-__all__ = [
-    "MiniTFGPTConfig",
-    "MiniTFGPTModel",
-    "MiniTFGPTForCausalLM",
-    "MiniTFGPTPreTrainedModel",
-    "MiniTFEncoderConfig",
-    "MiniTFEncoderModel",
-    "MiniTFEncoderForSequenceClassification",
-    "MiniTFEncoderPreTrainedModel",
-    "MiniTFSeq2SeqConfig",
-    "MiniTFSeq2SeqModel",
-    "MiniTFSeq2SeqForConditionalGeneration",
-    "MiniTFSeq2SeqPreTrainedModel",
-    "MiniTFSeq2SeqTokenizer",
-    "train_translation_tokenizers",
-    "MiniTFTranslationPipeline",
-    "TRANSLATION_TASK",
-    "char_tokenizer",
-    "train_bpe_tokenizer",
-    "load_bpe_tokenizer",
-    "miniembed_tokenizer",
-    "train_wordlevel_tokenizer",
-    "train_encoder_bpe_tokenizer",
-    "save_sentence_transformer",
-    "update_model_card",
-    "push_folder",
-    "PushError",
-    "register",
-    "set_chat_template",
-]
+__all__ = list(_MODULE_OF)

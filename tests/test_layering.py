@@ -19,7 +19,7 @@ ROOT = Path(__file__).parent.parent
 # The layers from the top; a module belongs to the first layer with a pattern (fnmatch over its dotted name) that
 # matches it. A new module must match one: add its name or a pattern here.
 LAYERS = [
-    ("cli", ["hf_minitf.cli", "hf_minitf.conversion.__main__"]),
+    ("cli", ["hf_minitf.cli", "hf_minitf.__main__", "hf_minitf.conversion.__main__"]),
     ("commands", ["hf_minitf.commands", "hf_minitf.commands.*"]),
     (
         "tools",

@@ -1,7 +1,7 @@
 """Upload a saved or converted MiniTF folder, with its model card, to the Hub (`push_folder`, run by `minitf push`).
 
 The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, no pickle
-(by content, whatever the name: see `file_safety`), no training state (optimizer, scheduler), since whatever is
+(by content, whatever the name: see `safety.files`), no training state (optimizer, scheduler), since whatever is
 uploaded can be downloaded, and unpickled, by anyone, and no link to a file outside it. What a trainer leaves beside
 the model (`training_args.bin`, `optimizer.pt`, `checkpoint-*/`, ...: `catalog.publishing.TRAINING_BYPRODUCTS`) is
 left out, each one named, so the folder of `Trainer.save_model` (TRL's trainers too) pushes as it is. The files

@@ -13,7 +13,7 @@ these folders, by subclassing its parts (nothing in transformers is patched):
 - sampling as asked: `temperature` > 0 samples (transformers' server keeps the model's `do_sample=False`);
 - `stop` as OpenAI answers it: the text ends before the first stop string, streamed too (`serving.stops`);
 - `/v1/completions` for translation folders (the prompt is the source text) and `POST /v1/embeddings` for
-  embedding folders (`serving_embeddings`);
+  embedding folders (`serving.embeddings`);
 - errors in OpenAI's shape (`{"error": {"message", "type", "param", "code"}}`) and an optional API key that every
   route requires;
 - bounded work per request: a body past `max_request_bytes` answers 413 before it is read, a text too long for the

@@ -261,7 +261,7 @@ def encode_to_file(
     path: Path,
     chunks_per_batch: int = CHUNKS_PER_BATCH,
 ) -> np.ndarray:
-    """Tokenize documents given as chunks of text (`training_data.safe_chunks`), each followed by EOS, into
+    """Tokenize documents given as chunks of text (`text_chunks`), each followed by EOS, into
     `path` as raw ids; returns them memory-mapped (uint16, or uint32 for vocabularies over 65,536 tokens)."""
     dtype = np.uint16 if len(tokenizer) <= 2**16 else np.uint32
     backend, eos = tokenizer.backend_tokenizer, tokenizer.eos_token_id

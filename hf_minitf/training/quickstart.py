@@ -1,6 +1,6 @@
 """`minitf quickstart`: the main job end to end, offline, on a CPU.
 
-Trains one small model of each family (gpt, encoder, seq2seq) on a generated task (see `builtin_tasks`), saves
+Trains one small model of each family (gpt, encoder, seq2seq) on a generated task (see `training.tasks`), saves
 three complete folders (weights, tokenizer, model card with held-out figures, loss curve), loads each back through
 the standard entry points (`pipeline("text-generation")`, `SentenceTransformer`, `pipeline("minitf-translation")`)
 and reports held-out figures beside what chance would give.

@@ -7,9 +7,9 @@ users expect. Each `train_*` function builds a model from a preset (`presets`), 
 complete folder (weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the output
 folder is checked before training and appears only once everything succeeded. In a multi-process run every
 process trains and only the main one writes. `model_id` (default: the folder) is the name the card's usage
-snippets load the model by. `training_data` reads the files `minitf train` takes.
+snippets load the model by. `training.data` reads the files `minitf train` takes.
 
-A GPT's training text goes through the tokenizer in chunks (`training_data.safe_chunks`) into a file of token
+A GPT's training text goes through the tokenizer in chunks (`training.data.text_chunks`) into a file of token
 ids (uint16, or uint32 for vocabularies over 65,536) that the blocks are memory-mapped views of, so memory stays
 bounded by a chunk, not the corpus. A run whose loss becomes NaN or infinite stops with a `TrainingError`.
 """
@@ -436,7 +436,7 @@ def train_gpt(
     bpe_sample_chars: int = BPE_SAMPLE_CHARS,
     chat_template: str | Path | None = None,
 ) -> TrainingResult:
-    """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training_data.TextFile`
+    """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training.data.TextFile`
     read lazily) and write it to `out`.
 
     The tokenizer (`"char"` or byte-level `"bpe"`, default: the preset's) is trained on the training texts
