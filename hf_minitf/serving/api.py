@@ -26,7 +26,7 @@ def serving_api():
             raise
         raise ServingUnavailable(
             f"minitf serve runs on transformers' serving code (`transformers serve`), which this installation cannot "
-            f"import ({error}); use transformers 5.24 or a newer 5.x with {EXTRAS['serve'].install}."
+            f"import ({error}); {EXTRAS['serve'].install} installs it with the transformers it runs on (5.24)."
         ) from error
     needed = {
         server: ("build_server",),
@@ -39,10 +39,13 @@ def serving_api():
     missing = [
         f"{module.__name__}.{name}" for module, names in needed.items() for name in names if not hasattr(module, name)
     ]
+    if not missing and not hasattr(model_manager.ModelManager, "process_model_name"):
+        missing.append(f"{model_manager.__name__}.ModelManager.process_model_name")
     if missing:
         raise ServingUnavailable(
             f"transformers {transformers.__version__}'s serving code lacks {', '.join(missing)}, which minitf serve "
-            "builds on (written against transformers 5.24); use transformers 5.24 or newer."
+            f"builds on (written against transformers 5.24, which 5.25 rewrote): {EXTRAS['serve'].install} installs "
+            "the transformers it runs on."
         )
     return server, model_manager, utils, completion, chat_completion, response, SystemOneHandler, TranscriptionHandler
 
