@@ -1,6 +1,6 @@
 """hf_minitf as installed: the optional parts, `pip install "hf-minitf[NAME]"` (what each brings, the modules it
-provides and what needs it), and where the documentation is. Everything the models, training, conversion, `minitf push` and the Python API import is a base
-dependency; an extra holds what only its commands need.
+provides and what needs it), and where the documentation is. Everything the models, training, conversion, `minitf
+push` and the Python API import is a base dependency; an extra holds what only its commands need.
 
 pyproject.toml's `[project.optional-dependencies]` lists the same requirements (tests/test_packaging.py holds the
 two equal). A command that meets a missing module of an extra says which extra to install (`missing_extra`).

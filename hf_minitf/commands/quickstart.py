@@ -10,9 +10,9 @@ from hf_minitf.commands.common import add_license, add_out, random_seed, reports
 HELP = "train, save, reload and evaluate one small model of each family"
 DESCRIPTION = (
     "The main job, offline: train a gpt, an encoder (sentence embeddings) and a seq2seq (translation) model on "
-    "generated tasks, save three complete folders (weights, tokenizer, model card, and loss_curve.png with the plot extra), load them back "
-    "through pipeline('text-generation'), SentenceTransformer and pipeline('minitf-translation'), and report "
-    "held-out figures beside chance."
+    "generated tasks, save three complete folders (weights, tokenizer, model card, and loss_curve.png with the plot "
+    "extra), load them back through pipeline('text-generation'), SentenceTransformer and "
+    "pipeline('minitf-translation'), and report held-out figures beside chance."
 )
 
 

@@ -28,8 +28,8 @@ HELP = "train a gpt, encoder (sentence embeddings) or seq2seq (translation) mode
 DESCRIPTION = (
     "Train a model from scratch on a local file or a `datasets` dataset through the ecosystem's trainers "
     "(transformers' Trainer for gpt, sentence-transformers' trainer for encoder, Seq2SeqTrainer for seq2seq), then "
-    "write one complete folder: weights, tokenizer, model card with held-out figures, and loss_curve.png with the plot extra. Runs "
-    "unchanged under `torchrun` or `accelerate launch`."
+    "write one complete folder: weights, tokenizer, model card with held-out figures, and loss_curve.png with the "
+    "plot extra. Runs unchanged under `torchrun` or `accelerate launch`."
 )
 
 
