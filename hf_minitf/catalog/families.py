@@ -63,10 +63,6 @@ class Family:
 
         return tuple(name for name, export in EXPORTS.items() if self.name in export.families)
 
-    @property
-    def article(self) -> str:
-        return "an" if self.name[0] in "aeiou" else "a"
-
     @staticmethod
     def load(dotted: str) -> type[Any]:
         """The class `module.Class` of hf_minitf.modeling, imported."""

@@ -28,6 +28,7 @@ from hf_minitf.catalog.limits import (
 )
 from hf_minitf.catalog.packaging import missing_extra
 from hf_minitf.catalog.publishing import LICENSE_HELP, check_license
+from hf_minitf.catalog.wording import with_article
 
 
 def reported_errors() -> tuple[type[BaseException], ...]:
@@ -116,10 +117,6 @@ def architectures(config: dict) -> list[str]:
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
 
 
-def _a(word: str) -> str:
-    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
-
-
 def _described(config: dict) -> str:
     """The model a config describes, as `model_type: Architecture`."""
     return ", ".join([str(config.get("model_type", "no model_type")), *architectures(config)])
@@ -146,8 +143,8 @@ def model_folder(path: Path, command: str | None = None) -> Path:
         fitting = {kind: name for name, kind in ENGINE_KINDS.items()}.get(export.get("kind", ""))
         if command is not None and fitting is not None and fitting != command:
             raise CommandError(
-                f"{path} is {_a(str(export.get('engine')))} {export.get('kind')} export of "
-                f"{_a(str(export.get('family')))} model, which `minitf {command}` does not run; use "
+                f"{path} is {with_article(str(export.get('engine')))} {export.get('kind')} export of "
+                f"{with_article(str(export.get('family')))} model, which `minitf {command}` does not run; use "
                 f"`minitf {fitting}` with it"
             )
         return path
@@ -158,8 +155,8 @@ def model_folder(path: Path, command: str | None = None) -> Path:
     if command is not None and family is not None and FAMILY_COMMANDS[family] != command:
         needed = {name: family for family, name in FAMILY_COMMANDS.items()}[command]
         raise CommandError(
-            f"{path} holds {_a(family)} model ({_described(config)}); `minitf {command}` needs "
-            f"{_a(needed)} model: use `minitf "
+            f"{path} holds {with_article(family)} model ({_described(config)}); `minitf {command}` needs "
+            f"{with_article(needed)} model: use `minitf "
             f"{FAMILY_COMMANDS[family]}` with this folder"
         )
     return path

@@ -24,6 +24,7 @@ from typing import Any, Literal, overload
 import numpy as np
 
 from hf_minitf.catalog.exports import EVERY_KIND, EXPORT_FILE, EXPORT_INFO_FIELDS
+from hf_minitf.catalog.wording import with_article
 from hf_minitf.safety.files import JSON_KINDS, UnsafeFileError, confined_path, links_leaving, read_json
 
 AGAIN = "export the model again with minitf export"
@@ -99,13 +100,9 @@ def _needs_files(folder: Path, info: dict, names: tuple[str, ...]) -> None:
     for name in names:
         if not confined_path(folder, name, "the file").is_file():
             raise ExportFolderError(
-                f"{folder}: its {EXPORT_FILE} says it is {_a(str(info.get('engine')))} {info.get('kind')} export, but it has no "
+                f"{folder}: its {EXPORT_FILE} says it is {with_article(str(info.get('engine')))} {info.get('kind')} export, but it has no "
                 f"{name}, which such an export holds; {AGAIN} (or, if this is a model folder, remove {EXPORT_FILE})"
             )
-
-
-def _a(word: str) -> str:
-    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
 def _vocabulary(folder: Path, name: str) -> list[str]:
@@ -405,7 +402,7 @@ def check_export_info(info: dict, folder: Path) -> dict:
         value = info.get(key)
         if value is None:
             if field.required_for == EVERY_KIND or kind in field.required_for:
-                needed = "every export" if field.required_for == EVERY_KIND else f"{_a(str(kind))} export"
+                needed = "every export" if field.required_for == EVERY_KIND else f"{with_article(str(kind))} export"
                 raise ExportFolderError(f"{path} has no {key}, which {needed} has; {AGAIN}")
             continue
         entries = value if isinstance(value, list) else [value]
@@ -431,7 +428,7 @@ def check_export_info(info: dict, folder: Path) -> dict:
     if family is None or family.engine_kind != kind:
         fitting = ", ".join(f"{family.model_type} ({family.engine_kind})" for family in FAMILIES.values())
         raise ExportFolderError(
-            f"{path}: family {info['family']!r} does not make {_a(str(kind))} export (the families and the "
+            f"{path}: family {info['family']!r} does not make {with_article(str(kind))} export (the families and the "
             f"kind of their exports: {fitting}); {AGAIN}"
         )
     return info

@@ -20,6 +20,7 @@ import torch
 from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
+from hf_minitf.catalog.wording import with_article
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
 from hf_minitf.safety.files import json_kind
 from hf_minitf.safety.files import read_json as read_json_file
@@ -274,8 +275,7 @@ def open_source_of(
     source = open_source(src, revision)
     if source.family not in families:
         raise ValueError(
-            f"{src} is {FAMILIES[source.family].article} {source.family} model; {export} takes "
-            f"{' or '.join(families)} models ({hint})."
+            f"{src} is {with_article(source.family)} model; {export} takes {' or '.join(families)} models ({hint})."
         )
     return source
 

@@ -19,6 +19,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Genera
 from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from hf_minitf.catalog.families import family_of_config
+from hf_minitf.catalog.wording import with_article
 from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.tokenization.chat_templates import ChatTemplateChange, apply_chat_template_to_tokenizer
 
@@ -57,7 +58,7 @@ def _gpt_folder(folder: Path) -> dict:
     family = family_of_config(config, folder) if isinstance(config, dict) else None
     if family != "gpt":
         raise ValueError(
-            f"{folder} holds {'an' if (family or 'x')[0] in 'aeiou' else 'a'} {family or 'unknown'} model; chat "
+            f"{folder} holds {with_article(family or 'unknown')} model; chat "
             "templates are for GPT folders (causal language models)"
         )
     return config
