@@ -101,13 +101,14 @@ def native_refusal(config: Any) -> str | None:
     (GPT-NeoX computes the angles for any position, as MiniTF does).
     """
     model_type = config.model_type
-    if model_type == "minitf_seq2seq":
+    family = family_of_model_type(model_type)
+    if family is FAMILIES["seq2seq"]:
         return (
-            "model_type='minitf_seq2seq': no native transformers encoder-decoder matches hkproj's "
+            f"model_type={model_type!r}: no native transformers encoder-decoder matches hkproj's "
             "pytorch-transformer exactly (Marian and FSMT are post-LN; M2M100 and Pegasus share one vocabulary "
             "and differ in positions and eps); it stays a MiniTF model."
         )
-    if model_type == "minitf_gpt":
+    if family is FAMILIES["gpt"]:
         if config.position_embedding_type == "learned" and config.context_overflow == "crop":
             return (
                 "context_overflow='crop': GPT-2 has no sliding window; it refuses inputs past its "
@@ -115,7 +116,7 @@ def native_refusal(config: Any) -> str | None:
                 "(the same model inside its context) to export it."
             )
         return None
-    if model_type == "minitf_encoder":
+    if family is FAMILIES["encoder"]:
         if config.pad_token_id is None:
             return (
                 "pad_token_id=null: XLM-R numbers positions after its padding id, so the export needs one; set "

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
+from hf_minitf.catalog.families import FAMILIES, family_of_model_type
 from hf_minitf.export.source import accepts_src, open_source
 from hf_minitf.safety.output_folders import atomic_output_dir
 
@@ -104,7 +105,9 @@ def position_table(config: dict) -> int | None:
     """The length of a learned position table, where the page stops generating (transformers.js does not stop by
     itself, and a learned-position model fails past its table); None for rotary positions (they go on past the
     trained length, as MiniTF's generate() does) and encoders (their tokenizer truncates)."""
-    learned = config.get("model_type") == "minitf_gpt" and config.get("position_embedding_type", "learned") == "learned"
+    learned = family_of_model_type(config.get("model_type")) is FAMILIES["gpt"] and (
+        config.get("position_embedding_type", "learned") == "learned"
+    )
     return config["max_position_embeddings"] if learned else None
 
 

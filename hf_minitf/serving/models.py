@@ -14,7 +14,7 @@ from typing import Any
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.families import FAMILIES, family_of_model_type
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.checks import chars_per_token
@@ -43,7 +43,7 @@ class ServedModel:
         GPT with `context_overflow="crop"` slides its window, one with rotary positions has no position table."""
         config = self.config
         if getattr(config, "context_overflow", None) == "crop" or (
-            config.model_type == "minitf_gpt" and config.position_embedding_type != "learned"
+            family_of_model_type(config.model_type) is FAMILIES["gpt"] and config.position_embedding_type != "learned"
         ):
             return None
         return getattr(config, "max_position_embeddings", None)

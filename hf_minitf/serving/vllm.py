@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hf_minitf.catalog.families import FAMILIES, family_of_model_type
 from hf_minitf.catalog.limits import MAX_REQUEST_BYTES
 from hf_minitf.catalog.packaging import docs_page
 from hf_minitf.serving import API_KEY_VARIABLE
@@ -146,7 +147,7 @@ def prepare_model(source: str, work: Path, *, dtype: str = "auto", trust_remote_
         context_limit=config.max_position_embeddings,
         trust_remote_code=trust_remote_code,
     )
-    if config.model_type == "minitf_gpt":
+    if family_of_model_type(config.model_type) is FAMILIES["gpt"]:  # a MiniTF GPT, not a native GPT-2 folder
         from hf_minitf.export.native import export_native
 
         try:
