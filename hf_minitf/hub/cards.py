@@ -31,7 +31,7 @@ from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE, check_license
 from hf_minitf.modeling.modeling_minitf import README, is_blank_card
-from hf_minitf.safety.files import CardMetadataError, load_model_card
+from hf_minitf.safety.files import CardMetadataError, load_model_card, read_json
 
 logger = logging.getLogger(__name__)
 
@@ -67,9 +67,9 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+def _read_json(path: Path) -> dict:
+    """A saved folder's JSON object (config.json, a weights index) through the package's one reader."""
+    return read_json(path, dict, "an object", "save the model again")
 
 
 def stored_parameters(paths: Iterable[Path]) -> int:
