@@ -9,7 +9,6 @@ A folder is rewritten whole or not at all (`hf_minitf.safety.output_folders`).
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import cast
@@ -20,6 +19,7 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from hf_minitf.catalog.families import family_of_config
 from hf_minitf.catalog.wording import with_article
+from hf_minitf.safety.files import read_json
 from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.tokenization.chat_templates import ChatTemplateChange, apply_chat_template_to_tokenizer
 
@@ -51,11 +51,8 @@ def _gpt_folder(folder: Path) -> dict:
         raise ValueError(
             f"{folder} has no config.json; give a GPT folder written by minitf train, quickstart or convert"
         )
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not JSON ({error}); it is not a saved model's config") from None
-    family = family_of_config(config, folder) if isinstance(config, dict) else None
+    config = read_json(path, dict, "an object of config fields", "it is not a saved model's config")
+    family = family_of_config(config, folder)
     if family != "gpt":
         raise ValueError(
             f"{folder} holds {with_article(family or 'unknown')} model; chat "
