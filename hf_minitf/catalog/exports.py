@@ -7,7 +7,7 @@ declared by the `export` command (`hf_minitf/commands/export.py`).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class ExportFormat(NamedTuple):
@@ -186,8 +186,30 @@ EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
 }
 """The fields of `EXPORT_FILE` that are read (others are ignored), checked by `hf_minitf.export.run.export_info`."""
 
+# The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
+# fails inside torch's embedding lookup).
+NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
+
+
+def positions_of(config: Any) -> str | None:
+    """How a GPT config (MiniTF's or a native export's) numbers positions: "learned", "rope", or None (no GPT)."""
+    return getattr(config, "position_embedding_type", None) or NATIVE_POSITIONS.get(getattr(config, "model_type", ""))
+
+
+def context_limit(config: Any) -> int | None:
+    """The most tokens (prompt and generated) a GPT config's model reads, or None where it has none: learned
+    positions end at their table, unless a MiniTF GPT slides its window (`context_overflow="crop"`); rotary positions
+    go on past the trained length. One answer for `minitf generate` and `minitf serve`."""
+    if positions_of(config) != "learned" or getattr(config, "context_overflow", "error") == "crop":
+        return None
+    return getattr(config, "max_position_embeddings", None)
+
+
 __all__ = [
     "EVERY_KIND",
+    "NATIVE_POSITIONS",
+    "context_limit",
+    "positions_of",
     "EXPORTS",
     "EXPORT_DESCRIPTION",
     "EXPORT_FILE",

@@ -99,11 +99,6 @@ ENGINE_KINDS = {family.command: family.engine_kind for family in FAMILIES.values
 GGUF_MAGIC = b"GGUF"
 
 
-# The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
-# fails inside torch's embedding lookup).
-NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
-
-
 def read_config(folder: Path) -> dict:
     """The folder's config.json as a dict; a CommandError naming the file when it is not a JSON object."""
     from hf_minitf.safety.files import read_json

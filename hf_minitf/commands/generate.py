@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from hf_minitf.catalog.exports import context_limit, positions_of
 from hf_minitf.commands.common import (
-    NATIVE_POSITIONS,
     CommandError,
     count,
     model_folder,
@@ -50,13 +50,8 @@ def run(args: argparse.Namespace) -> int:
         model = AutoModelForCausalLM.from_pretrained(folder).eval()
         tokenizer = AutoTokenizer.from_pretrained(folder)
         config = model.config
-        positions = getattr(config, "position_embedding_type", None) or NATIVE_POSITIONS.get(config.model_type)
-        limit = (
-            config.max_position_embeddings
-            if positions == "learned" and getattr(config, "context_overflow", "error") == "error"
-            else None
-        )
-        trained = config.max_position_embeddings if positions == "rope" else None
+        limit = context_limit(config)
+        trained = config.max_position_embeddings if positions_of(config) == "rope" else None
     else:
         tokenizer, limit = engine.tokenizer, engine.position_limit
         trained = engine.max_positions if limit is None else None

@@ -14,7 +14,8 @@ from typing import Any
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from hf_minitf.catalog.families import FAMILIES, family_of_model_type
+from hf_minitf.catalog.exports import context_limit
+from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.serving.api import model_manager as _model_manager
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.checks import chars_per_token
@@ -39,14 +40,11 @@ class ServedModel:
 
     @property
     def context_limit(self) -> int | None:
-        """Most tokens (prompt and generated) a generative model reads, or None where it has no such limit: a MiniTF
-        GPT with `context_overflow="crop"` slides its window, one with rotary positions has no position table."""
-        config = self.config
-        if getattr(config, "context_overflow", None) == "crop" or (
-            family_of_model_type(config.model_type) is FAMILIES["gpt"] and config.position_embedding_type != "learned"
-        ):
-            return None
-        return getattr(config, "max_position_embeddings", None)
+        """Most tokens (prompt and generated) a generative model reads, or None where it has no such limit: a GPT's
+        as `minitf generate` counts it (`catalog.exports.context_limit`), a translator's its position table."""
+        if self.family == "gpt":
+            return context_limit(self.config)
+        return getattr(self.config, "max_position_embeddings", None)
 
     @functools.cached_property
     def chars_per_token(self) -> int:
