@@ -33,6 +33,25 @@ def find_card_writer() -> ModuleType | None:
     return PACKAGE_HOOKS.card_writer() if PACKAGE_HOOKS.card_writer is not None else None
 
 
+def open_mode(folder: Path) -> int:
+    """The permission bits a plain `open()` gives a new file in `folder` (the user's umask, the folder's default
+    ACL), found by making one."""
+    probe = folder / f".mode-probe-{os.getpid()}-{id(folder):x}"
+    probe.touch()
+    try:
+        return probe.stat().st_mode & 0o777
+    finally:
+        probe.unlink()
+
+
+def give_weights_the_open_mode(folder: Path) -> None:
+    """safetensors writes weights 0600 (through a temporary file) beside a 0644 config.json: give them the mode a
+    plain `open()` gives, so that whoever can read the config can read the weights."""
+    mode = open_mode(folder)
+    for weights in folder.glob("*.safetensors"):
+        os.chmod(weights, mode)
+
+
 def is_blank_card(text: str) -> bool:
     """Whether a card is empty or transformers' placeholder (what `push_to_hub` writes when a repo has none)."""
     return "[More Information Needed]" in text or not text.strip()
@@ -106,6 +125,7 @@ class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
         super().save_pretrained(save_directory, *args, **kwargs)
         if not kwargs.get("is_main_process", True) or not os.path.isfile(os.path.join(save_directory, "config.json")):
             return
+        give_weights_the_open_mode(Path(save_directory))
         card_writer = find_card_writer()
         if card_writer is not None:
             card_writer.write_model_card(
@@ -121,4 +141,12 @@ class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
         return super()._upload_modified_files(working_dir, repo_id, *args, **kwargs)
 
 
-__all__ = ["MiniTFPreTrainedModel", "find_card_writer", "is_blank_card", "keep_source_card", "prepare_card_for_upload"]
+__all__ = [
+    "MiniTFPreTrainedModel",
+    "find_card_writer",
+    "give_weights_the_open_mode",
+    "is_blank_card",
+    "keep_source_card",
+    "open_mode",
+    "prepare_card_for_upload",
+]

@@ -301,6 +301,20 @@ def exchange_paths(first: str | Path, second: str | Path) -> None:
         raise OSError(code, os.strerror(code), str(first), None, str(second))
 
 
+def give_open_modes(folder: Path) -> None:
+    """Give the files under `folder` that are more private than a plain `open()` makes them that mode: safetensors
+    writes weights 0600 (through a temporary file) beside a 0644 config.json, which another user or a service
+    account could read but not the weights."""
+    from hf_minitf.modeling.modeling_minitf import open_mode
+
+    mode = open_mode(folder)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            current = path.stat().st_mode & 0o777
+            if current != mode and current | mode == mode:
+                os.chmod(path, mode)
+
+
 def _put_in_place(work: Path, out: Path) -> None:
     """Move the finished folder `work` to `out`. A previous folder is swapped with it in one step where the system
     can (a reader never finds `out` missing) and then removed; elsewhere it is moved aside first, put back if the
@@ -368,6 +382,7 @@ class OutputFolder:
                 )
                 if refusal is not None:
                     raise OutputFolderError(refusal, self.path)
+            give_open_modes(work)
             _put_in_place(work, out)
         except BaseException as error:
             shutil.rmtree(work, ignore_errors=True)
