@@ -206,7 +206,8 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool = False, inputs: It
 def check_output_file(out: str | os.PathLike, overwrite: bool, magic: bytes, kind: str) -> Path:
     """Refuse an output file path that is a symbolic link, under a file, a folder, or an existing file unless
     `overwrite`, and with `overwrite` a file that is not a `kind` file (does not start with `magic`): `overwrite`
-    replaces what such a writer wrote, nothing else. Returns `out` as a Path."""
+    replaces what such a writer wrote, nothing else. The partial files of killed earlier runs beside it are removed
+    first (`clean_stale_leftovers`). Returns `out` as a Path."""
     out = Path(out)
     refusal = _path_refusal(out)
     if refusal is None and out.is_dir():
@@ -223,6 +224,7 @@ def check_output_file(out: str | os.PathLike, overwrite: bool, magic: bytes, kin
                     )
     if refusal is not None:
         raise OutputFolderError(refusal, out, "the output file")
+    clean_stale_leftovers(out)
     return out
 
 
@@ -249,15 +251,21 @@ def _process_alive(pid: int | None) -> bool:
 
 
 def clean_stale_leftovers(out: str | os.PathLike) -> list[str]:
-    """Remove what killed earlier runs left beside `out`, and restore a previous folder a run was replacing
-    when it died (`out` missing, its `.old-` copy present). Returns one line per action, also logged."""
+    """Remove what killed earlier runs left beside `out` (a folder, or the file a single-file writer was writing),
+    and restore a previous folder a run was replacing when it died (`out` missing, its `.old-` copy present).
+    Returns one line per action, also logged."""
     out = Path(out).absolute()
     if not out.parent.is_dir():
         return []
     actions = []
     for leftover in sorted(out.parent.iterdir()):
         match = _LEFTOVER.fullmatch(leftover.name)
-        if not match or match["name"] != out.name or not leftover.is_dir():
+        is_file = leftover.is_file() and not leftover.is_symlink()
+        if (
+            not match
+            or match["name"] != out.name
+            or not (leftover.is_dir() or (is_file and match["kind"] == "writing"))
+        ):
             continue
         if _process_alive(int(match["pid"]) if match["pid"] else None):
             continue
@@ -265,7 +273,10 @@ def clean_stale_leftovers(out: str | os.PathLike) -> list[str]:
             os.replace(leftover, out)
             actions.append(f"restored {out} from {leftover.name}, left by an interrupted earlier run")
         else:
-            shutil.rmtree(leftover, ignore_errors=True)
+            if is_file:
+                leftover.unlink()
+            else:
+                shutil.rmtree(leftover, ignore_errors=True)
             actions.append(f"removed {leftover}, left by an interrupted earlier run")
     for action in actions:
         logger.warning(action)
