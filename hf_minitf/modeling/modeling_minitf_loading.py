@@ -1,7 +1,7 @@
 """Checks around `from_pretrained` of every MiniTF model, for folders that come from elsewhere: weights that
 transformers would read wrongly are refused before loading, a pickled weights file that holds code is named
 (without torch's advice to load it unrestricted), and a config that asks for base-model weights the folder does
-not hold (more layers) is an error rather than a model with random weights.
+not hold (more layers, an untied head) is an error rather than a model with random weights.
 
 transformers memory-maps `pytorch_model.bin`: it takes each zip entry's bytes as they lie in the file, so a zip
 re-packed with compression would load as tensors of compressed bytes. Missing weights are only a warning in
@@ -402,7 +402,10 @@ class CheckedLoadingMixin:
             raise
         missing = sorted(info.get("missing_keys") or [])
         prefix = getattr(model, "base_model_prefix", "")
-        if prefix and hasattr(model, prefix):  # a model with a head: a new head (fine-tuning) is no error
+        saved_as = getattr(model.config, "architectures", None) or []
+        if prefix and hasattr(model, prefix) and cls.__name__ not in saved_as:
+            # a head on a folder saved without it (a classifier on an encoder): a new head, for fine-tuning, is no
+            # error; a folder saved as this very class holds its head (an untied lm_head) and lacks none of it
             missing = [key for key in missing if key.startswith(prefix + ".")]
         if missing and info.get("unexpected_keys"):  # weights it does not ask for instead of those it does
             family = other_family_error(cls, folder, headers, getattr(model.config, "model_type", None))
@@ -425,7 +428,7 @@ class CheckedLoadingMixin:
             raise ValueError(
                 f"{pretrained_model_name_or_path}: the weights lack {len(missing)} tensors that its config asks for "
                 f"({shown}){instead}; config.json does not describe the weights beside it (check "
-                "num_hidden_layers, architectures and the other sizes)."
+                "num_hidden_layers, tie_word_embeddings, architectures and the other sizes)."
             )
         return (model, info) if wants_info else model
 

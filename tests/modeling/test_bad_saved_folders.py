@@ -219,7 +219,7 @@ BAD_INPUTS = [
             saved_gpt(tmp, weights_header({"embeddings.word_embeddings.weight": OVERLAPPING["a"]}, data=16))
         ),
         ValueError,
-        r"gpt: the weights lack 16 tensors that its config asks for \(.*\), and hold 1 it does not "
+        r"gpt: the weights lack 17 tensors that its config asks for \(.*\), and hold 1 it does not "
         r"\(embeddings.word_embeddings.weight\); config.json does not describe the weights beside it",
     ),
     bad(

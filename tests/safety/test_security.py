@@ -529,6 +529,16 @@ def test_a_config_that_asks_for_weights_the_folder_lacks_is_an_error(folder):
         AutoModelForCausalLM.from_pretrained(folder)
 
 
+def test_a_config_that_unties_a_head_the_folder_lacks_is_an_error(folder):
+    """`tie_word_embeddings: false` asks for an `lm_head` the folder of a tied GPT does not hold: transformers
+    initialised it at random (a load report only) and the model wrote garbage."""
+    from transformers import AutoModelForCausalLM
+
+    folder_with_config(folder, tie_word_embeddings=False)
+    with pytest.raises(ValueError, match=r"the weights lack 1 tensors that its config asks for \(lm_head.weight\)"):
+        AutoModelForCausalLM.from_pretrained(folder)
+
+
 def test_a_new_head_on_a_saved_base_model_still_loads(tmp_path):
     from transformers import AutoModelForSequenceClassification
 
