@@ -60,6 +60,8 @@ def sigterm_exits():
 
 # The exit status of a process whose output pipe closed (128 + SIGPIPE), as `yes | head -1` ends `yes`.
 BROKEN_PIPE_STATUS = 141
+# The exit status of a command interrupted by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED_STATUS = 130
 
 
 def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
@@ -113,8 +115,8 @@ def _command_name(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input, 141: its output
-    pipe closed, as `minitf generate ... | head -1` closes it)."""
+    """Run `minitf ARGS` and return its exit status (0: done, 2: wrong arguments or unusable input, 130: Ctrl-C,
+    141: its output pipe closed, as `minitf generate ... | head -1` closes it)."""
     parser = build_parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     problem = _not_utf8(args, parser)
@@ -129,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
             status = args.run(args)
             sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's flush at exit
         return status
+    except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever the command was
+        print(
+            f"minitf {_command_name(args)}: interrupted; no output was put in place (outputs are written whole or not "
+            "at all; a previous one is as it was)",
+            file=sys.stderr,
+        )
+        return INTERRUPTED_STATUS
     except BrokenPipeError:  # as pip and black: the reader left, so the rest of the output goes nowhere, quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -617,6 +617,36 @@ def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
 
 
+def test_ctrl_c_while_writing_is_one_line_and_leaves_nothing(tmp_path):
+    """Ctrl-C (SIGINT) mid-write: exit 130, one line saying no output was put in place (it was a 38-line
+    KeyboardInterrupt traceback), and no half-written folder."""
+    import signal
+    import subprocess
+    import sys
+
+    argv = ["convert", "char-gpt", CHAR_GPT / "checkpoint.pt", "--vocab", CHAR_GPT / "vocab.json", "--num-heads", "4"]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_CONVERT, *map(str, argv), "--out", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[2],
+    )
+    try:
+        assert process.stdout.readline().strip() == "writing"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == 130 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "minitf convert char-gpt: interrupted; no output was put in place (outputs are written whole or not at all; "
+        "a previous one is as it was)"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
+
+
 def test_info_refuses_a_safetensors_header_length_past_the_end(folder, capsys):
     data = (folder / "model.safetensors").read_bytes()
     (folder / "model.safetensors").write_bytes((2**60).to_bytes(8, "little") + data[8:])
