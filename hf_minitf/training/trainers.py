@@ -54,6 +54,7 @@ from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
+from hf_minitf.modeling.modeling_minitf_loading import check_safetensors_files
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
 from hf_minitf.safety.files import refused_pickle_message
@@ -246,6 +247,10 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
         )
         if resume is None:
             raise TrainingError(f"--resume: {settings.checkpoint_dir} holds no checkpoint-* folder to resume from")
+        try:  # the checkpoint's weights, checked from their headers before the trainer reads them
+            check_safetensors_files(Path(resume))
+        except ValueError as error:
+            raise TrainingError(f"--resume: {error}; resume from an earlier checkpoint-* or start again") from None
     if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
         batches = len(trainer.get_train_dataloader())
         total = math.ceil(batches * settings.epochs / trainer.args.gradient_accumulation_steps)

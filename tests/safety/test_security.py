@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import assert_one_line_error
 from safetensors.torch import load_file
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
@@ -291,6 +292,22 @@ def test_resume_from_a_tampered_optimizer_state_is_refused_naming_it(tmp_path, c
     torch.save(state, optimizer)
     status, err = run_cli([*argv, "--out", tmp_path / "resumed", "--max-steps", "2", "--resume"], capsys)
     assert_refused(status, err, str(optimizer))
+    assert not (tmp_path / "resumed").exists()
+
+
+def test_resume_from_a_checkpoint_whose_weights_were_cut_is_one_line(tmp_path, capsys):
+    """A run killed while the trainer wrote a checkpoint: `--resume` named the file from its header (it was a
+    safetensors traceback from inside the trainer), and nothing was trained or written."""
+    data = tmp_path / "text.txt"
+    data.write_text("a tiny text to train a tiny model on. " * 40)
+    checkpoints = tmp_path / "checkpoints"
+    argv = ["train", "gpt", "--data", data, "--preset", "tiny", "--block-size", "16", "--checkpoint-dir", checkpoints]
+    argv += ["--save-steps", "1", "--batch-size", "4", "--no-progress"]
+    assert run_cli([*argv, "--out", tmp_path / "first", "--max-steps", "1"], capsys)[0] == 0
+    weights = checkpoints / "checkpoint-1" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    status, err = run_cli([*argv, "--out", tmp_path / "resumed", "--max-steps", "2", "--resume"], capsys)
+    assert_one_line_error(status, err, "--resume", str(weights), "earlier checkpoint")
     assert not (tmp_path / "resumed").exists()
 
 
