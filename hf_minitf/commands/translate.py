@@ -35,11 +35,13 @@ def run(args: argparse.Namespace) -> int:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
             print(text)
         return 0
-    from transformers import pipeline
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     from hf_minitf.modeling.pipeline_minitf_translation import TASK
 
-    translate = pipeline(TASK, model=str(folder))  # type: ignore[call-overload]  # the overloads list only built-in tasks
+    # The model loaded first, so that its checks speak (a pipeline would only say it found no class that loads it).
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    translate = pipeline(TASK, model=model, tokenizer=AutoTokenizer.from_pretrained(folder))  # type: ignore[call-overload]  # the overloads list only built-in tasks
     options = {"num_beams": args.num_beams}
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens

@@ -20,6 +20,16 @@ from bad_inputs import (
 )
 from factories import make_seq2seq_source
 
+
+def seq2seq_config_with_gpt_weights(tmp):
+    """A seq2seq folder (config, tokenizer pair) whose model.safetensors is a GPT's."""
+    import shutil
+
+    folder = make_seq2seq_source(tmp / "seq2seq")
+    shutil.copyfile(saved_model(tmp / "other", "gpt") / "model.safetensors", folder / "model.safetensors")
+    return folder
+
+
 BAD_INPUTS = [
     # Commands meeting folders they do not use: each names the folder, what it holds and the command that fits it.
     bad(
@@ -69,6 +79,13 @@ BAD_INPUTS = [
         lambda tmp: minitf("translate", saved_model(tmp, "gpt"), "hi"),
         CommandFailed,
         r"gpt holds a gpt model .*`minitf translate` needs a seq2seq model: use `minitf generate`",
+    ),
+    bad(
+        "translate-seq2seq-config-gpt-weights",
+        lambda tmp: minitf("translate", seq2seq_config_with_gpt_weights(tmp), "hi"),
+        CommandFailed,
+        r"exit 2: .*model.safetensors holds tensors named like a minitf_gpt model .* but config.json is "
+        r"minitf_seq2seq",
     ),
     bad(
         "translate-encoder-folder",
