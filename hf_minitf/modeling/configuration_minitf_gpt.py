@@ -113,6 +113,15 @@ class MiniTFGPTConfig(MiniTFConfig):
         check_token_ids_in_vocabulary(
             self, ("pad_token_id", "bos_token_id", "eos_token_id"), self.vocab_size, "vocabulary"
         )
+        # transformers' rotary scaling (it keeps `rope_scaling` and `rope_parameters` as one): not MiniTF's to ignore
+        scaling = getattr(self, "rope_parameters", None) or getattr(self, "rope_scaling", None)
+        kind = scaling.get("rope_type", scaling.get("type", "default")) if isinstance(scaling, dict) else scaling
+        if scaling is not None and kind != "default":
+            raise ValueError(
+                f"{type(self).__name__}: rope_parameters (rope_scaling) {scaling!r} asks for {kind!r} rotary "
+                "scaling, which MiniTF's positions do not implement (the model would ignore it and give the unscaled "
+                "logits); remove rope_parameters and rope_scaling from config.json."
+            )
 
 
 MiniTFGPTConfig.register_for_auto_class()

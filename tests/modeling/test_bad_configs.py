@@ -202,6 +202,24 @@ BAD_INPUTS = [
         r"attention_dropout must be a finite number in \[0.0, 1.0\), got 1.0",
     ),
     bad(
+        "gpt-rope-scaling-linear",
+        lambda tmp: MiniTFGPTConfig(
+            position_embedding_type="rope", rope_scaling={"rope_type": "linear", "factor": 4.0}
+        ),
+        ValueError,
+        r"rope_parameters \(rope_scaling\) \{'rope_type': 'linear', 'factor': 4.0\} asks for 'linear' rotary scaling, "
+        r"which MiniTF's positions do not implement \(the model would ignore it",
+    ),
+    bad(
+        "folder-config-rope-parameters-yarn",
+        lambda tmp: AutoModelForCausalLM.from_pretrained(
+            saved_gpt(tmp, edit_config(rope_parameters={"rope_type": "yarn", "factor": 2.0}))
+        ),
+        ValueError,
+        r"rope_parameters \(rope_scaling\) .* asks for 'yarn' rotary scaling.*remove rope_parameters and "
+        r"rope_scaling from config.json",
+    ),
+    bad(
         "folder-config-infinite-eps",
         lambda tmp: AutoModelForCausalLM.from_pretrained(saved_gpt(tmp, edit_config(layer_norm_eps=float("inf")))),
         ValueError,
