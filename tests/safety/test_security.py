@@ -599,45 +599,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
-    """`minitf` and `python -m hf_minitf.conversion` install the same handler (hf_minitf.cli.sigterm_exits)."""
-    import signal
-    import subprocess
-    import sys
-
-    argv = [
-        "convert",
-        "char-gpt",
-        CHAR_GPT / "checkpoint.pt",
-        "--vocab",
-        CHAR_GPT / "vocab.json",
-        "--num-heads",
-        "4",
-        "--out",
-        tmp_path / "out",
-    ]
-    process = subprocess.Popen(
-        [sys.executable, "-c", SLOW_CONVERT, *map(str, argv)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=Path(__file__).parents[2],
-    )
-    try:
-        assert process.stdout.readline().strip() == "writing"
-        assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out.writing-")]
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 128 + signal.SIGTERM
-    finally:
-        process.kill()
-        process.wait()
-    assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
-
-
-def test_ctrl_c_while_writing_is_one_line_and_leaves_nothing(tmp_path):
-    """Ctrl-C (SIGINT) mid-write: exit 130, one line saying no output was put in place (it was a 38-line
-    KeyboardInterrupt traceback), and no half-written folder."""
-    import signal
+def signalled_while_writing(tmp_path: Path, signal_number: int) -> tuple[int, str]:
+    """`minitf convert` to tmp_path/out, sent `signal_number` once its work folder is being written: the exit status
+    and what it said on stderr."""
     import subprocess
     import sys
 
@@ -651,12 +615,31 @@ def test_ctrl_c_while_writing_is_one_line_and_leaves_nothing(tmp_path):
     )
     try:
         assert process.stdout.readline().strip() == "writing"
-        process.send_signal(signal.SIGINT)
+        assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".out.writing-")]
+        process.send_signal(signal_number)
         _, err = process.communicate(timeout=120)
     finally:
         process.kill()
         process.wait()
-    assert process.returncode == 130 and "Traceback" not in err
+    return process.returncode, err
+
+
+def test_sigterm_while_writing_leaves_no_half_written_folder(tmp_path):
+    """`minitf` and `python -m hf_minitf.conversion` install the same handler (hf_minitf.cli.sigterm_exits)."""
+    import signal
+
+    status, _ = signalled_while_writing(tmp_path, signal.SIGTERM)
+    assert status == 128 + signal.SIGTERM
+    assert sorted(path.name for path in tmp_path.iterdir()) == [], "a half-written folder was left behind"
+
+
+def test_ctrl_c_while_writing_is_one_line_and_leaves_nothing(tmp_path):
+    """Ctrl-C (SIGINT) mid-write: exit 130, one line saying no output was put in place (it was a 38-line
+    KeyboardInterrupt traceback), and no half-written folder."""
+    import signal
+
+    status, err = signalled_while_writing(tmp_path, signal.SIGINT)
+    assert status == 130 and "Traceback" not in err
     assert err.strip().splitlines()[-1] == (
         "minitf convert char-gpt: interrupted; no output was put in place (outputs are written whole or not at all; "
         "a previous one is as it was)"
