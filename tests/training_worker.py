@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from hf_minitf.training.trainers import TrainSettings, train_gpt
+from hf_minitf.training.trainers import TrainSettings, end_distributed_training, train_gpt
 
 out = Path(sys.argv[1])
 rank = int(os.environ.get("RANK", "0"))
@@ -22,13 +22,15 @@ result = train_gpt(
     eval_fraction=0.0,
     config_overrides=dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32),
 )
+world_size = torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1
+end_distributed_training()
 weights = b"".join(
     tensor.detach().cpu().contiguous().numpy().tobytes() for _, tensor in sorted(result.model.state_dict().items())
 )
 (out / f"rank{rank}.json").write_text(
     json.dumps(
         {
-            "world_size": torch.distributed.get_world_size() if torch.distributed.is_initialized() else 1,
+            "world_size": world_size,
             "losses": [loss for _, loss in result.losses],
             "weights_sha256": hashlib.sha256(weights).hexdigest(),
             "wrote_folder": result.folder is not None,

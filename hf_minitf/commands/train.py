@@ -164,23 +164,26 @@ def run(args: argparse.Namespace) -> int:
         dataset_name=data.name or str(args.data),
         license=args.license,
     )
-    if args.family == "gpt":
-        texts = open_texts(args.data, columns[0], args.split)
-        result = training.train_gpt(
-            texts,
-            out,
-            tokenizer=args.tokenizer,
-            vocab_size=args.vocab_size,
-            block_size=args.block_size,
-            chat_template=args.chat_template,
-            **common,
-        )
-    elif args.family == "encoder":
-        pairs = load_pairs(args.data, columns, args.split)
-        result = training.train_encoder(pairs, out, vocab_size=args.vocab_size, **common)
-    else:
-        pairs = load_pairs(args.data, columns, args.split)
-        result = training.train_seq2seq(pairs, out, **common)
+    try:
+        if args.family == "gpt":
+            texts = open_texts(args.data, columns[0], args.split)
+            result = training.train_gpt(
+                texts,
+                out,
+                tokenizer=args.tokenizer,
+                vocab_size=args.vocab_size,
+                block_size=args.block_size,
+                chat_template=args.chat_template,
+                **common,
+            )
+        elif args.family == "encoder":
+            pairs = load_pairs(args.data, columns, args.split)
+            result = training.train_encoder(pairs, out, vocab_size=args.vocab_size, **common)
+        else:
+            pairs = load_pairs(args.data, columns, args.split)
+            result = training.train_seq2seq(pairs, out, **common)
+    finally:
+        training.end_distributed_training()
     if result.folder is not None:
         figures = ", ".join(f"{key} {value:.4g}" for key, value in result.eval_results.items())
         print(

@@ -325,7 +325,8 @@ def _describe_losses(log_history: Sequence[dict]) -> str:
 
 
 def _write_folder(
-    target: OutputFolder,
+    trainer: Trainer,
+    target: OutputFolder | None,
     save,
     result: TrainingResult,
     title: str,
@@ -333,9 +334,14 @@ def _write_folder(
     extra_markdown: str | None,
     model_id: str | None,
     license: str | None = None,
-) -> Path:
-    """Write the folder atomically: `save(folder)`, the loss curve, then the card with the held-out figures
-    (its snippets load `model_id`, default: the output folder; its license: `license`, default `DEFAULT_LICENSE`)."""
+) -> Path | None:
+    """On the main process, write the folder atomically: `save(folder)`, the loss curve, then the card with the
+    held-out figures (its snippets load `model_id`, default: the output folder; its license: `license`, default
+    `DEFAULT_LICENSE`). Every process waits for it, so none ends, taking its end of the process group down, while
+    the main process still writes (gloo then aborts the process left waiting)."""
+    if target is None or not trainer.is_world_process_zero():
+        trainer.accelerator.wait_for_everyone()
+        return None
     with target.write() as work:
         save(work)
         image = plot_loss_curve(result.log_history, work / LOSS_CURVE, title)
@@ -349,7 +355,16 @@ def _write_folder(
             model_id=model_id or str(target),
             license=license,
         )
+    trainer.accelerator.wait_for_everyone()
     return target.path
+
+
+def end_distributed_training() -> None:
+    """Take down the process group a multi-process run (torchrun, accelerate launch) set up, as a script's last
+    step: left to interpreter exit, gloo's threads can abort a process (`terminate called without an active
+    exception`)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 def _config_fields(preset: Preset, overrides: dict[str, Any] | None) -> dict[str, Any]:
@@ -539,15 +554,14 @@ def train_gpt(
         if "eval_loss" in eval_results:
             eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
-        if target is not None and trainer.is_world_process_zero():
 
-            def save(folder: Path) -> None:
-                model.save_pretrained(folder)
-                built.save_pretrained(folder)
+        def save(folder: Path) -> None:
+            model.save_pretrained(folder)
+            built.save_pretrained(folder)
 
-            result.folder = _write_folder(
-                target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id, license
-            )
+        result.folder = _write_folder(
+            trainer, target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id, license
+        )
     return result
 
 
@@ -683,17 +697,17 @@ def train_encoder(
         eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model)
         trained = cast(MiniTFEncoderModel, embedder[0].auto_model).eval()  # the Transformer module holds the encoder
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
-        if target is not None and trainer.is_world_process_zero():
-            result.folder = _write_folder(
-                target,
-                lambda folder: save_sentence_transformer(trained, tokenizer, folder),
-                result,
-                f"MiniTF encoder ({preset})",
-                dataset_name,
-                extra_markdown,
-                model_id,
-                license,
-            )
+        result.folder = _write_folder(
+            trainer,
+            target,
+            lambda folder: save_sentence_transformer(trained, tokenizer, folder),
+            result,
+            f"MiniTF encoder ({preset})",
+            dataset_name,
+            extra_markdown,
+            model_id,
+            license,
+        )
     return result
 
 
@@ -760,15 +774,14 @@ def train_seq2seq(
         )
         eval_results = _run_trainer(trainer, settings, bool(eval_rows), model)
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
-        if target is not None and trainer.is_world_process_zero():
 
-            def save(folder: Path) -> None:
-                model.save_pretrained(folder)
-                tokenizer.save_pretrained(folder)
+        def save(folder: Path) -> None:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
 
-            result.folder = _write_folder(
-                target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id, license
-            )
+        result.folder = _write_folder(
+            trainer, target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id, license
+        )
     return result
 
 
@@ -777,6 +790,7 @@ __all__ = [
     "TrainSettings",
     "TrainingError",
     "TrainingResult",
+    "end_distributed_training",
     "plot_loss_curve",
     "train_encoder",
     "train_gpt",
