@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -368,8 +369,9 @@ def write_native_card(
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
         model_id=model_id,
+        model_id_shell=shlex.quote(model_id),
         prompt="Hello",
-        gguf_files=[(name, name.rsplit("-", 1)[-1].removesuffix(".gguf")) for name in gguf_files],
+        gguf_files=[(name, shlex.quote(name), name.rsplit("-", 1)[-1].removesuffix(".gguf")) for name in gguf_files],
         on_hub=Path(model_id).exists() is False and "/" in model_id,
     )
     card.save(folder / "README.md")

@@ -119,13 +119,16 @@ def available_dtypes(model_folder: Path) -> list[str]:
 
 
 def space_card(source, title: str, about: str, dtypes: list[str], license: str | None = None) -> str:
-    """The site's README.md: a Hugging Face static Space card (front matter), what the page is and how to run it."""
+    """The site's README.md: a Hugging Face static Space card (front matter), what the page is and how to run it.
+
+    The front matter is serialised from data, so a title with newlines, quotes or markup stays the title (it cannot
+    add a key); the heading holds it on one line."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
     from hf_minitf.hub.cards import export_card_data
 
     data = SpaceCardData(
-        title=title[:60],
+        title=title,
         sdk="static",
         app_file="index.html",
         emoji="🧩",
@@ -138,7 +141,7 @@ def space_card(source, title: str, about: str, dtypes: list[str], license: str |
     )
     files = ", ".join(f"`{dtype}` (`onnx/model{DTYPE_SUFFIXES[dtype]}.onnx`)" for dtype in dtypes)
     body = SPACE_CARD_BODY.format(
-        title=title,
+        title=" ".join(title.split()),
         about=about,
         source=source.name,
         version=TRANSFORMERS_JS_VERSION,

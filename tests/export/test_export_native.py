@@ -3,7 +3,10 @@ exported, loaded in a fresh process where hf_minitf cannot be imported and trust
 compared with the MiniTF model: logits / states within 1e-5 of max(1, |reference|), 50 greedy tokens identical,
 left-padded batch rows equal to their alone-runs; refusals; the folder's files; the command line."""
 
+import ast
 import json
+import re
+import shlex
 import shutil
 
 import pytest
@@ -211,6 +214,24 @@ def test_folder_has_no_code_and_reads_in_transformers_4(exported, name):
     card = (out / "README.md").read_text()
     for words in ("trust_remote_code", "Where it came from", str(exported["sources"][name])):
         assert words in card
+
+
+def test_card_snippets_load_the_model_id_whatever_its_characters(exported, tmp_path):
+    """The card's Python snippets are Python whose string is the model id; its shell lines pass it as one word."""
+    model_id = 'my "quoted" model,\nit\'s `code` <b>'
+    out = export_native(exported["sources"]["char_gpt"], tmp_path / "out", model_id=model_id)
+    text = (out / "README.md").read_text()
+    python_blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+    loaded = [
+        node.args[0].value
+        for block in python_blocks
+        for node in ast.walk(ast.parse(block))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "from_pretrained"
+    ]
+    assert loaded and set(loaded) == {model_id}
+    serving = next(block for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) if "vllm serve" in block)
+    words = shlex.split(serving, comments=True)
+    assert words[words.index("vllm") : words.index("vllm") + 3] == ["vllm", "serve", model_id]
 
 
 def test_legacy_rotary_fields_alone_give_the_same_model(exported, tmp_path):

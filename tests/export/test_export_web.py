@@ -9,6 +9,7 @@ itself in headless Chromium, typed into and read back, with a screenshot in the 
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ from hf_minitf import (
 )
 from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
 from hf_minitf.cli import main
-from hf_minitf.export.web import MODEL_FOLDER, SITE_FILE, TEMPLATE_FILES, export_web
+from hf_minitf.export.web import ABOUT, MODEL_FOLDER, SITE_FILE, TEMPLATE_FILES, export_web, space_card
 from hf_minitf.hub.push import push_space
 from hf_minitf.training.tasks import number_words, paraphrase_pairs
 
@@ -96,6 +97,20 @@ def encoder_site(sources, tmp_path_factory) -> Path:
     examples = [argument for sentence in SENTENCES[:3] for argument in ("--example", sentence)]
     assert main(["export", "web", str(sources["encoder"]), str(out), "--title", "Similar <sentences>", *examples]) == 0
     return out
+
+
+@pytest.mark.parametrize(
+    "title", ["Two lines\nsdk: docker", 'A "quoted" title: yes', "<script>alert(1)</script> & ---", "x" * 100]
+)
+def test_space_card_keeps_any_title_as_the_title(tmp_path, title):
+    """The front matter is serialised from data: the title round-trips and adds no key; the heading is one line."""
+    source = SimpleNamespace(family="gpt", repo_id=None, name="my-gpt", folder=tmp_path)
+    card = SpaceCard(space_card(source, title, ABOUT["gpt"], ["fp32"]))
+    assert card.data.title == title and card.data.sdk == "static"
+    assert set(card.data.to_dict()) == set(
+        SpaceCard(space_card(source, "plain", ABOUT["gpt"], ["fp32"])).data.to_dict()
+    )
+    assert f"# {' '.join(title.split())}\n" in card.text
 
 
 def minitf_greedy_texts(folder: Path, prompts: list[str], max_new_tokens: int) -> list[list[int]]:
