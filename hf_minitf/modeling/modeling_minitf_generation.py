@@ -11,7 +11,10 @@ This file is copied beside saved models with the modeling code: it imports only 
 
 from __future__ import annotations
 
-from typing import Any
+import contextvars
+import functools
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from transformers import GenerationMixin, StoppingCriteria, StoppingCriteriaList
@@ -30,37 +33,68 @@ def stop_string_list(stop_strings: str | list[str] | tuple[str, ...]) -> list[st
 class DecodedStopStringCriteria(StoppingCriteria):
     """Stop each sequence at the token that completes one of `stop_strings` in its decoded text.
 
-    Every token spells at least one byte, so the longest stop string (in UTF-8 bytes) plus one token covers any
-    match that ends in the newest token; only those tokens are decoded at each step. A match lies in the generated
-    text (as OpenAI's `stop` does) and ends in the newest token's: a stop string in the prompt stops nothing.
+    Every token spells at least one byte, so the longest stop string (in UTF-8 bytes) plus the tokens added since
+    the last call cover any match that ends in them; only those tokens are decoded. A match lies in the generated
+    text (as OpenAI's `stop` does) and ends in a token added since the last call: a stop string in the prompt stops
+    nothing. Decoding paths that add several tokens a step (prompt lookup, assisted) have their drafts cut before
+    the token that would complete a stop (`cut_drafts`), so generation ends at that token, as it does token by token.
     """
 
     def __init__(self, stop_strings: str | list[str] | tuple[str, ...], tokenizer: Any) -> None:
         self.stop_strings = stop_string_list(stop_strings)
         self.tokenizer = tokenizer
-        self.window = max(len(stop.encode("utf-8")) for stop in self.stop_strings) + 1
-        self.prompt_length: int | None = None  # known at the first call, made once the first token is generated
+        self.window = max(len(stop.encode("utf-8")) for stop in self.stop_strings)
+        self.prompt_length: int | None = None  # given by the decoding path, else known at the first call
+        self.checked_length = 0  # the length the last call read up to
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
         length = input_ids.shape[1]
-        if self.prompt_length is None:
+        if self.prompt_length is None:  # one token generated since the prompt
             self.prompt_length = length - 1
-        rows = input_ids[:, max(self.prompt_length, length - self.window) :].tolist()
-        options = dict(skip_special_tokens=False, clean_up_tokenization_spaces=False)
-        texts = self.tokenizer.batch_decode(rows, **options)
-        earlier = self.tokenizer.batch_decode([row[:-1] for row in rows], **options)
-        done = [self._ends_in_stop(text, before) for text, before in zip(texts, earlier, strict=True)]
+        first = max(self.checked_length, self.prompt_length)
+        self.checked_length = length
+        done = self.stop_ends_in(input_ids, first)
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
 
-    def _ends_in_stop(self, text: str, before: str) -> bool:
-        """Whether a stop string in `text` ends after `before`, the text without the newest token (whose last
-        characters may be incomplete bytes that the newest token completes)."""
+    def stop_ends_in(self, input_ids: torch.Tensor, first: int) -> list[bool]:
+        """Whether, in each row, a stop string of the generated text ends in the tokens from position `first` on."""
+        start = max(cast(int, self.prompt_length), first - self.window)
+        rows = input_ids[:, start:].tolist()
+        options = dict(skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        texts = self.tokenizer.batch_decode(rows, **options)
+        earlier = self.tokenizer.batch_decode([row[: first - start] for row in rows], **options)
+        return [self._ends_after(text, before) for text, before in zip(texts, earlier, strict=True)]
+
+    def _ends_after(self, text: str, before: str) -> bool:
+        """Whether a stop string in `text` ends after `before`, the text of the tokens read already (whose last
+        characters may be incomplete bytes that the new tokens complete)."""
         settled = len(before.rstrip(REPLACEMENT_CHARACTER))
         return any(text.find(stop, max(0, settled - len(stop) + 1)) != -1 for stop in self.stop_strings)
 
+    def cut_drafts(self, get_candidates: Callable[..., tuple[torch.Tensor, Any]]) -> Callable[..., tuple[Any, Any]]:
+        """A candidate generator's `get_candidates` whose drafts end before a token that would complete a stop
+        string: the model then checks the drafts up to there and its own next token is the one the criterion reads."""
+
+        def get_candidates_up_to_a_stop(input_ids: torch.Tensor, **kwargs: Any) -> tuple[Any, Any]:
+            candidates, logits = get_candidates(input_ids, **kwargs)
+            length = input_ids.shape[1]
+            for end in range(length + 1, candidates.shape[1] + 1):
+                if any(self.stop_ends_in(candidates[:, :end], end - 1)):
+                    kept = end - 1 - length
+                    return candidates[:, : end - 1], None if logits is None else logits[:, :kept]
+            return candidates, logits
+
+        return get_candidates_up_to_a_stop
+
+
+_DRAFTS_STOP_AT: contextvars.ContextVar[DecodedStopStringCriteria | None] = contextvars.ContextVar(
+    "minitf_drafts_stop_at", default=None
+)
+
 
 class StopStringsGenerationMixin(GenerationMixin):
-    """transformers' `GenerationMixin` with `stop_strings` matched by `DecodedStopStringCriteria`."""
+    """transformers' `GenerationMixin` with `stop_strings` matched by `DecodedStopStringCriteria` on every decoding
+    path (an assistant model drafting for this one needs none: its drafts are cut where a stop would complete)."""
 
     def _get_stopping_criteria(
         self,
@@ -74,19 +108,67 @@ class StopStringsGenerationMixin(GenerationMixin):
         stop_strings = generation_config.stop_strings
         if stop_strings is None:
             return criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
-        if tokenizer is None:
+        drafting = getattr(generation_config, "is_assistant", False)
+        if tokenizer is None and not drafting:
             raise ValueError(
                 f"stop_strings={stop_strings!r} needs the model's tokenizer to read the generated text: pass "
                 "tokenizer= to generate()."
             )
-        criterion = DecodedStopStringCriteria(stop_strings, tokenizer)
         generation_config.stop_strings = None  # transformers' own criterion is the one this replaces
         try:
             criteria = criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
         finally:
             generation_config.stop_strings = stop_strings
-        criteria.append(criterion)
+        if not drafting:
+            criteria.append(DecodedStopStringCriteria(stop_strings, tokenizer))
         return criteria
+
+    def _assisted_decoding(
+        self,
+        input_ids: torch.LongTensor,
+        logits_processor: Any,
+        stopping_criteria: StoppingCriteriaList,
+        generation_config: Any,
+        synced_gpus: bool = False,
+        streamer: Any = None,
+        inputs_tensor: torch.Tensor | None = None,
+        assistant_model: Any = None,
+        assistant_tokenizer: Any = None,
+        tokenizer: Any = None,
+        **model_kwargs: Any,
+    ) -> Any:
+        """transformers' assisted decoding (prompt lookup, an assistant model), its drafts cut at stop strings."""
+        decode = functools.partial(
+            super()._assisted_decoding,  # type: ignore[misc]  # self typed as a protocol
+            input_ids,
+            logits_processor,
+            stopping_criteria,
+            generation_config,
+            synced_gpus,
+            streamer,
+            inputs_tensor,
+            assistant_model,
+            assistant_tokenizer,
+            tokenizer,
+            **model_kwargs,
+        )
+        stop = next((item for item in stopping_criteria if isinstance(item, DecodedStopStringCriteria)), None)
+        if stop is None:
+            return decode()
+        stop.prompt_length = input_ids.shape[1]
+        token = _DRAFTS_STOP_AT.set(stop)
+        try:
+            return decode()
+        finally:
+            _DRAFTS_STOP_AT.reset(token)
+
+    def _get_candidate_generator(self, *args: Any, **kwargs: Any) -> Any:
+        generator = super()._get_candidate_generator(*args, **kwargs)  # type: ignore[misc]  # self typed as a protocol
+        stop = _DRAFTS_STOP_AT.get()
+        if stop is not None:
+            # this generator's own method, wrapped: its class and state stay what transformers checks and updates
+            generator.get_candidates = stop.cut_drafts(generator.get_candidates)  # type: ignore[method-assign]
+        return generator
 
 
 __all__ = ["DecodedStopStringCriteria", "StopStringsGenerationMixin", "stop_string_list"]

@@ -9,7 +9,14 @@ import pytest
 import torch
 from factories import EXPORT_TEXT, PAIRS, SENTENCES, _random_gpt, make_seq2seq
 from isolation import run_without_hf_minitf
-from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers import (
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    StoppingCriteria,
+    StoppingCriteriaList,
+    pipeline,
+)
 
 from hf_minitf import char_tokenizer, train_bpe_tokenizer, train_wordlevel_tokenizer
 
@@ -177,3 +184,46 @@ def test_stop_strings_that_cannot_stop_are_refused(folders, options, message):
     inputs = tokenizer("ghost", return_tensors="pt")
     with pytest.raises(ValueError, match=message):
         model.generate(**inputs, max_new_tokens=2, **{"tokenizer": tokenizer, **options})
+
+
+class Steps(StoppingCriteria):
+    """Records the sequence length at each decoding step, and stops nothing."""
+
+    def __init__(self):
+        self.lengths = []
+
+    def __call__(self, input_ids, scores, **kwargs):
+        self.lengths.append(input_ids.shape[1])
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool)
+
+
+@pytest.mark.parametrize("path", ["prompt lookup", "assistant model"])
+def test_a_stop_completed_inside_a_several_token_step_stops_there(folders, path):
+    """Prompt lookup and assisted decoding accept several drafted tokens a step: a stop string completed by one
+    that is not the step's last still ends generation at that token, as greedy decoding token by token does."""
+    model, tokenizer = load(folders["char"])
+    model.generation_config.eos_token_id = None  # a long run, for repeats that prompt lookup drafts from
+    drafting = {"prompt_lookup_num_tokens": 8} if path == "prompt lookup" else {"assistant_model": model}
+    prompt = "ghost jump zip ghost jump zip ghost "
+    start = len(tokenizer(prompt).input_ids)
+    steps = Steps()
+    full = generated(model, tokenizer, prompt, stopping_criteria=StoppingCriteriaList([steps]), **drafting)
+    assert full == generated(model, tokenizer, prompt), "drafting must not change greedy tokens"
+    lengths = [start, *steps.lengths]
+    several = [begin - start for begin, end in zip(lengths, lengths[1:]) if end - begin >= 2]
+    cases = []
+    for begin in several:  # a stop completed by the first token of a several-token step
+        text = decode(tokenizer, full[: begin + 1])
+        stop = next(
+            (
+                text[-size:]
+                for size in (1, 2, 3, 4)
+                if len(cut_at_first_stop(tokenizer, full, [text[-size:]])) == begin + 1
+            ),
+            None,
+        )
+        if stop is not None:
+            cases.append((stop, full[: begin + 1]))
+    assert cases, f"no several-token step to stop inside: steps {lengths}"
+    for stop, expected in cases:
+        assert generated(model, tokenizer, prompt, stop_strings=stop, **drafting) == expected
