@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 from hf_minitf.catalog.families import family_of_config
 from hf_minitf.catalog.wording import with_article
 from hf_minitf.safety.files import read_json
+from hf_minitf.safety.locks import folder_lock
 from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.tokenization.chat_templates import ChatTemplateChange, apply_chat_template_to_tokenizer
 
@@ -85,6 +86,13 @@ def set_chat_template(
     folder = Path(folder_or_tokenizer)
     if not folder.is_dir():
         raise ValueError(f"{folder} is not a folder; give a GPT folder written by minitf train, quickstart or convert")
+    with folder_lock(folder):  # a concurrent run waits, then finds this template (and refuses without --replace)
+        return _rewrite_with_template(folder, name_or_path, replace)
+
+
+def _rewrite_with_template(folder: Path, name_or_path: str | Path, replace: bool) -> ChatTemplateChange:
+    """The folder rewritten whole with the template (tokenizer files, and the weights, config and generation config
+    it needs)."""
     config = _gpt_folder(folder)
     target = OutputFolder(folder, overwrite=True)
     tokenizer = AutoTokenizer.from_pretrained(folder)

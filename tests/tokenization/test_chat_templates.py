@@ -4,6 +4,7 @@ generation stops at the end of an assistant turn, and a template the vocabulary 
 token to stop at) is refused naming what is wrong, leaving the tokenizer or folder as it was."""
 
 import json
+import threading
 
 import pytest
 import torch
@@ -140,6 +141,33 @@ def test_minitf_chat_template_gives_a_folder_one(tmp_path, capsys):
     assert "the chat template chatml; added <|im_start|>, <|im_end|>" in capsys.readouterr().out
     minitf("chat-template", folder, "chatml", "--replace")
     assert AutoTokenizer.from_pretrained(folder).chat_template == CHAT_TEMPLATES["chatml"].template
+
+
+def test_two_runs_on_one_folder_at_once_keep_one_template_and_tell_the_other(tmp_path):
+    """The second run waits for the first and finds its template: refused (no --replace), not silently lost."""
+    folder = gpt_folder(tmp_path / "gpt", bpe_tokenizer())
+    start = threading.Barrier(2)
+    outcomes = {}
+
+    def give(template):
+        start.wait()
+        try:
+            set_chat_template(folder, template)
+            outcomes[template] = "given"
+        except ValueError as error:
+            outcomes[template] = str(error)
+
+    runs = [threading.Thread(target=give, args=(template,)) for template in ("chatml", "simple")]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    given = [template for template, outcome in outcomes.items() if outcome == "given"]
+    assert len(given) == 1, outcomes
+    (refusal,) = (outcome for outcome in outcomes.values() if outcome != "given")
+    assert "already has a chat template" in refusal and "replace" in refusal
+    assert AutoTokenizer.from_pretrained(folder).chat_template == CHAT_TEMPLATES[given[0]].template
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gpt"]
 
 
 def refused_in_folder(tmp, template, make=lambda folder: gpt_folder(folder, bpe_tokenizer()), *options):
