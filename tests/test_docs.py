@@ -18,6 +18,7 @@ server is listed in RUN_ELSEWHERE with the test that runs them against one.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import contextlib
 import doctest
@@ -294,6 +295,96 @@ def test_links_between_pages_point_at_files():
     for page in PAGES:
         for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links {target}, which is not there"
+
+
+# Files of the original projects that the docs name (FrawdLLM's): not files of this repository.
+ORIGINALS_FILES = {"convert_to_hf.py", "hf_wrapper.py"}
+TREE_FOLDERS = ("hf_minitf", "tests", "docs", "benchmarks", "conversion", "model_cards", ".ci")
+PLACEHOLDER = re.compile(r"(?<![A-Za-z])[A-Z]{2,}(?![a-z])|<[^>]*>|\.\.\.")  # NAME, <folder>, ...
+
+
+def prose_spans(page: Path) -> list[tuple[int, str]]:
+    """The inline code spans outside code blocks, with their line numbers."""
+    spans, inside = [], False
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if FENCE.match(line):
+            inside = not inside
+        elif not inside:
+            spans += [(number, span.strip()) for span in re.findall(r"`([^`\n]+)`", line)]
+    return spans
+
+
+def named_thing_missing(span: str, commands: set[str], files: set[str]) -> str | None:
+    """What `span` names that is not there: a repository path (globs must match), an `hf_minitf` module or
+    attribute, a file by its name, a `minitf` command; None when it names nothing checkable or names what exists."""
+    import importlib
+    import importlib.util
+
+    if PLACEHOLDER.search(span) or not span.split():
+        return None
+    word = re.sub(r"[:(,].*$", "", span.split()[0])
+    if word.startswith(tuple(f"{folder}/" for folder in TREE_FOLDERS)):
+        path = word.rstrip("/")
+        found = any(ROOT.glob(path)) if "*" in path else (ROOT / path).exists()
+        return None if found else f"path {word}"
+    if re.fullmatch(r"hf_minitf(\.\w+)+", word):
+        parts = word.split(".")
+        for length in range(len(parts), 0, -1):
+            module = ".".join(parts[:length])
+            try:
+                spec = importlib.util.find_spec(module)
+            except ModuleNotFoundError:  # a name inside a module, not a module
+                spec = None
+            if spec is not None:
+                thing: object = importlib.import_module(module)
+                for attribute in parts[length:]:
+                    if not hasattr(thing, attribute):
+                        break
+                    thing = getattr(thing, attribute)
+                else:
+                    return None
+                break
+        # a file the wheel's build writes beside the package (setup.py), not a module
+        return None if word in (ROOT / "setup.py").read_text(encoding="utf-8") else f"module {word}"
+    if re.fullmatch(r"[\w.-]+\.(py|md|sh|toml)", word):  # .json: files of model folders, not of the checkout
+        return None if word in files or word in ORIGINALS_FILES else f"file {word}"
+    if word == "minitf" and len(span.split()) > 1:
+        named = re.sub(r"[:,]$", "", span.split()[1])
+        wrong = [name for name in named.split("/") if not name.startswith("-") and name not in commands]
+        return f"command minitf {'/'.join(wrong)}" if wrong else None
+    return None
+
+
+def test_prose_names_files_modules_and_commands_that_exist():
+    """A path, module, file or command named in a page's text (not only its code blocks) is one the checkout has."""
+    from hf_minitf.cli import build_parser
+
+    parser = build_parser()
+    commands = {
+        name for action in parser._actions if isinstance(action, argparse._SubParsersAction) for name in action.choices
+    }
+    files = {
+        path.name for folder in TREE_FOLDERS for path in (ROOT / folder).rglob("*") if "node_modules" not in path.parts
+    } | {path.name for path in ROOT.iterdir()}
+    missing = [
+        f"{page.relative_to(ROOT)}:{number}: {what}"
+        for page in [*PAGES, ROOT / "CONTRIBUTING.md"]
+        for number, span in prose_spans(page)
+        if (what := named_thing_missing(span, commands, files))
+    ]
+    assert not missing, "the docs name what is not there:\n" + "\n".join(missing)
+
+
+def test_the_prose_check_finds_what_is_not_there():
+    commands, files = {"train", "serve"}, {"modeling_minitf.py"}
+    assert named_thing_missing("hf_minitf/no_such_file.py", commands, files) == "path hf_minitf/no_such_file.py"
+    assert named_thing_missing("tests/*/test_nothing_*.py", commands, files) == "path tests/*/test_nothing_*.py"
+    assert named_thing_missing("hf_minitf.training.no_such", commands, files) == "module hf_minitf.training.no_such"
+    assert named_thing_missing("hf_minitf.training.trainers.train_gpt", commands, files) is None
+    assert named_thing_missing("file_safety.py", commands, files) == "file file_safety.py"
+    assert named_thing_missing("minitf train/export --out X", commands, files) == "command minitf export"
+    assert named_thing_missing("minitf serve: error: ...", commands, files) is None
+    assert named_thing_missing("hf_minitf/modeling/configuration_minitf_NAME.py", commands, files) is None
 
 
 def test_the_reader_pairs_outputs_and_refuses_unchecked_code(tmp_path):
