@@ -18,7 +18,9 @@ BOS, EOS = 2, 3  # FrawdLLM's <|bos|> and <|eos|> ids
 
 
 def run_cli(argv, capsys) -> tuple[int, str, str]:
-    """main(argv) in this process: (exit status, stdout, stderr); argparse's exits count as a status."""
+    """main(argv) in this process: (exit status, stdout, stderr); argparse's exits count as a status. What the
+    test printed before (a factory saving a model, with its progress bar) is not the command's."""
+    capsys.readouterr()
     try:
         status = main([str(arg) for arg in argv])
     except SystemExit as exit:

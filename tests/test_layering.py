@@ -26,6 +26,7 @@ LAYERS = [
         [
             "hf_minitf",  # the package: registers the models and names the public API
             "hf_minitf.registration",
+            "hf_minitf.publishing",
             "hf_minitf.training",
             "hf_minitf.training.*",
             "hf_minitf.conversion",

@@ -1,5 +1,5 @@
 """`minitf push DIR REPO_ID`: upload a model folder with its card to the Hub, its native export with GGUF files, or
-its web page as a static Space (hf_minitf.hub.push)."""
+its web page as a static Space (hf_minitf.hub.push; an export then its upload: hf_minitf.publishing)."""
 
 from __future__ import annotations
 
@@ -72,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 @reports_errors("push")
 def run(args: argparse.Namespace) -> int:
     """`minitf push DIR REPO_ID [--native [--gguf TYPES] | --space]`: upload the folder with its card, its native
-    export with GGUF files beside it, or its web page to a static Space (hf_minitf.hub.push)."""
-    from hf_minitf.hub.push import push_folder, push_native, push_space
+    export with GGUF files beside it, or its web page to a static Space (hf_minitf.hub.push, hf_minitf.publishing)."""
+    from hf_minitf.hub.push import push_folder
+    from hf_minitf.publishing import push_native, push_space
 
     gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
     if gguf and not args.native:

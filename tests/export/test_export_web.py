@@ -33,7 +33,7 @@ from hf_minitf import (
 from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
 from hf_minitf.cli import main
 from hf_minitf.export.web import ABOUT, MODEL_FOLDER, SITE_FILE, TEMPLATE_FILES, export_web, space_card
-from hf_minitf.hub.push import push_space
+from hf_minitf.publishing import push_space
 from hf_minitf.training.tasks import number_words, paraphrase_pairs
 
 NUMBERS = number_words().train
