@@ -5,6 +5,8 @@ upload the result (`minitf push --native`, `minitf push --space`). It chains two
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from hf_minitf.hub.push import PushError, commit_folder
@@ -30,21 +32,12 @@ def push_native(
     """
     from hf_minitf.export.native import export_native
 
-    with tempfile.TemporaryDirectory() as staging_dir:
-        staging = Path(staging_dir) / "native"
-        try:
-            export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license)
-        except (ValueError, OSError) as error:
-            raise PushError(str(error).strip().splitlines()[0]) from None
-        return commit_folder(
-            staging,
-            repo_id,
-            private=private,
-            revision=revision,
-            token=token,
-            commit_message=commit_message or f"Upload {Path(source).name} exported with minitf push --native",
-            roots=[staging],
-        )
+    return _export_then_commit(
+        lambda staging: export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license),
+        repo_id,
+        HubTarget(private, revision, token),
+        commit_message or f"Upload {Path(source).name} exported with minitf push --native",
+    )
 
 
 def push_space(
@@ -64,6 +57,7 @@ def push_space(
     card). A model the web export refuses is a PushError, and nothing is uploaded."""
     from hf_minitf.export.web import SITE_FILE, export_web
 
+    target = HubTarget(private, revision, token, space_sdk="static")
     message = commit_message or f"Upload {Path(source).name} as a web page with minitf push --space"
     if (Path(source) / SITE_FILE).is_file():
         if examples or license:
@@ -71,33 +65,46 @@ def push_space(
                 f"{source} is a page minitf export web wrote, uploaded as it is; its examples and card are written: "
                 "export the model again with them, or push the model folder with them."
             )
-        folder = Path(source)
+        return target.commit(Path(source), repo_id, message, roots=[Path(source)])
+    return _export_then_commit(
+        lambda staging: export_web(source, staging, examples=examples, title=repo_id.split("/")[-1], license=license),
+        repo_id,
+        target,
+        message,
+    )
+
+
+@dataclass(frozen=True)
+class HubTarget:
+    """Where and how a commit goes: a private repo or not, a branch, a token, a Space's SDK (None: a model repo)."""
+
+    private: bool
+    revision: str | None
+    token: str | None
+    space_sdk: str | None = None
+
+    def commit(self, folder: Path, repo_id: str, message: str, roots: list[Path]) -> str:
         return commit_folder(
             folder,
             repo_id,
-            private=private,
-            revision=revision,
-            token=token,
+            private=self.private,
+            revision=self.revision,
+            token=self.token,
             commit_message=message,
-            roots=[folder],
-            space_sdk="static",
+            roots=roots,
+            space_sdk=self.space_sdk,
         )
+
+
+def _export_then_commit(export: Callable[[Path], object], repo_id: str, target: HubTarget, message: str) -> str:
+    """Export into a temporary folder (a refused export is a PushError, and nothing is sent), then commit it."""
     with tempfile.TemporaryDirectory() as staging_dir:
-        staging = Path(staging_dir) / "web"
+        staging = Path(staging_dir) / "export"
         try:
-            export_web(source, staging, examples=examples, title=repo_id.split("/")[-1], license=license)
+            export(staging)
         except (ValueError, OSError) as error:
             raise PushError(str(error).strip().splitlines()[0]) from None
-        return commit_folder(
-            staging,
-            repo_id,
-            private=private,
-            revision=revision,
-            token=token,
-            commit_message=message,
-            roots=[staging],
-            space_sdk="static",
-        )
+        return target.commit(staging, repo_id, message, roots=[staging])
 
 
 __all__ = ["push_native", "push_space"]
