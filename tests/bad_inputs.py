@@ -257,3 +257,16 @@ def check_bad_input(tmp_path: Path, action, error: type[BaseException], message:
 def assert_ids_unique(rows: list) -> None:
     ids = [row.id for row in rows]
     assert len(set(ids)) == len(ids), sorted(i for i in ids if ids.count(i) > 1)
+
+
+def bad_input_tests(rows: list) -> tuple:
+    """The two tests of a bad-input table: each row refused as it says (`check_bad_input`), and ids unique."""
+
+    @pytest.mark.parametrize("action, error, message", rows)
+    def test_bad_input_is_refused(tmp_path, action, error, message):
+        check_bad_input(tmp_path, action, error, message)
+
+    def test_ids_are_unique():
+        assert_ids_unique(rows)
+
+    return test_bad_input_is_refused, test_ids_are_unique

@@ -2,14 +2,12 @@
 
 import json
 
-import pytest
 from bad_inputs import (
     BAD_YAML_CARD,
     CommandFailed,
-    assert_ids_unique,
     bad,
+    bad_input_tests,
     char_gpt_folder,
-    check_bad_input,
     engine_export,
     minitf,
     native_gpt_folder,
@@ -246,12 +244,4 @@ BAD_INPUTS = [
         r"exit 2: minitf embed: error: text \[1\] is empty; every text to embed needs at least one character",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)

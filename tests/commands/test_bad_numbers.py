@@ -1,12 +1,10 @@
 """Bad input, one row each: numbers given to the command line and to the API it calls: finite and in range, refused before any work."""
 
-import pytest
 from bad_inputs import (
     TRAIN_GPT,
     CommandFailed,
-    assert_ids_unique,
     bad,
-    check_bad_input,
+    bad_input_tests,
     refused_arguments,
     saved_gpt,
 )
@@ -262,12 +260,4 @@ BAD_INPUTS = [
         r"num_attention_heads must be a positive integer, got 0",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)

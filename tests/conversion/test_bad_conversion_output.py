@@ -2,14 +2,12 @@
 
 import json
 
-import pytest
 import torch
 from bad_inputs import (
     CHAR_GPT,
     CommandFailed,
-    assert_ids_unique,
     bad,
-    check_bad_input,
+    bad_input_tests,
     checkpoint_folder,
     convert,
     folder_of,
@@ -263,12 +261,4 @@ BAD_INPUTS = [
         r"big has values up to 1e\+05, beyond float16's range",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from bad_inputs import (
     CommandFailed,
-    assert_ids_unique,
     bad,
-    check_bad_input,
+    bad_input_tests,
     minitf,
     native_gpt_folder,
     write,
@@ -344,9 +343,7 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)
 
 
 @pytest.mark.parametrize("which", [CT2_GPT, CT2_SEQ2SEQ, ONNX_ENCODER, ONNX_GPT], ids="-".join)
@@ -362,7 +359,3 @@ def test_info_shows_a_link_out_of_the_folder_without_following_it(tmp_path, caps
     minitf("info", folder)
     listed = [line.strip() for line in capsys.readouterr().out.splitlines() if "vocabulary.json" in line]
     assert listed == [f"vocabulary.json (a link to {tmp_path / 'outside/vocabulary.json'}, outside the folder)"]
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bad_inputs import CommandFailed, assert_ids_unique, bad, char_gpt_folder, check_bad_input, minitf, write
+from bad_inputs import CommandFailed, bad, bad_input_tests, char_gpt_folder, minitf, write
 from factories import make_encoder, make_seq2seq
 from safetensors import SafetensorError
 
@@ -282,13 +282,7 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_export_source_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_export_source_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)
 
 
 def test_disk_full_from_python_keeps_errno(tmp_path, monkeypatch):

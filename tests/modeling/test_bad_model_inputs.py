@@ -1,11 +1,9 @@
 """Bad input, one row each: model inputs and generation: the argument, its shape or value, and what is expected."""
 
-import pytest
 import torch
 from bad_inputs import (
-    assert_ids_unique,
     bad,
-    check_bad_input,
+    bad_input_tests,
     tiny_encoder,
     tiny_gpt,
     tiny_seq2seq,
@@ -132,12 +130,4 @@ BAD_INPUTS = [
         r"Source rows \[0\] are all padding",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)

@@ -5,14 +5,12 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 from bad_inputs import (
     CHAR_GPT,
     CommandFailed,
-    assert_ids_unique,
     bad,
+    bad_input_tests,
     char_gpt_folder,
-    check_bad_input,
     checkpoint_folder,
     edit_config,
     keeping,
@@ -274,12 +272,4 @@ BAD_INPUTS = [
         r"output folder .*run holds the input .*checkpoint.pt: writing there would delete",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)

@@ -2,13 +2,11 @@
 
 import json
 
-import pytest
 from bad_inputs import (
     MINIEMBED_VOCAB,
-    assert_ids_unique,
     bad,
+    bad_input_tests,
     broken_pair_folder,
-    check_bad_input,
     pair_tokenizer,
     word_level,
     write,
@@ -151,12 +149,4 @@ BAD_INPUTS = [
         r"Special tokens \['<pad>'\] are not in the tokenizer's vocabulary",
     ),
 ]
-
-
-@pytest.mark.parametrize("action, error, message", BAD_INPUTS)
-def test_bad_input_is_refused_naming_the_problem(tmp_path, action, error, message):
-    check_bad_input(tmp_path, action, error, message)
-
-
-def test_ids_are_unique():
-    assert_ids_unique(BAD_INPUTS)
+test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)
