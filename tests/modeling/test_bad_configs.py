@@ -48,6 +48,14 @@ REFUSED_FIELDS = [
     ("encoder", "infinite-initializer-range", dict(initializer_range=float("inf")), r"initializer_range must be a finite number >= 0, got inf"),
     ("seq2seq", "minus-infinite-mask-value", dict(attention_mask_value=float("-inf")), r"attention_mask_value must be a finite number <= 0 or null, got -inf"),
     ("gpt", "dropout-1", dict(attention_dropout=1.0), r"attention_dropout must be a finite number in \[0.0, 1.0\), got 1.0"),
+    ("gpt", "unknown-positions", dict(position_embedding_type="alibi"), r"position_embedding_type must be one of \('learned', 'rope'\), got 'alibi'"),
+    ("gpt", "unknown-overflow", dict(context_overflow="wrap"), r"context_overflow must be one of \('error', 'crop'\)"),
+    ("seq2seq", "unknown-norm", dict(norm_type="rms"), r"norm_type must be one of .*'layer_norm'.* got 'rms'"),
+    ("gpt", "string-bool", dict(use_cache="yes"), r"use_cache must be true or false, got 'yes'"),
+    ("encoder", "int-bool", dict(scale_embeddings=1), r"scale_embeddings must be true or false, got 1 \(int\)"),
+    ("gpt", "heads-do-not-divide", dict(hidden_size=30, num_attention_heads=4), r"hidden_size=30 is not divisible by num_attention_heads=4.*\[1, 2, 3, 5, 6, 10, 15, 30\]"),
+    ("gpt", "rope-odd-head-dim", dict(hidden_size=18, num_attention_heads=2, position_embedding_type="rope"), r"Rotary positions need an even head dimension.*= 9"),
+    ("seq2seq", "odd-hidden-size", dict(hidden_size=9, num_attention_heads=3), r"sinusoidal positions need an even hidden_size, got 9"),
     ("gpt", "rope-scaling-linear", dict(position_embedding_type="rope", rope_scaling={"rope_type": "linear", "factor": 4.0}), r"rope_parameters \(rope_scaling\) \{'rope_type': 'linear', 'factor': 4.0\} asks for 'linear' rotary scaling, "
         r"which MiniTF's positions do not implement \(the model would ignore it"),
 ]
