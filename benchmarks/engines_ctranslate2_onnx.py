@@ -31,56 +31,44 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+QUANTIZED = ("float32", "int8")  # CTranslate2's weights beside float32
 
-# (vocab, hidden, layers, heads, context, position type) for the GPTs; the translator and encoder below.
-FULL = {
-    "gpt": {"nanogpt-char": (65, 384, 6, 6, 256, "learned"), "frawdllm-small": (8192, 512, 8, 8, 512, "rope")},
-    "translator": dict(
-        src_vocab_size=15000,
-        vocab_size=22000,
-        hidden_size=512,
-        num_hidden_layers=6,
-        num_attention_heads=8,
-        intermediate_size=2048,
-        max_position_embeddings=350,
-    ),
-    "encoder": dict(
-        vocab_size=30000,
-        hidden_size=256,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        intermediate_size=1024,
-        max_position_embeddings=128,
-    ),
-    "new_tokens": 200,
-    "translate_tokens": 64,
-    "sentences": 256,
-    "rounds": 3,
-}
-SMOKE = {
-    "gpt": {"nanogpt-char": (65, 32, 2, 4, 64, "learned"), "frawdllm-small": (256, 32, 2, 4, 64, "rope")},
-    "translator": dict(
-        src_vocab_size=60,
-        vocab_size=70,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=40,
-    ),
-    "encoder": dict(
-        vocab_size=80,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=32,
-    ),
-    "new_tokens": 16,
-    "translate_tokens": 12,
-    "sentences": 16,
-    "rounds": 1,
-}
+
+def model_settings(smoke: bool) -> dict:
+    """Config fields of each model and the run's sizes: full sizes from the catalog's presets, smoke sizes from the
+    tests' tiny ones (the factory is imported here: the engines' worker processes do not load torch for it)."""
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from factories import TINY_SIZES, preset_fields
+
+    if not smoke:
+        return {
+            "gpt": {
+                "nanogpt-char": preset_fields("gpt", "shakespeare-char", vocab_size=65, initializer_range=0.1),
+                "frawdllm-small": preset_fields("gpt", "frawdllm-small-llama", initializer_range=0.1),
+            },
+            "translator": preset_fields(
+                "seq2seq", "hkproj", src_vocab_size=15000, vocab_size=22000, initializer_range=0.1
+            ),
+            "encoder": preset_fields("encoder", "miniembed-mini"),
+            "new_tokens": 200,
+            "translate_tokens": 64,
+            "sentences": 256,
+            "rounds": 3,
+        }
+    return {
+        "gpt": {
+            "nanogpt-char": dict(TINY_SIZES["gpt"], vocab_size=65, max_position_embeddings=64, initializer_range=0.1),
+            "frawdllm-small": dict(
+                TINY_SIZES["gpt"], vocab_size=256, max_position_embeddings=64, position_embedding_type="rope"
+            ),
+        },
+        "translator": dict(TINY_SIZES["seq2seq"], src_vocab_size=60, vocab_size=70, initializer_range=0.1),
+        "encoder": dict(TINY_SIZES["encoder"], vocab_size=80, max_position_embeddings=32),
+        "new_tokens": 16,
+        "translate_tokens": 12,
+        "sentences": 16,
+        "rounds": 1,
+    }
 
 
 # ------------------------------------------------------------------------------------------ models and exports
@@ -90,47 +78,24 @@ def _words(prefix: str, count: int) -> list[str]:
 
 def build_models(settings: dict, root: Path) -> dict:
     """MiniTF folders with random weights and matching tokenizers, and their engine exports."""
-    import torch
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    from hf_minitf import (
-        MiniTFEncoderConfig,
-        MiniTFEncoderModel,
-        MiniTFGPTConfig,
-        MiniTFGPTForCausalLM,
-        MiniTFSeq2SeqConfig,
-        MiniTFSeq2SeqForConditionalGeneration,
-        MiniTFSeq2SeqTokenizer,
-        char_tokenizer,
-        save_sentence_transformer,
-    )
+    from hf_minitf import MiniTFSeq2SeqTokenizer, char_tokenizer
     from hf_minitf.export.ctranslate2 import export_ctranslate2
     from hf_minitf.export.onnx import export_onnx
     from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
 
-    torch.manual_seed(0)
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from factories import random_model_folder
+
+    def with_ct2(name: str, folder: Path) -> dict:
+        quantized = {f"ct2 {q}": export_ctranslate2(folder, root / f"{name}_{q}", quantization=q) for q in QUANTIZED}
+        return {"minitf": folder, **quantized}
+
     folders: dict = {}
-    for name, (vocab, hidden, layers, heads, context, positions) in settings["gpt"].items():
-        folder = root / name
-        tokenizer = char_tokenizer([chr(0x4E00 + index) for index in range(vocab)], special_tokens=None)
-        config = MiniTFGPTConfig(
-            vocab_size=vocab,
-            hidden_size=hidden,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            max_position_embeddings=context,
-            position_embedding_type=positions,
-            initializer_range=0.1,
-        )
-        MiniTFGPTForCausalLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        folders[name] = {
-            "minitf": folder,
-            **{
-                f"ct2 {q}": export_ctranslate2(folder, root / f"{name}_{q}", quantization=q)
-                for q in ("float32", "int8")
-            },
-        }
+    for name, fields in settings["gpt"].items():
+        tokenizer = char_tokenizer([chr(0x4E00 + index) for index in range(fields["vocab_size"])], special_tokens=None)
+        folders[name] = with_ct2(name, random_model_folder("gpt", root / name, tokenizer, **fields))
 
     def word_level(prefix: str, size: int) -> Tokenizer:
         vocab = {
@@ -141,18 +106,8 @@ def build_models(settings: dict, root: Path) -> dict:
         return tokenizer
 
     fields = settings["translator"]
-    folder = root / "translator"
-    MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqConfig(**fields, initializer_range=0.1)).save_pretrained(folder)
-    MiniTFSeq2SeqTokenizer(
-        word_level("s", fields["src_vocab_size"]), word_level("t", fields["vocab_size"])
-    ).save_pretrained(folder)
-    folders["translator"] = {
-        "minitf": folder,
-        **{
-            f"ct2 {q}": export_ctranslate2(folder, root / f"translator_{q}", quantization=q)
-            for q in ("float32", "int8")
-        },
-    }
+    pair = MiniTFSeq2SeqTokenizer(word_level("s", fields["src_vocab_size"]), word_level("t", fields["vocab_size"]))
+    folders["translator"] = with_ct2("translator", random_model_folder("seq2seq", root / "translator", pair, **fields))
 
     fields = settings["encoder"]
     tokenizer = train_wordlevel_tokenizer(
@@ -161,9 +116,8 @@ def build_models(settings: dict, root: Path) -> dict:
         min_frequency=1,
         max_length=fields["max_position_embeddings"],
     )
-    folder = root / "encoder"
-    save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**fields)).eval(), tokenizer, folder)
-    folders["encoder"] = {"minitf": folder, "onnx": export_onnx(folder, root / "encoder_onnx", quantize="int8")}
+    folder = random_model_folder("encoder", root / "encoder", tokenizer, **fields)
+    folders["encoder"] = {"minitf": folder, "onnx": export_onnx(folder, root / "encoder_onnx", quantize="q8")}
     return folders
 
 
@@ -233,10 +187,11 @@ def make_case(spec: dict):
 
         return run_translate
     if engine.startswith("onnx"):
+        from hf_minitf.export.onnx import SENTENCE_TRANSFORMERS_Q8_FILE
         from hf_minitf.export.run import OnnxEmbedder
 
         embedder = OnnxEmbedder(
-            Path(folder), {}, "onnx/model.onnx" if engine == "onnx fp32" else "onnx/model_quint8_avx2.onnx"
+            Path(folder), {}, "onnx/model.onnx" if engine == "onnx fp32" else SENTENCE_TRANSFORMERS_Q8_FILE
         )
         order = sorted(range(len(data)), key=lambda index: len(data[index]))  # batches of similar lengths, as ST
 
@@ -262,7 +217,8 @@ def make_case(spec: dict):
 def cases(settings: dict, folders: dict, pause: float) -> list[dict]:
     rng = random.Random(0)
     specs = []
-    for name, (vocab, *_rest) in settings["gpt"].items():
+    for name, fields in settings["gpt"].items():
+        vocab = fields["vocab_size"]
         for batch in (1, 8):
             prompts = [[rng.randrange(vocab) for _ in range(8)] for _ in range(batch)]
             for engine in ("minitf default", "minitf fastest", "ct2 float32", "ct2 int8"):
@@ -350,7 +306,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
-    settings = SMOKE if args.smoke else FULL
+    settings = model_settings(args.smoke)
     rounds = args.rounds or settings["rounds"]
     pause = args.pause if args.pause is not None else (0.0 if args.smoke else 2.0)
     with tempfile.TemporaryDirectory() as root:

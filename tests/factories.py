@@ -28,6 +28,7 @@ from hf_minitf import (
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
+from hf_minitf.catalog.presets import PRESETS
 
 DATA = Path(__file__).parent / "data"
 
@@ -90,6 +91,38 @@ def tiny_model(family: str, seed: int | None = None, model_class: type | None = 
     return (model_class or TINY_CLASSES[family][1])(config).eval()
 
 
+def random_model_folder(family: str, folder: Path, tokenizer, seed: int = 0, **fields) -> Path:
+    """A model of `family` with random weights (after `torch.manual_seed(seed)`) and the config `fields`, its
+    vocabulary and special ids the tokenizer's, saved with it (an encoder as a SentenceTransformer folder): how
+    tests and benchmarks write a model folder."""
+    if family == "seq2seq":
+        vocabulary = dict(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
+    else:
+        vocabulary = dict(vocab_size=len(tokenizer))
+    special = {
+        name: getattr(tokenizer, name)
+        for name in ("pad_token_id", "bos_token_id", "eos_token_id")
+        if getattr(tokenizer, name, None) is not None
+    }
+    config_class, model_class = TINY_CLASSES[family]
+    torch.manual_seed(seed)
+    model = model_class(config_class(**{**special, **fields, **vocabulary})).eval()
+    if family == "encoder":
+        save_sentence_transformer(model, tokenizer, folder)
+    else:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+def preset_fields(family: str, name: str, **changes) -> dict:
+    """The config fields of a catalog preset (its vocabulary size included, dropout off: benchmarks run in eval
+    mode), with `changes`."""
+    preset = PRESETS[family][name]
+    fields = {key: value for key, value in preset.config.items() if not key.endswith("dropout")}
+    return {**fields, **({"vocab_size": preset.vocab_size} if preset.vocab_size else {}), **changes}
+
+
 # --- tiny folders per family: saved models with tokenizers, for the engine tests -------------------------------------
 
 ENGINE_TEXT = "the quick brown fox jumps over the lazy dog. a stitch in time saves nine!\n"
@@ -105,27 +138,16 @@ SENTENCES = ["the quick brown fox", "a lazy dog sleeps in the sun", "time saves 
 GPT_PROMPTS = ["the qu", "a stitch", "fox"]
 
 
+# The saved tiny GPTs' sizes (their vocabulary and special ids are their tokenizer's).
+SAVED_GPT_SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, initializer_range=0.3)
+
+
 def make_gpt(
     folder: Path, position_embedding_type: str = "learned", rope_interleaved: bool = True, seed: int = 0
 ) -> Path:
-    torch.manual_seed(seed)
-    tokenizer = char_tokenizer(ENGINE_TEXT)
-    config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        position_embedding_type=position_embedding_type,
-        rope_interleaved=rope_interleaved,
-        initializer_range=0.3,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    MiniTFGPTForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    fields = dict(SAVED_GPT_SIZES, max_position_embeddings=64)
+    fields.update(position_embedding_type=position_embedding_type, rope_interleaved=rope_interleaved)
+    return random_model_folder("gpt", folder, char_tokenizer(ENGINE_TEXT), seed, **fields)
 
 
 def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
@@ -148,18 +170,9 @@ def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
 
 
 def make_encoder(folder: Path, seed: int = 0) -> Path:
-    torch.manual_seed(seed)
     tokenizer = train_wordlevel_tokenizer(SENTENCES + [ENGINE_TEXT], vocab_size=64, min_frequency=1, max_length=32)
-    config = MiniTFEncoderConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=32,
-    )
-    save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, folder)
-    return folder
+    fields = dict(TINY_SIZES["encoder"], hidden_size=32, num_attention_heads=4, intermediate_size=64)
+    return random_model_folder("encoder", folder, tokenizer, seed, **{**fields, "max_position_embeddings": 32})
 
 
 GPT_KINDS = {
@@ -266,22 +279,9 @@ EXPORT_TEXT = (
 
 
 def _random_gpt(folder: Path, tokenizer, seed: int, **config) -> Path:
-    torch.manual_seed(seed)
-    settings = dict(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=80,
-        initializer_range=0.3,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+    return random_model_folder(
+        "gpt", folder, tokenizer, seed, **{**SAVED_GPT_SIZES, "max_position_embeddings": 80, **config}
     )
-    model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**settings, **config})).eval()
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def make_gpt_sources(root: Path) -> dict[str, Path]:
