@@ -1,6 +1,6 @@
 """The `minitf` command line: the parser built from the commands (`hf_minitf.commands`), and `main`, which checks
-what every command needs (UTF-8 arguments, an open stdout), runs the command and turns SIGTERM and a closed pipe
-into exit statuses.
+what every command needs (UTF-8 arguments, an open stdout, a current folder that exists), runs the command and
+turns SIGTERM and a closed pipe into exit statuses.
 
 Importing this module imports no torch: `minitf --help`, `--version`, every command's `--help` and wrong arguments
 are answered from the parser alone.
@@ -99,6 +99,18 @@ def _not_utf8(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str 
     return None
 
 
+def _current_folder_problem() -> str | None:
+    """What is wrong with the current folder, or None: deleted while a shell was in it, so relative paths lead
+    nowhere and importing torch aborts the process (`Intel oneMKL FATAL ERROR: Cannot load libtorch_cpu.so`)."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        shell_path = os.environ.get("PWD")  # where a shell was; the process itself cannot know the path any more
+        where = f" {shell_path}" if shell_path else ""
+        return f"the current folder{where} no longer exists (it was deleted); cd to an existing folder and run again"
+    return None
+
+
 def _command_name(args: argparse.Namespace) -> str:
     return " ".join(
         part
@@ -122,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     problem = _not_utf8(args, parser)
     if problem is None and sys.stdout is None:  # started with `>&-`: whatever the command prints would be lost
         problem = "standard output is closed; redirect it to a file or /dev/null instead"
+    if problem is None:
+        problem = _current_folder_problem()
     if problem is not None:
         print(f"minitf {_command_name(args)}: error: {problem}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.presets import PRESETS
 from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT
 from hf_minitf.commands.common import (
+    CommandError,
     add_license,
     add_out,
     count,
@@ -129,7 +130,14 @@ def add_training_arguments(group) -> None:
 
 @reports_errors("train")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.safety.output_folders import OutputFolder, existing_paths
+    from hf_minitf.safety.output_folders import OutputFolder, existing_paths, working_folder_refusal
+
+    # The folders to write, checked before torch is imported (seconds) and before any work.
+    out = OutputFolder(args.out, args.overwrite, [*existing_paths(args.data), args.checkpoint_dir])
+    refusal = working_folder_refusal(args.checkpoint_dir) if args.checkpoint_dir is not None else None
+    if refusal is not None:
+        raise CommandError(refusal.format(out=f"--checkpoint-dir {args.checkpoint_dir}"))
+
     from hf_minitf.training import trainers as training
     from hf_minitf.training.data import load_pairs, open_texts
 
@@ -137,7 +145,6 @@ def run(args: argparse.Namespace) -> int:
         from transformers.utils import logging
 
         logging.disable_progress_bar()
-    out = OutputFolder(args.out, args.overwrite, [*existing_paths(args.data), args.checkpoint_dir])
     data = Path(args.data)
     settings = training.TrainSettings(
         epochs=args.epochs,

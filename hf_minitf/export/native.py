@@ -28,7 +28,7 @@ from safetensors.torch import save_file
 
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
-from hf_minitf.safety.output_folders import atomic_output_dir
+from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
 NATIVE_ARCHITECTURES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM", "encoder": "XLMRobertaXLModel"}
 NATIVE_MODEL_TYPES = {"learned": "gpt2", "rope": "gpt_neox", "encoder": "xlm-roberta-xl"}
@@ -410,11 +410,13 @@ def export_native(
     dtype = state["model.embed_tokens.weight"].dtype
     out = Path(out)
     inputs = [opened.folder] if opened.repo_id is None else []
+    target = output_folder(out, overwrite=overwrite, inputs=inputs)
+    target.check_space(weights_bytes(model.parameters()), "the weights")  # written in their own dtype
     if opened.family == "gpt":
         kind = config.position_embedding_type
         tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
         model_id = model_id or str(out)
-        with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
+        with atomic_output_dir(target) as work:
             _save_weights(tensors, work)
             save_native_gpt_files(opened, config, tokenizer, dtype, work)
             gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id, license)
@@ -424,7 +426,7 @@ def export_native(
         raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
     with (
         tempfile.TemporaryDirectory() as staging_dir,
-        atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work,
+        atomic_output_dir(target) as work,
     ):
         staging = Path(staging_dir)
         _save_weights(xlm_roberta_xl_state_dict(state, config), staging)

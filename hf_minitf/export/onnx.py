@@ -37,7 +37,7 @@ from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.export.source import AGAIN, EXPORT_FILE, SourceFileError, accepts_src, open_source_of, read_json
 from hf_minitf.safety.files import confined_path
-from hf_minitf.safety.output_folders import atomic_output_dir
+from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
 if TYPE_CHECKING:
     from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
@@ -122,7 +122,9 @@ def export_onnx(
     opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)
     model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
     inputs = [] if opened.repo_id else [opened.folder]
-    with tempfile.TemporaryDirectory() as staging, atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
+    target = output_folder(out, overwrite=overwrite, inputs=inputs)
+    target.check_space(weights_bytes(model.parameters()), "the float32 graph")
+    with tempfile.TemporaryDirectory() as staging, atomic_output_dir(target) as work:
         if opened.family == "gpt":
             from hf_minitf.export.onnx_decoder import write_decoder_folder
 

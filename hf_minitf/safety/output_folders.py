@@ -13,9 +13,14 @@ reading `out` meanwhile never finds it missing, else in two renames. Leftovers o
 power loss) are cleaned up first. `atomic_output_dir(out, overwrite, inputs)` does both in one step;
 `check_output_file` checks an output file (a GGUF) the same way.
 
+The check also makes and removes a folder where the output's work folder will go, so an output that cannot be
+written (read-only, no permission: mode bits, ACLs and read-only mounts alike, for root too) is refused before the
+work, not after it; `space_refusal` compares a lower bound of what a writer will write with the free space.
+
 Errors are `OutputFolderError`s worded for Python callers (`overwrite=True`); a command line words them for
 its options with `worded("--out", "--overwrite")`. A write that fails because the disk is full (ENOSPC, whichever
-writer met it) becomes an `OutputDiskFull`, an OSError naming the output folder and saying nothing was written.
+writer met it) becomes an `OutputDiskFull`, an OSError naming the output folder and saying nothing was written;
+`DiskFull` is the same for the other folders a writer fills (a temporary folder, training checkpoints).
 """
 
 from __future__ import annotations
@@ -56,14 +61,26 @@ class OutputFolderError(ValueError):
         return self.template.format(out=f"{out} {self.path}", overwrite=overwrite)
 
 
-class OutputDiskFull(OSError):
-    """Writing an output folder (or file: `what`) failed because its disk is full: an OSError with errno ENOSPC, as
-    the write's own (its cause), saying that nothing was written (the work folder is gone, a previous output is as
-    it was). The message names the output as `worded` does, so a command line says `OUT PATH`."""
+class DiskFull(OSError):
+    """A write failed because the disk holding `path` is full: an OSError with errno ENOSPC, as the write's own (its
+    cause), whose message names the folder and what to do."""
+
+    def __init__(self, message: str, path: str | Path) -> None:
+        self.path = Path(path)
+        super().__init__(errno.ENOSPC, message, str(path))
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class OutputDiskFull(DiskFull):
+    """Writing an output folder (or file: `what`) failed because its disk is full, saying that nothing was written
+    (the work folder is gone, a previous output is as it was). The message names the output as `worded` does, so a
+    command line says `OUT PATH`."""
 
     def __init__(self, path: str | Path, what: str = "the output folder") -> None:
         self.path = Path(path)
-        super().__init__(errno.ENOSPC, self.worded(what), str(path))
+        super().__init__(self.worded(what), path)
 
     def worded(self, out: str) -> str:
         return (
@@ -71,22 +88,91 @@ class OutputDiskFull(OSError):
             "space there and run again"
         )
 
-    def __str__(self) -> str:
-        return str(self.strerror)
-
 
 # numpy's `tofile` (ONNX and GGUF weight writers) reports a short write, which on a regular file means the disk is
 # full, as `OSError("49152 requested and 464 written")`, with no errno.
 _SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
 
-def disk_full(error: BaseException) -> bool:
+# torch.save's zip writer reports a failed write as a RuntimeError of its C++ code, with no errno
+# (`[enforce fail at inline_container.cc:672] . unexpected pos 1801920 vs 1801808` on a full disk).
+_TORCH_WRITER = "inline_container.cc"
+NEARLY_FULL = 1 << 20
+"""Free bytes below which a disk counts as full when a writer's error does not say why it failed (1 MiB)."""
+
+
+def nearest_existing(path: str | os.PathLike) -> Path:
+    """`path` (made absolute) if it exists, else its nearest existing parent."""
+    path = Path(path).absolute()
+    return next((candidate for candidate in (path, *path.parents) if os.path.lexists(candidate)), Path(path.anchor))
+
+
+def disk_full(error: BaseException, folder: str | os.PathLike | None = None) -> bool:
     """Whether `error` says the disk is full: an OSError with errno ENOSPC, numpy's short write, or the error of a
-    Rust-backed writer (safetensors' SafetensorError, tokenizers' bare Exception) holding the system's words for it."""
+    Rust-backed writer (safetensors' SafetensorError, tokenizers' bare Exception) holding the system's words for it;
+    with the `folder` written, also torch.save's failed write when that folder's disk has under 1 MiB free."""
     if isinstance(error, OSError):
         return error.errno == errno.ENOSPC or bool(_SHORT_WRITE.fullmatch(str(error)))
+    if isinstance(error, RuntimeError) and _TORCH_WRITER in str(error) and folder is not None:
+        return shutil.disk_usage(nearest_existing(folder)).free < NEARLY_FULL
     rust_backed = type(error) is Exception or type(error).__name__ == "SafetensorError"
     return rust_backed and os.strerror(errno.ENOSPC) in str(error)
+
+
+def size_text(count: float) -> str:
+    """A number of bytes as people read it: `3.2 MiB`."""
+    power = 0
+    while count >= 1024 and power < 3:
+        count, power = count / 1024, power + 1
+    return f"{count:,.0f} bytes" if power == 0 else f"{count:,.1f} {('KiB', 'MiB', 'GiB')[power - 1]}"
+
+
+def write_refusal(folder: str | os.PathLike, name: str) -> str | None:
+    """Why nothing can be written in `folder` (or, where it does not exist yet, in its nearest existing parent, where
+    it would be made), as a message template naming the output `{out}`; None when a new folder can be made there.
+    Tried by making (and removing) a folder `.NAME.writing-PID-XXXXXXXX`, as a writer would: mode bits, ACLs and a
+    read-only mount all refuse it, for root too, where `os.access` answers from the mode bits alone."""
+    base = nearest_existing(folder)
+    if not base.is_dir():
+        return None  # a path under a file: `_path_refusal` names it
+    probe = base / f".{name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+    except OSError as error:
+        reason = os.strerror(error.errno) if error.errno else str(error)
+        return (
+            f"{{out}} cannot be written: {_escaped(base)} refuses new files ({_escaped(reason)}); choose a folder "
+            "you can write to."
+        )
+    probe.rmdir()
+    return None
+
+
+def working_folder_refusal(folder: str | os.PathLike) -> str | None:
+    """Why `folder`, which a writer fills file by file (training checkpoints), cannot be made or written, as a
+    message template naming it `{out}`; None when it can."""
+    base = nearest_existing(folder)
+    if not base.is_dir():
+        return f"{{out}} cannot be made: {_escaped(base)} is not a folder; choose a folder path."
+    return write_refusal(folder, Path(folder).name)
+
+
+def weights_bytes(tensors: Iterable) -> int:
+    """The bytes torch `tensors` (a model's `parameters()`: each shared tensor once) take: a lower bound of what a
+    writer of their weights in their dtype writes."""
+    return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+
+
+def space_refusal(folder: str | os.PathLike, needed: int, what: str) -> str | None:
+    """Why the disk that will hold `folder` cannot take `needed` bytes (a lower bound of `what` will be written
+    there), as a message template naming the folder `{out}`; None when it has that much free."""
+    free = shutil.disk_usage(nearest_existing(folder)).free
+    if free >= needed:
+        return None
+    return (
+        f"{{out}} needs at least {size_text(needed)} for {_escaped(what)}, but its disk has {size_text(free)} free; "
+        "free some space there or choose a folder on another disk."
+    )
 
 
 # Files that make a folder a model folder, as this package's writers and the Hub leave them: a transformers
@@ -200,6 +286,9 @@ def check_output_dir(out: str | os.PathLike, overwrite: bool = False, inputs: It
         refusal = replace_refusal(out)
         if refusal is not None:
             raise OutputFolderError(refusal, out)
+    refusal = write_refusal(out.absolute().parent, out.name)
+    if refusal is not None:
+        raise OutputFolderError(refusal, out)
     return out
 
 
@@ -222,6 +311,8 @@ def check_output_file(out: str | os.PathLike, overwrite: bool, magic: bytes, kin
                         f"{{out}} is not a {kind} file (it does not start with {_escaped(magic)}); "
                         f"{{overwrite}} only replaces a {kind} file: choose another path or delete it yourself."
                     )
+    if refusal is None:
+        refusal = write_refusal(out.absolute().parent, out.name)
     if refusal is not None:
         raise OutputFolderError(refusal, out, "the output file")
     clean_stale_leftovers(out)
@@ -371,6 +462,13 @@ class OutputFolder:
     def __str__(self) -> str:
         return str(self.path)
 
+    def check_space(self, needed: int, what: str) -> None:
+        """Refuse, before the work, an output whose disk has less free than `needed` bytes (a lower bound of `what`
+        will be written)."""
+        refusal = space_refusal(self.path.parent, needed, what)
+        if refusal is not None:
+            raise OutputFolderError(refusal, self.path)
+
     @contextmanager
     def write(self) -> Iterator[Path]:
         """Yield an empty work folder beside the output; when the block succeeds it takes the output's place
@@ -402,6 +500,8 @@ class OutputFolder:
                     parent.rmdir()
             if isinstance(error, Exception) and disk_full(error):  # an inner output's too: named as this one
                 raise OutputDiskFull(self.path) from error
+            if isinstance(error, OutputFolderError) and error.path.absolute().is_relative_to(work):
+                raise OutputFolderError(error.template, self.path) from None  # an inner output's disk is this one's
             raise
 
 
@@ -424,6 +524,8 @@ def atomic_output_dir(
 
 __all__ = [
     "MODEL_FILES",
+    "NEARLY_FULL",
+    "DiskFull",
     "OutputDiskFull",
     "OutputFolder",
     "OutputFolderError",
@@ -434,6 +536,12 @@ __all__ = [
     "disk_full",
     "exchange_paths",
     "existing_paths",
+    "nearest_existing",
     "output_folder",
     "replace_refusal",
+    "size_text",
+    "space_refusal",
+    "weights_bytes",
+    "working_folder_refusal",
+    "write_refusal",
 ]

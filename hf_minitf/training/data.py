@@ -34,8 +34,56 @@ class TrainingDataError(ValueError):
     """Training data that cannot be read as asked, with what to change."""
 
 
-def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
-    """Rows of a .jsonl/.json file, a folder saved by `datasets`' save_to_disk, or a Hub dataset name."""
+def _not_utf8(path: Path) -> TrainingDataError:
+    """The error for a file that is not UTF-8, naming the line and column of its first byte that is not (found by
+    reading it again line by line: a decoder's position counts from wherever its last read started)."""
+    with path.open("rb") as raw:
+        for number, line in enumerate(raw, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return _not_utf8_line(path, number, line, error)
+    return TrainingDataError(f"{path} is not UTF-8 text; save it as UTF-8")
+
+
+def _not_utf8_line(path: Path, number: int, line: bytes, error: UnicodeDecodeError) -> TrainingDataError:
+    """The error for line `number` of `path`, which `error` found not to be UTF-8."""
+    return TrainingDataError(
+        f"{path} is not UTF-8 text: line {number}, byte {error.start + 1} ({line[error.start]:#04x}: {error.reason}); "
+        "save it as UTF-8"
+    )
+
+
+def _read_utf8(path: Path) -> str:
+    """The text of a UTF-8 file; a TrainingDataError naming the line and column of the first byte that is not."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+
+
+def _json_lines(path: Path, text: str) -> tuple[list[Any], list[int]]:
+    """The values of the non-blank lines of a .jsonl text (read with universal newlines) and their line numbers.
+    Lines end at a line feed only: a text may hold U+2028 or a form feed unescaped, which `str.splitlines` cuts at."""
+    rows, numbers = [], []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise TrainingDataError(f"{path} is not valid JSON lines: {_json_error(number, error)}") from None
+            numbers.append(number)
+    return rows, numbers
+
+
+def _json_error(number: int, error: json.JSONDecodeError) -> str:
+    """Where in line `number` of a JSON or JSON-lines file the text stops parsing, and why."""
+    return f"line {number}, column {error.colno}: {error.msg}"
+
+
+def _dataset_rows(path: str | Path, split: str) -> tuple[list[dict[str, Any]], list[int] | None]:
+    """Rows of a .jsonl/.json file, a folder saved by `datasets`' save_to_disk, or a Hub dataset name, with each row's
+    line number for a .jsonl file (None for the others, whose rows are counted from 0)."""
     local = Path(path)
     if local.is_dir():
         from datasets import DatasetDict, load_from_disk
@@ -52,20 +100,20 @@ def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
                     f"{local} has the splits {', '.join(dataset)}, not {split!r}; pick one with --split"
                 )
             dataset = dataset[split]
-        return dataset.to_list()
+        return dataset.to_list(), None
     if local.suffix in (".jsonl", ".json"):
-        text = local.read_text(encoding="utf-8")
-        try:
-            if local.suffix == ".json":
+        text = _read_utf8(local)
+        numbers = None
+        if local.suffix == ".json":
+            try:
                 rows = json.loads(text)
-            else:
-                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as error:
-            lines = " lines" if local.suffix == ".jsonl" else ""
-            raise TrainingDataError(f"{local} is not valid JSON{lines}: {error}") from None
+            except json.JSONDecodeError as error:
+                raise TrainingDataError(f"{local} is not valid JSON: {_json_error(error.lineno, error)}") from None
+        else:
+            rows, numbers = _json_lines(local, text)
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
             raise TrainingDataError(f"{local} must hold JSON objects (one per line for .jsonl, a list for .json)")
-        return rows
+        return rows, numbers
     if local.exists() or local.suffix or len(local.parts) > 2:
         raise TrainingDataError(
             f"{local} is not a file or folder that training reads (.txt, .tsv, .jsonl, .json, or a datasets folder)"
@@ -74,10 +122,11 @@ def _dataset_rows(path: str | Path, split: str) -> list[dict[str, Any]]:
         )
     from datasets import load_dataset
 
-    return load_dataset(str(path), split=split).to_list()
+    return load_dataset(str(path), split=split).to_list(), None
 
 
-def _column(rows: list[dict[str, Any]], name: str, source: str | Path) -> list[str]:
+def _column(rows: list[dict[str, Any]], numbers: list[int] | None, name: str, source: str | Path) -> list[str]:
+    """Column `name` of every row, each a text; an error names the row (its line in a .jsonl file: `numbers`)."""
     if not rows:
         raise TrainingDataError(f"{source} holds no rows")
     if name not in rows[0]:
@@ -87,7 +136,8 @@ def _column(rows: list[dict[str, Any]], name: str, source: str | Path) -> list[s
     values = [row.get(name) for row in rows]
     bad = next((index for index, value in enumerate(values) if not isinstance(value, str)), None)
     if bad is not None:
-        raise TrainingDataError(f"{source} row {bad}: column {name!r} is {values[bad]!r}, not a text")
+        where = f"row {bad}" if numbers is None else f"line {numbers[bad]}"
+        raise TrainingDataError(f"{source} {where}: column {name!r} is {values[bad]!r}, not a text")
     return cast(list[str], values)  # each value checked above
 
 
@@ -95,11 +145,8 @@ def load_texts(path: str | Path, column: str = "text", split: str = "train") -> 
     """GPT training texts: a .txt file is one text; jsonl/json/datasets rows give one text each."""
     local = Path(path)
     if local.is_file() and local.suffix not in (".jsonl", ".json"):
-        try:
-            return [local.read_text(encoding="utf-8")]
-        except UnicodeDecodeError as error:
-            raise TrainingDataError(f"{local} is not UTF-8 text: {error}") from None
-    return _column(_dataset_rows(path, split), column, path)
+        return [_read_utf8(local)]
+    return _column(*_dataset_rows(path, split), column, path)
 
 
 def _safe_cut(text: str, low: int, high: int) -> int:
@@ -172,16 +219,18 @@ class TextFile:
                         if progress:
                             progress(raw.tell())
                         yield piece
-                except UnicodeDecodeError as error:
-                    raise TrainingDataError(f"{self.path} is not UTF-8 text: {error}") from None
+                except UnicodeDecodeError:
+                    raise _not_utf8(self.path) from None
 
             yield safe_chunks(pieces(), chunk_chars)
 
     def _row_text(self, line: bytes, number: int) -> str:
         try:
-            row = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise TrainingDataError(f"{self.path} is not valid JSON lines: line {number}: {error}") from None
+            row = json.loads(line.decode("utf-8-sig" if number == 1 else "utf-8"))  # a byte-order mark may start it
+        except UnicodeDecodeError as error:
+            raise _not_utf8_line(self.path, number, line, error) from None
+        except json.JSONDecodeError as error:
+            raise TrainingDataError(f"{self.path} is not valid JSON lines: {_json_error(number, error)}") from None
         if not isinstance(row, dict):
             raise TrainingDataError(f"{self.path} must hold JSON objects (one per line for .jsonl, a list for .json)")
         if self.column not in row:
@@ -279,7 +328,7 @@ def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -
     local = Path(path)
     if local.is_file() and local.suffix in (".tsv", ".txt"):
         pairs = []
-        for number, line in enumerate(local.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(_read_utf8(local).split("\n"), start=1):  # as `_json_lines` cuts lines
             if not line.strip():
                 continue
             fields = line.split("\t")
@@ -287,8 +336,8 @@ def load_pairs(path: str | Path, columns: Sequence[str], split: str = "train") -
                 raise TrainingDataError(f"{local} line {number} has no tab: each line must be `first<TAB>second`")
             pairs.append((fields[0], fields[1]))
         return pairs
-    rows = _dataset_rows(path, split)
-    return list(zip(_column(rows, columns[0], path), _column(rows, columns[1], path)))
+    rows, numbers = _dataset_rows(path, split)
+    return list(zip(_column(rows, numbers, columns[0], path), _column(rows, numbers, columns[1], path)))
 
 
 __all__ = [

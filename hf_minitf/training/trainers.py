@@ -12,20 +12,32 @@ snippets load the model by. `training.data` reads the files `minitf train` takes
 A GPT's training text goes through the tokenizer in chunks (`training.data.text_chunks`) into a file of token
 ids (uint16, or uint32 for vocabularies over 65,536) that the blocks are memory-mapped views of, so memory stays
 bounded by a chunk, not the corpus. A run whose loss becomes NaN or infinite stops with a `TrainingError`.
+
+Refused before the work: an output or checkpoint folder that cannot be written or whose disk is too small for the
+weights, a `--resume` whose checkpoint was started with another corpus, tokenizer or config (`RUN_RECORD`, written
+into every checkpoint), and corpora nothing can be learned from (a GPT text of pad tokens only, encoder pairs no
+batch can hold two of). A full disk is named: the output, `--checkpoint-dir` or the temporary folder.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import json
+import logging
 import math
 import os
 import pickle
 import random
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import (
@@ -42,7 +54,7 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_callback import PrinterCallback
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from hf_minitf.catalog import Preset, get_preset
 from hf_minitf.catalog.limits import MAX_EPOCHS, MAX_STEPS, SEED_LIMIT
@@ -57,8 +69,16 @@ from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.modeling.modeling_minitf_loading import check_safetensors_files
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
-from hf_minitf.safety.files import refused_pickle_message
-from hf_minitf.safety.output_folders import OutputFolder, output_folder
+from hf_minitf.safety.files import read_json, refused_pickle_message
+from hf_minitf.safety.output_folders import (
+    DiskFull,
+    OutputFolder,
+    disk_full,
+    output_folder,
+    space_refusal,
+    weights_bytes,
+    working_folder_refusal,
+)
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 from hf_minitf.tokenization.chat_templates import (
     ChatTemplateChange,
@@ -71,7 +91,14 @@ from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
 from hf_minitf.training.chat_templates import stop_at_end_of_turn
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 
+logger = logging.getLogger(__name__)
+
 LOSS_CURVE = "loss_curve.png"
+RUN_RECORD = "minitf_run.json"
+"""The file in each checkpoint folder saying what the run was started with (its corpus's sha256, its tokenizer's
+vocabulary, its model config), which `--resume` compares with the run that resumes."""
+CHECKPOINT_COPIES = 3
+"""A checkpoint holds at least this many copies of the weights' size: the weights and AdamW's two moments."""
 BPE_SAMPLE_CHARS = 64 * 2**20
 """The byte-level BPE tokenizer is trained on at most this many characters from the start of the training text
 (64 Mi; all of the text is tokenized with it): more adds little to a vocabulary and costs minutes per 100 MB."""
@@ -212,7 +239,11 @@ def _training_arguments(
 
 
 class _StopOnNonFiniteLoss(TrainerCallback):
-    """Stops training with a TrainingError when a logged loss is NaN or infinite (the weights are then lost)."""
+    """Stops training with a TrainingError when a logged loss is NaN or infinite (the weights are then lost);
+    `cause` is a likelier cause than the learning rate, when the corpus shows one."""
+
+    def __init__(self, cause: str | None = None) -> None:
+        self.cause = cause
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         for key in ("loss", "train_loss", "eval_loss"):
@@ -222,13 +253,211 @@ class _StopOnNonFiniteLoss(TrainerCallback):
                 raise TrainingError(
                     f"the {'held-out' if key == 'eval_loss' else 'training'} loss became {value} at step "
                     f"{state.global_step} (logged every {args.logging_steps} steps), so the model diverged and "
-                    f"nothing was written; try a lower --learning-rate than {args.learning_rate:g}"
+                    "nothing was written; "
+                    + (f"{self.cause}; else " if self.cause else "")
+                    + f"try a lower --learning-rate than {args.learning_rate:g}"
                     + (" or --mixed-precision no" if mixed else " or some --warmup")
                 )
 
 
-def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, model: PreTrainedModel) -> dict[str, float]:
-    """Train (resuming when asked), then evaluate on the held-out set; returns the evaluation figures.
+class _TextsDigest:
+    """The sha256 of a sequence of texts, each hashed alone first (so ["ab", "c"] and ["a", "bc"] differ), fed
+    text by text or, for a text read in chunks, chunk by chunk as they pass."""
+
+    def __init__(self) -> None:
+        self._all = hashlib.sha256()
+
+    def text(self, chunks: Iterable[str]) -> Iterator[str]:
+        """The chunks of one text, passed on; the text counts once they are all consumed."""
+        one = hashlib.sha256()
+        for chunk in chunks:
+            one.update(chunk.encode("utf-8", "surrogatepass"))
+            yield chunk
+        self._all.update(one.digest())
+
+    def add(self, texts: Iterable[str]) -> _TextsDigest:
+        for text in texts:
+            for _ in self.text([text]):
+                pass
+        return self
+
+    def hexdigest(self) -> str:
+        return self._all.hexdigest()
+
+
+def _run_record(corpus: str, dataset_name: str | None, tokenizer: PreTrainedTokenizerBase, model) -> dict[str, Any]:
+    """What a run is started with, as `RUN_RECORD` keeps it: the corpus's sha256 (`corpus`) and name, the
+    tokenizer's size and vocabulary's sha256 (the source side of a seq2seq pair: the corpus fixes the rest), and
+    the model config without the fields that name the library or the code rather than the model."""
+    vocabulary = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    config = json.loads(model.config.to_json_string(use_diff=False))
+    for name in ("transformers_version", "auto_map", "_name_or_path"):
+        config.pop(name, None)
+    return {
+        "corpus": {"name": dataset_name, "sha256": corpus},
+        "tokenizer": {"tokens": len(tokenizer), "sha256": hashlib.sha256(vocabulary.encode("utf-8")).hexdigest()},
+        "config": config,
+    }
+
+
+class _RecordRun(TrainerCallback):
+    """Writes the run's record (`RUN_RECORD`) into each checkpoint folder the trainer saves, for `--resume`."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if state.is_world_process_zero and folder.is_dir():
+            (folder / RUN_RECORD).write_text(json.dumps(self.record, indent=2, ensure_ascii=False) + "\n")
+
+
+def _corpus_text(corpus: dict[str, Any]) -> str:
+    """A corpus of a run's record as a message names it: `NAME with sha256 0123456789ab`."""
+    name, digest = corpus.get("name"), f"sha256 {str(corpus.get('sha256'))[:12]}"
+    return f"{name} with {digest}" if name else digest
+
+
+def _resume_refusal(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any]) -> str | None:
+    """Why the run `now` must not resume from `checkpoint`, started as `saved` says: the corpora, the tokenizers or
+    fields of the configs differ (each named, with both values); None when they agree."""
+
+    def part(name: str) -> dict[str, Any]:
+        value = saved.get(name)
+        return value if isinstance(value, dict) else {}
+
+    kinds, details = [], []
+    corpus = part("corpus")
+    if corpus.get("sha256") != now["corpus"]["sha256"]:
+        kinds.append("corpus")
+        details.append(f"the corpus ({_corpus_text(corpus)} then, {_corpus_text(now['corpus'])} now)")
+    tokenizer = part("tokenizer")
+    if tokenizer.get("sha256") != now["tokenizer"]["sha256"]:
+        kinds.append("tokenizer")
+        details.append(
+            f"the tokenizer ({tokenizer.get('tokens')} tokens, vocabulary sha256 {str(tokenizer.get('sha256'))[:12]} "
+            f"then; {now['tokenizer']['tokens']} tokens, {now['tokenizer']['sha256'][:12]} now)"
+        )
+    config = part("config")
+    absent = "(absent)"
+    fields = [
+        f"{name} ({config.get(name, absent)!r} then, {now['config'].get(name, absent)!r} now)"
+        for name in sorted(set(config) | set(now["config"]))
+        if config.get(name, absent) != now["config"].get(name, absent)
+    ]
+    if fields:
+        kinds.append("config")
+        more = f" and {len(fields) - 3} more" if len(fields) > 3 else ""
+        details.append(f"config field{'s' if len(fields) > 1 else ''} {', '.join(fields[:3])}{more}")
+    if not kinds:
+        return None
+    return (
+        f"--resume: {checkpoint} was trained with another {' and '.join(kinds)}: {'; '.join(details)}; resume with "
+        "the data and options that run started with, or train from scratch into a new --checkpoint-dir"
+    )
+
+
+def _check_resume(checkpoint: Path, record: dict[str, Any] | None) -> None:
+    """Refuse resuming from `checkpoint` a run started with another corpus, tokenizer or config (`RUN_RECORD`); a
+    checkpoint without a record (an earlier hf_minitf's, another program's) is resumed with a warning."""
+    if record is None:
+        return
+    path = checkpoint / RUN_RECORD
+    if not path.is_file():
+        logger.warning(
+            "--resume: %s has no %s (written by an earlier hf_minitf or another program), so its corpus, "
+            "tokenizer and config cannot be compared with this run's",
+            checkpoint,
+            RUN_RECORD,
+        )
+        return
+    saved = read_json(
+        path, dict, "a record of the run", "resume from an earlier checkpoint-* or start again", TrainingError
+    )
+    refusal = _resume_refusal(checkpoint, saved, record)
+    if refusal is not None:
+        raise TrainingError(refusal)
+
+
+def _check_checkpoint_dir(settings: TrainSettings) -> None:
+    """Refuse, before any work, a `--checkpoint-dir` that cannot be a folder or where nothing can be written."""
+    refusal = working_folder_refusal(settings.checkpoint_dir) if settings.checkpoint_dir is not None else None
+    if refusal is not None:
+        raise TrainingError(refusal.format(out=f"--checkpoint-dir {settings.checkpoint_dir}"))
+
+
+def _check_space(model: PreTrainedModel, target: OutputFolder | None, settings: TrainSettings) -> None:
+    """Refuse, before training, an output or checkpoint folder whose disk cannot take the weights (a checkpoint:
+    `CHECKPOINT_COPIES` times their size), lower bounds of what will be written there."""
+    weights = weights_bytes(model.parameters())
+    if target is not None:
+        target.check_space(weights, "the weights")
+    if settings.checkpoint_dir is not None:
+        refusal = space_refusal(
+            settings.checkpoint_dir, CHECKPOINT_COPIES * weights, "a checkpoint (the weights and AdamW's two moments)"
+        )
+        if refusal is not None:
+            raise TrainingError(refusal.format(out=f"--checkpoint-dir {settings.checkpoint_dir}"))
+
+
+TEMPORARY_ADVICE = "free some space there or set TMPDIR to a folder on a disk with more room"
+
+
+@contextmanager
+def _writing_into(folder: Path, name: str, advice: str) -> Iterator[None]:
+    """Name `folder` (as `name`: `--checkpoint-dir DIR`, a temporary folder) in the errors of the block's writes into
+    it: a full disk becomes a DiskFull ending with `advice`, the folder deleted meanwhile a TrainingError. A full
+    disk another folder's writer named already is left as it is."""
+    try:
+        yield
+    except Exception as error:
+        ours = not isinstance(error, DiskFull) or error.path == folder
+        if ours and disk_full(error, folder):
+            raise DiskFull(
+                f"the disk holding {name} is full ({os.strerror(errno.ENOSPC)}), so the run stopped before writing "
+                f"the model; {advice}",
+                folder,
+            ) from error
+        if isinstance(error, FileNotFoundError) and not folder.exists():
+            raise TrainingError(
+                f"{name} was deleted while the run used it (a cleaner of old files?), so the run stopped before "
+                "writing the model; run again and leave it in place"
+            ) from error
+        raise
+
+
+def _checkpoint_folder_name(settings: TrainSettings, work_dir: Path) -> tuple[str, str]:
+    """How errors name the trainer's folder, and what to do when its disk is full."""
+    if settings.checkpoint_dir is not None:
+        return f"--checkpoint-dir {work_dir}", "free some space there or choose another --checkpoint-dir"
+    return f"the temporary folder {work_dir}", TEMPORARY_ADVICE
+
+
+def _prepare_run(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    target: OutputFolder | None,
+    settings: TrainSettings,
+    corpus: str,
+    dataset_name: str | None,
+) -> dict[str, Any] | None:
+    """Before the trainer is made (it makes the checkpoint folder): refuse folders whose disks cannot take the
+    weights (`_check_space`); returns the run's record (`_run_record`, of the `corpus` sha256) when it keeps
+    checkpoints."""
+    _check_space(model, target, settings)
+    return _run_record(corpus, dataset_name, tokenizer, model) if settings.checkpoint_dir is not None else None
+
+
+def _run_trainer(
+    trainer: Trainer,
+    settings: TrainSettings,
+    has_eval: bool,
+    model: PreTrainedModel,
+    record: dict[str, Any] | None,
+    loss_cause: str | None = None,
+) -> dict[str, float]:
+    """Check the checkpoint to resume from (against the run's `record`), train, then evaluate on the held-out set;
+    returns the evaluation figures. `loss_cause` is what a NaN loss most likely comes from, when the corpus shows it.
 
     The Trainer sets `model.config.use_cache` to its own `use_cache` argument (False) for training; the config
     gets back its class's value (what the architecture supports), so the saved `config.json` and a bare forward
@@ -238,7 +467,9 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
         trainer.add_callback(LossOnBarCallback())
     elif not settings.progress:
         trainer.remove_callback(PrinterCallback)
-    trainer.add_callback(_StopOnNonFiniteLoss())
+    trainer.add_callback(_StopOnNonFiniteLoss(loss_cause))
+    if record is not None:
+        trainer.add_callback(_RecordRun(record))
     resume = None
     if settings.resume:
         checkpoints = settings.checkpoint_dir
@@ -251,6 +482,7 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
             check_safetensors_files(Path(resume))
         except ValueError as error:
             raise TrainingError(f"--resume: {error}; resume from an earlier checkpoint-* or start again") from None
+        _check_resume(Path(resume), record)
     if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
         batches = len(trainer.get_train_dataloader())
         total = math.ceil(batches * settings.epochs / trainer.args.gradient_accumulation_steps)
@@ -260,8 +492,10 @@ def _run_trainer(trainer: Trainer, settings: TrainSettings, has_eval: bool, mode
                 f"({settings.epochs:g} epochs of {batches} batches): the learning rate would never "
                 "reach its peak; give fewer warmup steps, a fraction below 1, or more epochs"
             )
+    work_dir = Path(str(trainer.args.output_dir))
     try:
-        trainer.train(resume_from_checkpoint=resume)
+        with _writing_into(work_dir, *_checkpoint_folder_name(settings, work_dir)):
+            trainer.train(resume_from_checkpoint=resume)
     except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
         raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
     results = trainer.evaluate() if has_eval else {}
@@ -404,17 +638,18 @@ class _GPTCorpus:
     def check_content(self) -> None:
         """Refuse a corpus that, as far as read, is empty or white space only."""
         if not self.has_content:
-            where = f"{self.file.path} is" if self.file else "the GPT training text is"
-            raise TrainingError(f"{where} empty (or only white space); give a text file with some content")
+            raise TrainingError(f"{self.where()} is empty (or only white space); give a text file with some content")
 
     def _noting_content(self, chunks: Iterable[str]) -> Iterator[str]:
         for chunk in chunks:
             self.has_content = self.has_content or not (chunk.isspace() or not chunk)
             yield chunk
 
-    def documents(self, description: str) -> Iterator[Iterator[str]]:
+    def documents(self, description: str, digest: _TextsDigest | None = None) -> Iterator[Iterator[str]]:
+        """Each document as chunks (`digest`, when given, hashes them as they pass)."""
+        passing = digest.text if digest is not None else iter
         if self.texts is not None:
-            yield from (text_chunks(text, self.chunk_chars) for text in self.texts)
+            yield from (passing(text_chunks(text, self.chunk_chars)) for text in self.texts)
             return
         file = cast(TextFile, self.file)  # without texts in memory, the corpus is a file
         with tqdm(
@@ -424,14 +659,24 @@ class _GPTCorpus:
             def report(position: int) -> None:
                 bar.update(position - bar.n)
 
-            yield from (self._noting_content(document) for document in file.documents(self.chunk_chars, report))
+            yield from (
+                passing(self._noting_content(document)) for document in file.documents(self.chunk_chars, report)
+            )
 
     def chunks(self, description: str) -> Iterator[str]:
         for document in self.documents(description):
             yield from document
 
-    def whole_texts(self) -> list[str]:
-        return self.texts if self.texts is not None else ["".join(document) for document in self.documents("reading")]
+    def whole_texts(self, digest: _TextsDigest | None = None) -> list[str]:
+        if self.texts is not None:
+            if digest is not None:
+                digest.add(self.texts)
+            return self.texts
+        return ["".join(document) for document in self.documents("reading", digest)]
+
+    def where(self) -> str:
+        """The corpus as messages name it."""
+        return str(self.file.path) if self.file else "the GPT training text"
 
 
 def train_gpt(
@@ -473,7 +718,9 @@ def train_gpt(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("gpt", preset)
     target = output_folder(out, overwrite) if out is not None else None
+    _check_checkpoint_dir(settings)
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
+    digest = _TextsDigest() if settings.checkpoint_dir is not None else None
     if corpus.texts is not None:
         corpus.check_content()
     kind = tokenizer or chosen.tokenizer
@@ -494,12 +741,18 @@ def train_gpt(
         train_blocks: TokenBlocks | list[dict[str, list[int]]]
         eval_blocks: TokenBlocks | list[dict[str, list[int]]] | None
         if pack:
-            ids = encode_to_file(built, corpus.documents("tokenizing"), Path(token_dir) / "train.ids")
-            corpus.check_content()
-            if eval_texts is not None:
-                eval_ids = encode_to_file(
-                    built, (text_chunks(text, chunk_chars) for text in eval_texts), Path(token_dir) / "eval.ids"
+            with _writing_into(Path(token_dir), f"the temporary folder {token_dir}", TEMPORARY_ADVICE):
+                ids = encode_to_file(built, corpus.documents("tokenizing", digest), Path(token_dir) / "train.ids")
+                corpus.check_content()
+                loss_cause = _pad_text_cause(ids, built, corpus.where())
+                eval_ids = (
+                    encode_to_file(
+                        built, (text_chunks(text, chunk_chars) for text in eval_texts), Path(token_dir) / "eval.ids"
+                    )
+                    if eval_texts is not None
+                    else None
                 )
+            if eval_ids is not None:
                 train_blocks, eval_blocks = TokenBlocks(ids, block_size), TokenBlocks(eval_ids, block_size)
             else:
                 held = _held_out_indices(len(ids) // block_size, eval_fraction, settings.seed)
@@ -519,8 +772,9 @@ def train_gpt(
                     for text in parts
                 ]
 
-            blocks = examples(corpus.whole_texts())
+            blocks = examples(corpus.whole_texts(digest))
             corpus.check_content()
+            loss_cause = _pad_text_cause(blocks, built, corpus.where())
             if eval_texts is not None:
                 train_blocks, eval_blocks = blocks, examples(eval_texts)
             else:
@@ -542,6 +796,7 @@ def train_gpt(
         if chat is not None:
             stop_at_end_of_turn(model.generation_config, chat)
             extra_markdown = "\n\n".join(filter(None, (extra_markdown, _chat_note(chat))))
+        record = _prepare_run(model, built, target, settings, digest.hexdigest() if digest else "", dataset_name)
         trainer = Trainer(
             model=model,
             args=_training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
@@ -550,7 +805,7 @@ def train_gpt(
             processing_class=built,
             data_collator=DataCollatorForLanguageModeling(built, mlm=False),
         )
-        eval_results = _run_trainer(trainer, settings, eval_blocks is not None, model)
+        eval_results = _run_trainer(trainer, settings, eval_blocks is not None, model, record, loss_cause)
         if "eval_loss" in eval_results:
             eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
@@ -563,6 +818,45 @@ def train_gpt(
             trainer, target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id, license
         )
     return result
+
+
+def _token_counts(ids: np.ndarray | Sequence[dict[str, list[int]]], pad: int, eos: int) -> tuple[int, int]:
+    """How many of the ids (an id array, read 16 Mi at a time, or examples) are the pad token, and how many are
+    neither it nor EOS."""
+    step = 1 << 24
+    parts = (
+        (ids[start : start + step] for start in range(0, len(ids), step))
+        if isinstance(ids, np.ndarray)
+        else (np.asarray(example["input_ids"]) for example in ids)
+    )
+    pads = others = 0
+    for part in parts:
+        pads += int(np.count_nonzero(part == pad))
+        others += int(np.count_nonzero((part != pad) & (part != eos)))
+    return pads, others
+
+
+def _pad_text_cause(
+    ids: np.ndarray | Sequence[dict[str, list[int]]], tokenizer: PreTrainedTokenizerBase, where: str
+) -> str | None:
+    """Refuse a GPT corpus of nothing but the pad token written as text: the tokenizer reads it as padding, which the
+    loss leaves out, so there is nothing to learn (and the loss is NaN). A corpus holding some is warned about, and
+    what a NaN loss would then come from is returned."""
+    pads, others = _token_counts(ids, tokenizer.pad_token_id, tokenizer.eos_token_id)
+    if not pads:
+        return None
+    written = (
+        f"the pad token {tokenizer.pad_token} written as text ({pads:,} times), which the tokenizer reads as padding "
+        "and the loss leaves out"
+    )
+    if not others:
+        raise TrainingError(
+            f"{where} is only {written}: there is nothing to learn from (the loss would be NaN); give text that is "
+            "more than the pad token"
+        )
+    note = f"{where} holds {written}"
+    logger.warning("%s; remove it from the text unless that is meant", note)
+    return f"{note}: a batch of nothing else has no loss, so remove it from the text"
 
 
 def _chat_note(chat: ChatTemplateChange) -> str:
@@ -624,6 +918,41 @@ def _check_pairs(pairs: Sequence[Sequence[str]], what: str) -> list[tuple[str, s
     return cast(list[tuple[str, str]], pairs)  # each checked to be two texts
 
 
+def _check_in_batch_pairs(pairs: Sequence[tuple[str, str]]) -> None:
+    """Refuse encoder training pairs no batch can hold two of, and warn when repeats make most of them.
+
+    The loss scores each anchor against the positives of the other pairs in its batch, and the batch sampler never
+    puts a text in a batch twice; with no two pairs free of a shared text every batch holds one pair, whose loss
+    is 0 whatever the weights (40 copies of one pair trained at a constant loss of 0.000). A pair has a partner
+    when fewer than all distinct pairs hold one of its texts."""
+    distinct = set(pairs)
+    holding = Counter(text for pair in distinct for text in set(pair))
+    both = Counter(frozenset(pair) for pair in distinct)
+
+    def touching(pair: tuple[str, str]) -> int:
+        texts = frozenset(pair)
+        return sum(holding[text] for text in texts) - (both[texts] if len(texts) == 2 else 0)
+
+    if all(touching(pair) == len(distinct) for pair in distinct):
+        what = (
+            f"{len(pairs)} copies of one pair"
+            if len(distinct) == 1
+            else f"{len(pairs)} pairs ({len(distinct)} distinct) that all share a text with each other"
+        )
+        raise TrainingError(
+            f"the encoder training pairs are {what}: the loss scores each anchor against the other pairs' positives "
+            "in its batch, and a batch never holds a text twice, so every batch would hold one pair and the loss "
+            "would stay 0; give at least 2 pairs with no text in common (many more for a useful model)"
+        )
+    if 2 * len(distinct) < len(pairs):
+        logger.warning(
+            "%d of the %d encoder training pairs repeat another pair: a batch never holds a text twice, so the "
+            "repeats end up in small batches, with few in-batch negatives",
+            len(pairs) - len(distinct),
+            len(pairs),
+        )
+
+
 def train_encoder(
     pairs: Sequence[tuple[str, str]],
     out: str | Path | OutputFolder | None,
@@ -659,9 +988,12 @@ def train_encoder(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("encoder", preset)
     target = output_folder(out, overwrite) if out is not None else None
+    _check_checkpoint_dir(settings)
     pairs = _check_pairs(pairs, "encoder")
+    corpus = _TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    _check_in_batch_pairs(pairs)
     fields = _config_fields(chosen, config_overrides)
     texts = [text for pair in pairs for text in pair]
     tokenizer = train_wordlevel_tokenizer(
@@ -674,12 +1006,14 @@ def train_encoder(
     model = MiniTFEncoderModel(
         MiniTFEncoderConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **fields)
     )
+    record = _prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
 
     def as_dataset(rows: Sequence[tuple[str, str]]) -> Dataset:
         return Dataset.from_dict({"anchor": [row[0] for row in rows], "positive": [row[1] for row in rows]})
 
     with _WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
-        embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
+        with _writing_into(Path(start), f"the temporary folder {start}", TEMPORARY_ADVICE):
+            embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
         arguments = _training_arguments(
             settings,
             work_dir,
@@ -694,7 +1028,7 @@ def train_encoder(
             eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model)
+        eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model, record)
         trained = cast(MiniTFEncoderModel, embedder[0].auto_model).eval()  # the Transformer module holds the encoder
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
         result.folder = _write_folder(
@@ -735,7 +1069,9 @@ def train_seq2seq(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("seq2seq", preset)
     target = output_folder(out, overwrite) if out is not None else None
+    _check_checkpoint_dir(settings)
     pairs = _check_pairs(pairs, "seq2seq")
+    corpus = _TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
     fields = _config_fields(chosen, config_overrides)
@@ -752,6 +1088,7 @@ def train_seq2seq(
         **fields,
     )
     model = MiniTFSeq2SeqForConditionalGeneration(config)
+    record = _prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
 
     def encode(rows: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
         batch = tokenizer(
@@ -772,7 +1109,7 @@ def train_seq2seq(
             processing_class=tokenizer,
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
-        eval_results = _run_trainer(trainer, settings, bool(eval_rows), model)
+        eval_results = _run_trainer(trainer, settings, bool(eval_rows), model, record)
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
 
         def save(folder: Path) -> None:

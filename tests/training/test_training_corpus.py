@@ -153,3 +153,61 @@ def test_a_loss_that_becomes_nan_stops_training_and_writes_nothing(family, tmp_p
         else:
             train_seq2seq(english_italian_pairs(40, 4).train, out, config_overrides=TINY, settings=DIVERGING)
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("training started on a corpus it cannot learn from")
+
+
+# (family, its training data, what the refusal says; None: it trains, with the warning given)
+UNLEARNABLE = {
+    "a GPT text of the pad token only": (
+        "gpt",
+        "<pad>" * 400,
+        ["only the pad token <pad> written as text (400 times)"],
+    ),
+    "the same with BPE": ("bpe", "<|pad|>" * 200, ["only the pad token <|pad|> written as text"]),
+    "40 copies of one encoder pair": (
+        "encoder",
+        [("a red cat", "the red cat")] * 40,
+        ["the encoder training pairs are 38 copies of one pair", "at least 2 pairs with no text in common"],
+    ),
+    "encoder pairs that all share a text": (
+        "encoder",
+        [("a red cat", f"the red cat {i}") for i in range(40)],
+        ["38 pairs (38 distinct) that all share a text with each other", "the loss would stay 0"],
+    ),
+    "a GPT text holding some pad tokens": ("gpt", "the cat sat on the mat <pad>\n" * 30, "holds the pad token <pad>"),
+    "two encoder pairs, repeated": (
+        "encoder",
+        [("a red cat", "the red cat"), ("a blue dog", "the blue dog")] * 20,
+        "36 of the 38 encoder training pairs repeat another pair",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNLEARNABLE)
+def test_a_corpus_nothing_can_be_learned_from_is_refused_before_training(case, tmp_path, monkeypatch, caplog):
+    """A GPT text of pad tokens only used to end in a NaN loss blamed on the learning rate; 40 copies of one encoder
+    pair trained at a constant loss of 0.000 (a batch never holds a text twice, so each held one pair)."""
+    family, data, expected = UNLEARNABLE[case]
+    refused = isinstance(expected, list)
+    if refused:
+        monkeypatch.setattr("transformers.Trainer.train", no_training)
+    out = tmp_path / "out"
+    options = dict(config_overrides=TINY, settings=STEPS)
+
+    def train():
+        if family == "encoder":
+            return train_encoder(data, out, **options)
+        return train_gpt(data, out, block_size=16, tokenizer="bpe" if family == "bpe" else "char", **options)
+
+    with caplog.at_level("WARNING", logger="hf_minitf.training.trainers"):
+        if refused:
+            with pytest.raises(TrainingError) as error:
+                train()
+            assert all(word in str(error.value) for word in expected), str(error.value)
+            assert not out.exists()
+        else:
+            assert train().folder == out
+            assert expected in caplog.text
