@@ -1,7 +1,8 @@
 """The checks `minitf serve` makes of a request before generating, on either engine: the token budget against the
-model's context, an empty prompt, sampling numbers in OpenAI's ranges, fields the server would silently ignore.
-Each failure is a `RequestError` (HTTP 4xx in OpenAI's shape) naming the field and what is allowed. Imports
-nothing of transformers' serving code, so vLLM's front (`serving.vllm`) runs them too."""
+model's context, an empty prompt, sampling numbers in OpenAI's ranges, logit biases, tools, message parts (what
+each request field may be is `serving.fields`' table). Each failure is a `RequestError` (HTTP 4xx in OpenAI's
+shape) naming the field and what is allowed. Imports nothing of transformers' serving code, so vLLM's front
+(`serving.vllm`) runs them too."""
 
 from __future__ import annotations
 
@@ -62,11 +63,17 @@ def check_new_tokens(
 
 
 # OpenAI's ranges for the numbers a request may set; the bounds are included, except top_p's 0.
-SAMPLING_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "frequency_penalty": (-2.0, 2.0)}
-# Fields of OpenAI's schemas that transformers' server accepts and then ignores, by the value that asks for
-# nothing: any other value would be answered as if it had not been sent.
-IGNORED_FIELDS = {"n": 1, "best_of": 1, "logprobs": None, "top_logprobs": None, "echo": False, "presence_penalty": 0}
+SAMPLING_RANGES = {
+    "temperature": (0.0, 2.0),
+    "top_p": (0.0, 1.0),
+    "frequency_penalty": (-2.0, 2.0),
+    "presence_penalty": (-2.0, 2.0),
+}
+LOGIT_BIAS_RANGE = (-100, 100)  # OpenAI's
 STOP_STRINGS = 4  # OpenAI's limit
+# The message content parts these text models read (chat completions' and the Responses API's names); transformers'
+# server drops any other part (an image, audio, a file) without a word.
+TEXT_PARTS = ("text", "input_text", "output_text")
 
 
 def _is_number(value: Any) -> bool:
@@ -74,16 +81,8 @@ def _is_number(value: Any) -> bool:
 
 
 def check_sampling(body: dict) -> None:
-    """Refuse sampling fields that are out of OpenAI's ranges, not finite, of the wrong type, or that the server
-    would silently ignore, and transformers' free-form `generation_config` (any generate() argument, beam counts
-    included). Each error names the field, its value and what is allowed."""
-    if body.get("generation_config") is not None:
-        raise RequestError(
-            400,
-            "generation_config is not accepted: set temperature, top_p, frequency_penalty, "
-            "max_tokens, stop and seed instead.",
-            param="generation_config",
-        )
+    """Refuse sampling fields that are out of OpenAI's ranges, not finite or of the wrong type, and `stop` strings
+    past OpenAI's. Each error names the field, its value and what is allowed."""
     for field, (low, high) in SAMPLING_RANGES.items():
         value = body.get(field)
         if value is None:
@@ -94,15 +93,6 @@ def check_sampling(body: dict) -> None:
     seed = body.get("seed")
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64):
         raise RequestError(400, f"seed must be an integer in [0, 2**64), got {seed!r}.", param="seed")
-    for field, default in IGNORED_FIELDS.items():
-        value = body.get(field)
-        if value is not None and value != default and not (default is None and value is False):
-            raise RequestError(
-                400,
-                f"{field}={value!r} is not supported by this server (it answers as if "
-                f"{field}={default!r}); leave it out.",
-                param=field,
-            )
     check_stop(body)
 
 
@@ -121,23 +111,49 @@ def check_stop(body: dict) -> None:
 
 
 def check_logit_bias(body: dict, vocab_size: int) -> None:
-    """`logit_bias` must map token ids of the model's vocabulary to finite biases in [-100, 100] (OpenAI's)."""
+    """`logit_bias` maps token ids of the model's vocabulary (decimal ASCII digits) to biases in LOGIT_BIAS_RANGE
+    (integers or finite numbers), as OpenAI's."""
     bias = body.get("logit_bias")
     if bias is None:
         return
     if not isinstance(bias, dict):
         raise RequestError(400, f"logit_bias must be an object of token id -> bias, got {bias!r}.", param="logit_bias")
+    low, high = LOGIT_BIAS_RANGE
     for key, value in bias.items():
-        if not (isinstance(key, str) and key.isdigit() and int(key) < vocab_size):
+        if not (key.isascii() and key.isdigit() and int(key) < vocab_size):
             raise RequestError(
                 400,
-                f"logit_bias key {key!r} is not a token id of the model (0 to {vocab_size - 1}).",
+                f"logit_bias key {key!r} is not a token id of the model: give decimal ids from 0 to {vocab_size - 1}.",
                 param="logit_bias",
             )
-        if not _is_number(value) or not -100 <= value <= 100:
+        if not _is_number(value) or not low <= value <= high:
             raise RequestError(
-                400, f"logit_bias[{key!r}] must be a number in [-100, 100], got {value!r}.", param="logit_bias"
+                400, f"logit_bias[{key!r}] must be a number in [{low}, {high}], got {value!r}.", param="logit_bias"
             )
+
+
+def check_tools(body: dict, chat_template: Any, name: str) -> None:
+    """`tools` are function tools, and the model's chat template shows them to it (reads `tools`): otherwise the
+    model would never see them (transformers' server passes them to the template, which drops them silently)."""
+    tools = body.get("tools")
+    if not tools:
+        return
+    for index, tool in enumerate(tools):
+        if tool.get("type") != "function":
+            raise RequestError(
+                400,
+                f"tools[{index}] is a {tool.get('type')!r} tool: this server runs no built-in tools; send function "
+                "tools only.",
+                param="tools",
+            )
+    templates = chat_template.values() if isinstance(chat_template, dict) else [chat_template]
+    if not any(isinstance(template, str) and re.search(r"\btools\b", template) for template in templates):
+        raise RequestError(
+            400,
+            f"{name!r}'s chat template does not show tools to the model (it never reads `tools`), so they would be "
+            "ignored; leave tools out, or give the model a chat template that renders them.",
+            param="tools",
+        )
 
 
 # The type of each request field a route reads that the other checks do not (None, JSON's null, is "not set"):
@@ -259,7 +275,7 @@ def check_messages(messages: Any, param: str = "messages") -> None:
         if not (content is None or isinstance(content, (str, list))) or not all(
             isinstance(part, dict)
             and isinstance(part.get("type"), str)
-            and (part["type"] not in ("text", "input_text", "output_text") or isinstance(part.get("text"), str))
+            and (part["type"] not in TEXT_PARTS or isinstance(part.get("text"), str))
             for part in parts
         ):
             raise RequestError(
@@ -267,6 +283,14 @@ def check_messages(messages: Any, param: str = "messages") -> None:
                 f"{where}.content must be a string or a list of {{type: 'text', text}} parts, got {content!r}.",
                 param=param,
             )
+        for number, part in enumerate(parts):
+            if part["type"] not in TEXT_PARTS:
+                raise RequestError(
+                    400,
+                    f"{where}.content[{number}] is an {part['type']!r} part: these models read text only, and it "
+                    "would be dropped; send text parts.",
+                    param=param,
+                )
 
 
 def text_prompt(body: dict) -> str:
@@ -283,10 +307,11 @@ def text_prompt(body: dict) -> str:
 
 __all__ = [
     "FIELD_TYPES",
-    "IGNORED_FIELDS",
+    "LOGIT_BIAS_RANGE",
     "SAMPLING_RANGES",
     "SERVER_DEFAULT_NEW_TOKENS",
     "TEMPLATE_ARGUMENTS",
+    "TEXT_PARTS",
     "chars_per_token",
     "check_field_types",
     "check_logit_bias",
@@ -295,6 +320,7 @@ __all__ = [
     "check_sampling",
     "check_stop",
     "check_text_length",
+    "check_tools",
     "check_unicode",
     "positive_int",
     "text_chars",

@@ -3,7 +3,9 @@ every route requires, and the limit on a request body's size (both engines' apps
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import time
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,6 +14,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from hf_minitf.serving import API_KEY_VARIABLE
+
+# How much of a body past the limit is read and dropped before the 413, so that a client which sends its whole body
+# before reading the answer (urllib, requests, curl without `Expect`) gets the 413 rather than a connection reset
+# (closing a socket with unread bytes resets it, and the reset discards the answer the client had not read yet).
+# Past either bound the server answers and closes at once, as nginx's lingering close gives up.
+DISCARD_BYTES = 256 * 2**20
+DISCARD_SECONDS = 10.0
 
 
 class RequestError(Exception):
@@ -87,9 +96,10 @@ def require_api_key(app: FastAPI, api_key: str) -> None:
 
 
 def limit_request_bytes(app: FastAPI, limit: int) -> None:
-    """Answer 413 in OpenAI's shape to a request whose body passes `limit` bytes, before reading it: at once where
-    its Content-Length says so, else as soon as the chunks read so far pass it (a chunked body has no length).
-    Added last, the check wraps the other middleware (the API key's included)."""
+    """Answer 413 in OpenAI's shape to a request whose body passes `limit` bytes, without parsing it: where its
+    Content-Length says so, else as soon as the chunks read so far pass it (a chunked body has no length). The
+    rest of the body is read and dropped first (within DISCARD_BYTES and DISCARD_SECONDS) so that the answer
+    reaches the client. Added last, the check wraps the other middleware (the API key's included)."""
     app.add_middleware(_BodyLimit, limit=limit)
 
 
@@ -107,19 +117,24 @@ class _BodyLimit:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length", b"0")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length", b"0")
         if not length.isdigit():
             message = "The Content-Length header is not a number of bytes."
             return await self._answer(scope, receive, send, 400, message, "invalid_content_length")
         if int(length) > self.limit:
-            return await self._answer(scope, receive, send, 413, self._message(int(length)))
-        received, too_large = 0, False
+            # A client waiting for `100 Continue` has sent nothing: it gets the answer without sending its body.
+            waiting = headers.get(b"expect", b"").lower() == b"100-continue"
+            read = not waiting and int(length) <= DISCARD_BYTES and await _discard(receive, 0, True)
+            return await self._answer(scope, receive, send, 413, self._message(int(length)), read=read)
+        received, more, too_large = 0, True, False
 
         async def counted_receive():
-            nonlocal received, too_large
+            nonlocal received, more, too_large
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
+                more = message.get("more_body", False)
                 if received > self.limit:
                     too_large = True
                     raise _RequestTooLarge
@@ -135,7 +150,8 @@ class _BodyLimit:
             if not too_large:
                 raise
         if too_large:
-            await self._answer(scope, receive, send, 413, self._message(None))
+            read = not more or await _discard(receive, received, more)
+            await self._answer(scope, receive, send, 413, self._message(None), read=read)
 
     def _message(self, size: int | None) -> str:
         sent = f"is {size:,} bytes, more than" if size is not None else "(sent in chunks) passes"
@@ -145,12 +161,40 @@ class _BodyLimit:
         )
 
     @staticmethod
-    async def _answer(scope, receive, send, status: int, message: str, code: str = "request_too_large") -> None:
-        # The connection closes after the answer: the rest of the body is never read.
-        response = JSONResponse(
-            error_body(message, status, code=code), status_code=status, headers={"Connection": "close"}
-        )
+    async def _answer(
+        scope, receive, send, status: int, message: str, code: str = "request_too_large", read: bool = False
+    ) -> None:
+        """Answer; the connection closes after it unless the whole body was `read` (a client may then reuse it)."""
+        headers = {} if read else {"Connection": "close"}
+        response = JSONResponse(error_body(message, status, code=code), status_code=status, headers=headers)
         await response(scope, receive, send)
 
 
-__all__ = ["RequestError", "error_body", "install_openai_errors", "limit_request_bytes", "require_api_key"]
+async def _discard(receive, received: int, more: bool) -> bool:
+    """Read and drop the rest of a request body, within DISCARD_BYTES in all and DISCARD_SECONDS; whether it was
+    read to its end (the client then reads the answer on a connection with nothing left unread)."""
+    deadline = time.monotonic() + DISCARD_SECONDS
+    while more:
+        left = deadline - time.monotonic()
+        if left <= 0 or received > DISCARD_BYTES:
+            return False
+        try:
+            message = await asyncio.wait_for(receive(), left)
+        except asyncio.TimeoutError:
+            return False
+        if message["type"] != "http.request":  # the client went away
+            return False
+        received += len(message.get("body", b""))
+        more = message.get("more_body", False)
+    return True
+
+
+__all__ = [
+    "DISCARD_BYTES",
+    "DISCARD_SECONDS",
+    "RequestError",
+    "error_body",
+    "install_openai_errors",
+    "limit_request_bytes",
+    "require_api_key",
+]

@@ -1,6 +1,7 @@
 """The handlers of transformers' server that `minitf serve` answers with: each runs the request checks
-(`serving.checks`, and the model name, chat messages for a tokenizer without a chat template) before generating,
-answering HTTP 4xx instead of a 500 from inside `generate()`, and samples as asked."""
+(`serving.fields`' table of request fields, `serving.checks`, and the model name, chat messages for a tokenizer
+without a chat template) before generating, answering HTTP 4xx instead of a 500 from inside `generate()`, and
+samples as asked, with OpenAI's penalties and logit bias (`serving.penalties`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi.responses import JSONResponse, StreamingResponse
 from openai.types import Completion, CompletionChoice, CompletionUsage
+from transformers import LogitsProcessorList
 
 from hf_minitf.catalog.limits import GREEDY_BELOW_TEMPERATURE
 from hf_minitf.serving.api import TranscriptionHandler
@@ -24,13 +26,16 @@ from hf_minitf.serving.checks import (
     check_new_tokens,
     check_sampling,
     check_text_length,
+    check_tools,
     check_unicode,
     positive_int,
     text_chars,
     text_prompt,
 )
 from hf_minitf.serving.errors import RequestError
+from hf_minitf.serving.fields import CHAT, COMPLETIONS, RESPONSES, check_fields
 from hf_minitf.serving.models import ServedModel
+from hf_minitf.serving.penalties import REQUEST_LOGITS, openai_logits
 from hf_minitf.serving.stops import REQUEST_HAS_STOP, first_stop, stop_list
 from hf_minitf.serving.templates import render_ahead
 
@@ -54,10 +59,13 @@ class _SamplingAsAsked(_HandlerBase):
     below GREEDY_BELOW_TEMPERATURE) decodes greedily.
     transformers' server sets the temperature but keeps the model's `do_sample` (False for MiniTF folders), so a
     request asking for sampling would silently be answered greedily. Without either field the model's
-    generation config decides."""
+    generation config decides. The penalties and logit bias transformers' server maps to its own multiplicative
+    `repetition_penalty` and `sequence_bias` are the model's again: `serving.penalties` applies OpenAI's."""
 
     def _build_generation_config(self, body: dict, model_generation_config, use_cb: bool = False):
         config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+        config.repetition_penalty = model_generation_config.repetition_penalty
+        config.sequence_bias = model_generation_config.sequence_bias
         temperature, top_p = body.get("temperature"), body.get("top_p")
         if temperature is not None:
             config.do_sample = temperature >= GREEDY_BELOW_TEMPERATURE
@@ -78,20 +86,21 @@ def _check_chat_template(served: ServedModel, route: str) -> None:
         )
 
 
-def _check_request(handler: Any, body: dict) -> None:
-    """The checks of every generation route before the model is looked at: the fields are the route's (named, in a
-    400, where transformers answers a 422 with a set of names), then text, field types and sampling numbers."""
-    known = getattr(handler._valid_params_class, "__mutable_keys__", None)
-    unknown = sorted(set(body) - known) if known else []
-    if unknown:
-        raise RequestError(
-            400, f"Unknown field {unknown[0]!r}: this route does not take it; leave it out.", param=unknown[0]
-        )
+def _check_request(handler: Any, body: dict, route: str) -> None:
+    """The checks of every generation route before the model is looked at: each field is one the route takes, with
+    a value this server answers (`serving.fields`; named in a 400, where transformers answers a 422 with a set of
+    names or ignores the field), then text, field types and sampling numbers. A field set to null is not set:
+    it is dropped (transformers' handlers read `chat_template_kwargs: null` or `parallel_tool_calls: null` as values,
+    a 500)."""
+    check_fields(body, route)
+    for name in [name for name, value in body.items() if value is None]:
+        del body[name]
     handler._validate_request(body)
     check_unicode(body)
     check_field_types(body)
     check_sampling(body)
     REQUEST_HAS_STOP.set(body.get("stop") is not None)
+    REQUEST_LOGITS.set(None)
 
 
 async def _render_chat(handler: Any, served: ServedModel, messages: list, tools: Any, body: dict, param: str):
@@ -117,11 +126,13 @@ class ChatCompletions(_SamplingAsAsked, _chat_completion.ChatCompletionHandler):
     make a prompt (rendered off the event loop, within the template limits), and the token budget fits its context."""
 
     async def handle_request(self, body: dict, request_id: str):
-        _check_request(self, body)
-        served = self.model_manager.find_for(body, ("gpt",), "/v1/chat/completions")
+        _check_request(self, body, CHAT)
+        served = self.model_manager.find_for(body, ("gpt",), CHAT)
         check_logit_bias(body, served.config.vocab_size)
-        _check_chat_template(served, "/v1/chat/completions")
+        _check_chat_template(served, CHAT)
+        check_tools(body, served.tokenizer.chat_template, served.name)
         check_messages(body.get("messages"))
+        REQUEST_LOGITS.set(openai_logits(body))
         with await _render_chat(self, served, body["messages"], body.get("tools"), body, "messages") as prompt:
             check_new_tokens(
                 body,
@@ -135,12 +146,15 @@ class ChatCompletions(_SamplingAsAsked, _chat_completion.ChatCompletionHandler):
 
 
 class Responses(_SamplingAsAsked, _response.ResponseHandler):
-    """transformers' /v1/responses for the served GPTs that have a chat template."""
+    """transformers' /v1/responses for the served GPTs that have a chat template; one JSON answer unless the request
+    asks for a stream (OpenAI's default; transformers' server streams by default)."""
 
     async def handle_request(self, body: dict, request_id: str):
-        _check_request(self, body)
-        served = self.model_manager.find_for(body, ("gpt",), "/v1/responses")
-        _check_chat_template(served, "/v1/responses")
+        _check_request(self, body, RESPONSES)
+        body["stream"] = bool(body.get("stream"))
+        served = self.model_manager.find_for(body, ("gpt",), RESPONSES)
+        _check_chat_template(served, RESPONSES)
+        check_tools(body, served.tokenizer.chat_template, served.name)
         positive_int(body, "max_output_tokens")
         text = body.get("input")
         if not (isinstance(text, str) and text) and not (
@@ -167,15 +181,10 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
     source text and the completion its translation."""
 
     async def handle_request(self, body: dict, request_id: str):
-        _check_request(self, body)
-        if body.get("logit_bias"):
-            raise RequestError(
-                400,
-                "logit_bias is not supported on /v1/completions (it would be ignored); use "
-                "/v1/chat/completions or leave it out.",
-                param="logit_bias",
-            )
-        served = self.model_manager.find_for(body, ("gpt", "seq2seq"), "/v1/completions")
+        _check_request(self, body, COMPLETIONS)
+        served = self.model_manager.find_for(body, ("gpt", "seq2seq"), COMPLETIONS)
+        check_logit_bias(body, served.config.vocab_size)
+        REQUEST_LOGITS.set(openai_logits(body))
         prompt = text_prompt(body)
         if served.family == "seq2seq":
             return await self._translate(body, request_id, served, prompt)
@@ -213,6 +222,9 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         config = self._build_generation_config(body, model.generation_config)
         config.max_new_tokens = requested or room
         manager = self.generation_state.get_manager(served.key)
+        logits = REQUEST_LOGITS.get()
+        if logits is not None:
+            inputs["logits_processor"] = LogitsProcessorList([logits])
         sequences = await manager.async_submit(model.generate, **inputs, generation_config=config, tokenizer=tokenizer)
         generated = sequences[0, 1:].tolist()  # after the decoder start token
         eos = model.generation_config.eos_token_id

@@ -17,10 +17,11 @@ import contextvars
 from collections import deque
 from typing import Any
 
-from transformers import StoppingCriteriaList
+from transformers import LogitsProcessorList, StoppingCriteriaList
 
 from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCriteria, stop_string_list
 from hf_minitf.serving.api import utils as _utils
+from hf_minitf.serving.penalties import REQUEST_LOGITS
 
 # Whether the request being handled (on this task) has `stop` strings; set by the request checks.
 REQUEST_HAS_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("REQUEST_HAS_STOP", default=False)
@@ -94,7 +95,7 @@ class StopCuttingQueue:
 
 class StopCuttingManager:
     """A generation manager of transformers' server whose generations stop at `stop` and whose texts end
-    before it."""
+    before it; they also get the request's OpenAI penalties and logit bias (`serving.penalties`)."""
 
     def __init__(self, manager: Any) -> None:
         self._manager = manager
@@ -104,7 +105,11 @@ class StopCuttingManager:
 
     @staticmethod
     def _stopping(processor: Any, inputs: Any, config: Any) -> tuple[Any, list[str]]:
-        """The inputs to generate with the stop criterion (in place of the config's stop strings), and the stops."""
+        """The inputs to generate with the stop criterion (in place of the config's stop strings) and the request's
+        logits processor, and the stops."""
+        logits = REQUEST_LOGITS.get()
+        if logits is not None:
+            inputs = {**inputs, "logits_processor": LogitsProcessorList([logits])}
         stops = stop_list(config.stop_strings)
         if not stops:
             return inputs, stops
@@ -131,10 +136,12 @@ class StopCuttingManager:
 
 class GenerationState(_utils.GenerationState):
     """transformers' generation state, handing out managers that cut texts at `stop` and generating requests
-    with `stop` outside the continuous batch."""
+    with `stop`, penalties or a logit bias outside the continuous batch (which has no per-request criteria or
+    processors)."""
 
     def use_continuous_batching(self, model: Any, modality: Any) -> bool:
-        return not REQUEST_HAS_STOP.get() and super().use_continuous_batching(model, modality)
+        alone = REQUEST_HAS_STOP.get() or REQUEST_LOGITS.get() is not None
+        return not alone and super().use_continuous_batching(model, modality)
 
     def get_manager(self, model_id: str, use_cb: bool = False) -> Any:
         return StopCuttingManager(super().get_manager(model_id, use_cb=use_cb))

@@ -11,9 +11,10 @@ as the default engine does: the same names, API key, checks and errors.
   at start): vLLM's own kernels, no remote code, the same tokens as `generate()`. A config with no exact native
   form runs through vLLM's transformers backend with the folder's own code, with `--trust-remote-code` only.
 - The front checks what the default engine checks itself (the model name, `max_tokens` against the context, an
-  empty prompt or messages, a chat request to a tokenizer without a chat template) and answers those with the same
-  4xx errors; it decodes greedily, as the default engine and `generate()` do, a request that sets neither
-  `temperature` nor `top_p` for a folder whose generation config does not sample. Everything else is vLLM's.
+  empty prompt or messages, a chat request to a tokenizer without a chat template, logit bias keys, and the request
+  fields of `serving.fields`' table that vLLM would silently ignore) and answers those with the same 4xx errors;
+  it decodes greedily, as the default engine and `generate()` do, a request that sets neither `temperature` nor
+  `top_p` for a folder whose generation config does not sample. Everything else is vLLM's.
 - Encoders and translation models stay on the default engine, in a `minitf serve` subprocess the front routes
   their requests to, so one `minitf serve GPT ENCODER --engine vllm` serves both on one port.
 """
@@ -114,6 +115,7 @@ class VllmModel:
     folder: str
     dtype: str
     context_limit: int
+    vocab_size: int
     tokenizer: Any = None
     transformers_backend: bool = False
     trust_remote_code: bool = False
@@ -145,6 +147,7 @@ def prepare_model(source: str, work: Path, *, dtype: str = "auto", trust_remote_
         folder=source,
         dtype=_weights_dtype(config) if dtype == "auto" else dtype,
         context_limit=config.max_position_embeddings,
+        vocab_size=config.vocab_size,
         trust_remote_code=trust_remote_code,
     )
     if family_of_model_type(config.model_type) is FAMILIES["gpt"]:  # a MiniTF GPT, not a native GPT-2 folder
@@ -230,8 +233,9 @@ def build_front_app(
 ):
     """The app clients talk to: the GPT's requests checked and sent to vLLM, the other models' to the default
     engine's server; `/v1/models` lists all of them under their given names. Bodies past `max_request_bytes`
-    answer 413 unread; texts are refused by length before they are tokenized, and tokenizing and chat templates
-    (within their limits) run off the event loop, as on the default engine."""
+    answer 413 unparsed; texts are refused by length before they are tokenized, and tokenizing and chat templates
+    (within their limits) run off the event loop, as on the default engine; request fields vLLM would ignore are
+    refused as the default engine refuses them (`serving.fields`)."""
     import httpx
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -241,6 +245,7 @@ def build_front_app(
     from hf_minitf.serving.checks import (
         chars_per_token,
         check_field_types,
+        check_logit_bias,
         check_messages,
         check_new_tokens,
         check_stop,
@@ -251,6 +256,7 @@ def build_front_app(
         text_prompt,
     )
     from hf_minitf.serving.errors import RequestError, install_openai_errors, limit_request_bytes, require_api_key
+    from hf_minitf.serving.fields import CHAT, COMPLETIONS, RESPONSES, check_fields
     from hf_minitf.serving.templates import render_ahead
 
     app = FastAPI()
@@ -311,6 +317,12 @@ def build_front_app(
         check_stop(body)
         return body
 
+    def check_for_vllm(body: dict, route: str) -> None:
+        """The default engine's refusals of what vLLM would ignore, and of logit bias keys that are no token id."""
+        check_fields(body, route, engine="vllm")
+        if route != RESPONSES:
+            check_logit_bias(body, model.vocab_size)
+
     def decode_as_generate(body: dict) -> None:
         if model.greedy_by_default and body.get("temperature") is None and body.get("top_p") is None:
             body["temperature"] = 0
@@ -320,6 +332,7 @@ def build_front_app(
         body = await json_body(request)
         backend = find(body)
         if backend is vllm:
+            check_for_vllm(body, COMPLETIONS)
             prompt = text_prompt(body)
             check_text_length(len(prompt), model.context_limit, longest_token, model.name, "prompt", "The prompt")
             length = len((await asyncio.to_thread(model.tokenizer, prompt))["input_ids"])
@@ -332,7 +345,8 @@ def build_front_app(
         body = await json_body(request)
         backend = find(body)
         if backend is vllm:
-            await check_chat(body, "/v1/chat/completions")
+            check_for_vllm(body, CHAT)
+            await check_chat(body, CHAT)
             decode_as_generate(body)
         return await forward(backend, "/v1/chat/completions", body)
 
@@ -375,6 +389,7 @@ def build_front_app(
         body = await json_body(request)
         backend = find(body)
         if backend is vllm:
+            check_for_vllm(body, RESPONSES)
             positive_int(body, "max_output_tokens")
         return await forward(backend, "/v1/responses", body)
 

@@ -432,8 +432,14 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
         full = generate_locally(model, tokenizer, tokenizer(PROMPTS[0], return_tensors="pt"), 12)
         stop, expected = stop_and_expected(full)
         stopped = client.completions.create(model=folders["gpt"], prompt=PROMPTS[0], max_tokens=12, stop=stop)
+        penalised = client.completions.create(
+            model=folders["gpt"], prompt=PROMPTS[1], max_tokens=8, temperature=0, frequency_penalty=-2.0
+        )
     # continuous batching has no stop strings: a request with them is generated on its own, exactly
     assert stopped.choices[0].text == expected and stopped.choices[0].finish_reason == "stop"
+    # nor per-request logits processors: a request with a penalty too
+    ids = greedy_with_openai_logits(model, tokenizer(PROMPTS[1])["input_ids"], 8, frequency=-2.0)
+    assert penalised.choices[0].text == tokenizer.decode(ids, skip_special_tokens=True)
     for (prompt, max_tokens), answer in zip(jobs, answers):
         assert answer == generate_locally(model, tokenizer, tokenizer(prompt, return_tensors="pt"), max_tokens)
     assert streamed == generate_locally(model, tokenizer, tokenizer(PROMPTS[3], return_tensors="pt"), 6)
@@ -544,11 +550,11 @@ BAD_REQUESTS = {
         "n=1000 is not supported",
     ),
     "logprobs": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logprobs": 5}, 400, "logprobs=5"),
-    "presence_penalty (chat)": (
+    "presence_penalty past 2 (chat)": (
         "/v1/chat/completions",
-        {"model": "{chat}", "presence_penalty": 1.5, "messages": [{"role": "user", "content": "hi"}]},
+        {"model": "{chat}", "presence_penalty": -2.5, "messages": [{"role": "user", "content": "hi"}]},
         400,
-        "presence_penalty=1.5",
+        "presence_penalty must be a number in [-2, 2]",
     ),
     "generation_config": (
         "/v1/completions",
@@ -557,11 +563,11 @@ BAD_REQUESTS = {
         "generation_config",
     ),
     "too many stops": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "stop": list("abcde")}, 400, "stop must"),
-    "logit_bias on completions": (
+    "logit_bias key not ASCII digits": (
         "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "logit_bias": {"3": 5}},
+        {"model": "{gpt}", "prompt": "hi", "logit_bias": {"①": 5}},
         400,
-        "logit_bias",
+        "not a token id",
     ),
     "logit_bias past the vocabulary": (
         "/v1/chat/completions",
@@ -578,6 +584,72 @@ BAD_REQUESTS = {
     "body not JSON": ("/v1/completions", '{"model": "x", "prompt": ', 400, "not valid JSON"),
     "body a JSON list": ("/v1/embeddings", "[1, 2]", 400, "JSON object"),
 }
+
+
+def greedy_with_openai_logits(model, prompt_ids: list[int], new_tokens: int, frequency=0.0, presence=0.0, bias=None):
+    """Greedy decoding written out, with OpenAI's penalties and logit bias on each step's logits, counted over the
+    generated tokens only: the reference the server's `frequency_penalty`, `presence_penalty` and `logit_bias`
+    are held to. The new ids, up to and including the end token."""
+    ids, generated = list(prompt_ids), []
+    eos = model.generation_config.eos_token_id
+    for _ in range(new_tokens):
+        with torch.no_grad():
+            logits = model(torch.tensor([ids])).logits[0, -1].double()
+        for token in set(generated):
+            logits[token] -= frequency * generated.count(token) + presence
+        for token, value in (bias or {}).items():
+            logits[token] += value
+        token = int(logits.argmax())
+        ids.append(token)
+        generated.append(token)
+        if token == eos:
+            break
+    return generated
+
+
+def test_penalties_and_logit_bias_are_openais(client, folders, local):
+    """Negative and positive penalties and an integer bias answer what greedy decoding with OpenAI's additive
+    adjustments gives (transformers' server answered -2 with a 500, `penalty has to be a strictly positive
+    float`, and an integer bias with a 500; in a stream a 200 carrying an error event)."""
+    model, tokenizer = local["gpt"]
+    prompt_ids = tokenizer(PROMPTS[1])["input_ids"]
+    plain = greedy_with_openai_logits(model, prompt_ids, 16)
+    cases = [
+        {"frequency_penalty": -2.0},
+        {"frequency_penalty": 1.5, "presence_penalty": 0.7},
+        {"presence_penalty": -1.0, "logit_bias": {str(plain[0]): -100, str(plain[1]): 3}},
+    ]
+    for fields in cases:
+        bias = {int(key): value for key, value in fields.get("logit_bias", {}).items()}
+        ids = greedy_with_openai_logits(
+            model, prompt_ids, 16, fields.get("frequency_penalty", 0), fields.get("presence_penalty", 0), bias
+        )
+        assert ids != plain, fields  # the adjustment changes the answer, so the comparison below tells
+        expected = tokenizer.decode(ids, skip_special_tokens=True)
+        options = dict(model=folders["gpt"], prompt=PROMPTS[1], max_tokens=16, temperature=0, **fields)
+        assert client.completions.create(**options).choices[0].text == expected, fields
+        chunks = list(client.completions.create(**options, stream=True))
+        assert "".join(chunk.choices[0].text for chunk in chunks) == expected, fields
+
+    model, tokenizer = local["chat"]
+    messages = [{"role": "user", "content": "hi"}]
+    prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+    ids = greedy_with_openai_logits(model, prompt_ids, 4, frequency=-2.0, bias={prompt_ids[-1]: 100})
+    reply = client.chat.completions.create(
+        model=folders["chat"],
+        messages=messages,
+        max_tokens=4,
+        temperature=0,
+        frequency_penalty=-2.0,
+        logit_bias={str(prompt_ids[-1]): 100},
+    )
+    assert reply.choices[0].message.content == tokenizer.decode(ids, skip_special_tokens=True)
+
+    target = AutoTokenizer.from_pretrained(folders["seq2seq"])(text_target="due")["input_ids"][0]
+    completion = client.completions.create(
+        model=folders["seq2seq"], prompt=PAIRS[0][0], max_tokens=3, temperature=0, logit_bias={str(target): 100}
+    )
+    assert completion.choices[0].text.split() == ["due"] * 3
 
 
 def test_temperature_samples_and_seed_repeats(client, folders):

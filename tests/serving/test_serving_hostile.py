@@ -1,21 +1,29 @@
 """`minitf serve` under hostile requests, over real HTTP: every bad request of the table answers 4xx in OpenAI's
-error shape naming the field (and the server answers afterwards), bodies past --max-request-bytes answer 413
-before they are read, a chat template that loops is cut at its limit while the server answers other requests,
-SIGTERM lets the request in flight finish, and the API key rules of the command line."""
+error shape naming the field (and the server answers afterwards), every row of the request-field table
+(`serving.fields`) is answered as it says, bodies past --max-request-bytes answer 413 unparsed and the client gets
+that answer, a chat template that loops is cut at its limit while the server answers other requests, SIGTERM lets
+the request in flight finish, and the API key rules of the command line."""
 
 import json
 import signal
+import socket
 import threading
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import httpx
 import pytest
 from factories import _random_gpt, make_encoder, make_gpt, make_seq2seq
+from field_examples import BASE_FIELDS, example
 from helpers import run_cli
 from transformers import AutoTokenizer
 
 from hf_minitf import char_tokenizer
 from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR, MAX_NEW_TOKENS
+from hf_minitf.serving.api import chat_completion, completion, response
+from hf_minitf.serving.fields import REFUSED, ROUTES, field_table, route_fields
 from hf_minitf.serving.process import server_process
 from hf_minitf.serving.templates import TemplateLimitExceeded, template_limits
 
@@ -24,16 +32,17 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}{{ m.role[0] }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}a: {% endif %}"
 )
 LOOPING_TEMPLATE = "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}{{ messages }}"
+TOOLS_TEMPLATE = "{% for t in tools or [] %}t: {{ t.function.name }}\n{% endfor %}" + CHAT_TEMPLATE
 
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """The tiny GPT (64 positions), the same with a chat template and with a looping one, a rotary GPT (no
-    context limit), a GPT whose characters cannot spell transformers' stop-string probe "abcdef", the encoder
-    and the translation model."""
+    """The tiny GPT (64 positions), the same with a chat template, with one that shows tools and with a looping
+    one, a rotary GPT (no context limit), a GPT whose characters cannot spell transformers' stop-string probe
+    "abcdef", the encoder and the translation model."""
     root = tmp_path_factory.mktemp("hostile")
     folders = {"gpt": make_gpt(root / "gpt"), "rope": make_gpt(root / "rope", position_embedding_type="rope")}
-    for name, template in (("chat", CHAT_TEMPLATE), ("looping", LOOPING_TEMPLATE)):
+    for name, template in (("chat", CHAT_TEMPLATE), ("tools", TOOLS_TEMPLATE), ("looping", LOOPING_TEMPLATE)):
         folder = make_gpt(root / name)
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokenizer.chat_template = template
@@ -135,10 +144,52 @@ BAD_REQUESTS = {
     "n 10**30": (COMPLETIONS, "gpt", {"prompt": "a", "n": 10**30}, "n", "not supported"),
     "seed negative": (COMPLETIONS, "gpt", {"prompt": "a", "seed": -1}, "seed", "seed must be"),
     "logit_bias NaN": (CHAT, "chat", '{"model": "{chat}", "messages": [], "logit_bias": {"3": NaN}}', "logit_bias", ""),
+    # logit_bias keys that are no token id (str.isdigit() holds for the first two, int() fails: a 500 before)
+    "logit_bias key superscript": (CHAT, "chat", {"messages": HI, "logit_bias": {"³": 1}}, "logit_bias", "'³'"),
+    "logit_bias key circled": (COMPLETIONS, "gpt", {"prompt": "a", "logit_bias": {"①": 1}}, "logit_bias", "'①'"),
+    "logit_bias key negative": (COMPLETIONS, "gpt", {"prompt": "a", "logit_bias": {"-1": 1}}, "logit_bias", "'-1'"),
+    "logit_bias key spaced": (COMPLETIONS, "gpt", {"prompt": "a", "logit_bias": {" 3": 1}}, "logit_bias", "' 3'"),
+    "logit_bias past 100": (COMPLETIONS, "gpt", {"prompt": "a", "logit_bias": {"3": 100.5}}, "logit_bias", "[-100"),
+    "logit_bias true": (COMPLETIONS, "seq2seq", {"prompt": "a", "logit_bias": {"3": True}}, "logit_bias", "True"),
+    "presence_penalty past 2": (CHAT, "chat", {"messages": HI, "presence_penalty": 2.5}, "presence_penalty", "[-2, 2]"),
+    # parts and tools the model would never see
+    "an image part": (
+        CHAT,
+        "chat",
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+        "messages",
+        "'image_url' part",
+    ),
+    "an audio part in a responses input": (
+        RESPONSES,
+        "chat",
+        {
+            "input": [
+                {"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}
+            ]
+        },
+        "input",
+        "text only",
+    ),
+    "tools a template does not show": (
+        CHAT,
+        "chat",
+        {"messages": HI, "tools": [{"type": "function", "function": {"name": "f"}}]},
+        "tools",
+        "does not show tools",
+    ),
+    "a built-in tool": (RESPONSES, "tools", {"input": "hi", "tools": [{"type": "web_search"}]}, "tools", "built-in"),
+    "a named tool choice": (
+        CHAT,
+        "tools",
+        {"messages": HI, "tool_choice": {"type": "function", "function": {"name": "f"}}},
+        "tool_choice",
+        "call a tool",
+    ),
     "dimensions true": (EMBEDDINGS, "encoder", {"input": "dog", "dimensions": True}, "dimensions", "an integer"),
     "dimensions 10**30": (EMBEDDINGS, "encoder", {"input": "dog", "dimensions": 10**30}, "dimensions", "32"),
     # other fields of the wrong type, each a 500 inside transformers' handlers before
-    "suffix a number": (COMPLETIONS, "gpt", {"prompt": "a", "suffix": 5}, "suffix", "a string"),
+    "suffix a number": (COMPLETIONS, "gpt", {"prompt": "a", "suffix": 5}, "suffix", "cannot fill in"),
     "stream a text": (COMPLETIONS, "gpt", {"prompt": "a", "stream": "yes"}, "stream", "true or false"),
     "stream_options a number": (COMPLETIONS, "gpt", {"prompt": "a", "stream_options": 5}, "stream_options", "object"),
     "prompt token ids": (COMPLETIONS, "gpt", {"prompt": [1, 2]}, "prompt", "one text"),
@@ -229,6 +280,74 @@ def test_bad_request_is_400_naming_the_field(server, folders, case):
     assert httpx.get(server.url + "/health", timeout=60).json() == {"status": "ok"}
 
 
+# ------------------------------------------------------------------------------------------------ request fields
+SERVING_PAGE = Path(__file__).parents[2] / "docs" / "serving.md"
+# What a request of the walk asks, beside the field it tries; BASE_FIELDS are these.
+ASKED = {
+    COMPLETIONS: {"prompt": "a", "max_tokens": 1},
+    CHAT: {"messages": HI, "max_tokens": 1},
+    RESPONSES: {"input": "hi", "max_output_tokens": 1},
+}
+WALK = [(route, name) for route in ROUTES for name in route_fields(route) if name not in BASE_FIELDS]
+
+
+@pytest.mark.parametrize(("route", "name"), WALK)
+def test_every_request_field_is_answered_as_the_table_says(server, folders, route, name):
+    """The table of `serving.fields` as a real server answers it: a refused field's example is a 400 naming it and
+    why, its values that ask for nothing (and null) answer 200; an honoured or accepted field's example answers
+    200. Before, each refused example was answered 200 as if absent (or 500: penalties, an integer logit bias)."""
+    row, value = route_fields(route)[name], example(route, name)
+    assert value is not None, f"give {name} on {route} an example in field_examples.py"
+    model = "tools" if name == "tools" else "gpt" if route == COMPLETIONS else "chat"
+    body = {"model": folders[model], **ASKED[route]}
+    answer = post(server.url, route, {**body, name: value})
+    if row.answer == REFUSED:
+        error = assert_openai_error(answer, 400, name)
+        assert row.why in error["message"], error
+        for asks_nothing in row.allowed:
+            accepted = post(server.url, route, {**body, name: asks_nothing})
+            assert accepted.status_code == 200, (asks_nothing, accepted.text)
+    else:
+        assert answer.status_code == 200 and '"error"' not in answer.text, answer.text
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_null_is_not_set_for_every_field(server, folders, route):
+    """Every field of the route set to null at once answers as if none were sent (`chat_template_kwargs: null` and,
+    on /v1/responses, `parallel_tool_calls: null` were a 500 inside transformers' handlers)."""
+    nulls = {name: None for name in route_fields(route) if name not in BASE_FIELDS}
+    body = {"model": folders["gpt" if route == COMPLETIONS else "chat"], **ASKED[route]}
+    answer = post(server.url, route, {**body, **nulls})
+    assert answer.status_code == 200 and answer.text == answer.text.replace('"error"', ""), answer.text
+
+
+def test_the_table_holds_every_field_of_the_routes_schemas():
+    """Every field of the request schemas this transformers and openai know is in the table (a field a later
+    openai adds is refused as unknown until it has a row), and nothing else."""
+    schemas = {
+        COMPLETIONS: completion.TransformersTextCompletionCreateParams,
+        CHAT: chat_completion.TransformersCompletionCreateParamsStreaming,
+        RESPONSES: response.TransformersResponseCreateParamsStreaming,
+    }
+    for route, schema in schemas.items():
+        assert set(route_fields(route)) == set(schema.__mutable_keys__), route
+
+
+def test_the_serving_page_shows_the_field_table():
+    assert field_table() in SERVING_PAGE.read_text(encoding="utf-8")
+
+
+def test_tools_reach_a_template_that_shows_them_and_responses_answer_json(server, folders):
+    """A template that reads `tools` gets them (the prompt grows by their line); /v1/responses without `stream`
+    answers one JSON object, as OpenAI's (transformers' server streamed it)."""
+    body = {"model": folders["tools"], "messages": HI, "max_tokens": 1}
+    plain = post(server.url, CHAT, body).json()["usage"]["prompt_tokens"]
+    tools = post(server.url, CHAT, {**body, "tools": example(CHAT, "tools"), "tool_choice": "auto"})
+    assert tools.json()["usage"]["prompt_tokens"] == plain + len("t: f\n")
+    answer = post(server.url, RESPONSES, {"model": folders["chat"], "input": "hi", "max_output_tokens": 2})
+    assert answer.headers["content-type"].startswith("application/json") and answer.json()["object"] == "response"
+
+
 @pytest.mark.parametrize("stop", ["\n", "abcdef", ["é", "<pad>", "zz", "q"], "\u0000"])
 @pytest.mark.parametrize(("route", "name"), [(COMPLETIONS, "letters"), (COMPLETIONS, "seq2seq"), (CHAT, "chat")])
 def test_any_stop_string_is_answered(server, folders, route, name, stop):
@@ -254,7 +373,7 @@ def test_audio_transcription_is_a_400_naming_the_text_routes(server, folders):
     assert "transcribes audio" in error["message"] and "/v1/completions" in error["message"]
 
 
-def test_bodies_past_the_limit_answer_413_unread(server, folders):
+def test_bodies_past_the_limit_answer_413_unparsed(server, folders):
     big = {"model": folders["encoder"], "input": ["dog " * 1000] * 20}
     error = assert_openai_error(post(server.url, EMBEDDINGS, big), 413, None)
     assert f"{BODY_LIMIT:,} bytes" in error["message"] and error["code"] == "request_too_large"
@@ -268,6 +387,50 @@ def test_bodies_past_the_limit_answer_413_unread(server, folders):
     chunked = httpx.post(server.url + EMBEDDINGS, content=chunks(), headers={"Content-Type": "application/json"})
     assert chunked.request.headers["transfer-encoding"] == "chunked"
     assert assert_openai_error(chunked, 413, None)["code"] == "request_too_large"
+    assert post(server.url, EMBEDDINGS, {"model": folders["encoder"], "input": "dog"}).status_code == 200
+
+
+def exchange(url: str, head: bytes, parts=()) -> tuple[int, dict]:
+    """Send a request on a raw socket, all of it before reading (as urllib or `requests` do), then read the
+    answer: its status and JSON body."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as connection:
+        connection.sendall(head)
+        for part in parts:
+            connection.sendall(part)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += connection.recv(65536)
+        head_lines, _, content = answer.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head_lines.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
+        while len(content) < length:
+            content += connection.recv(65536)
+    return int(head_lines.split()[1]), json.loads(content)
+
+
+def test_a_client_that_sends_its_whole_body_first_gets_the_413(server, folders):
+    """5 MB past a 64 KB limit, sent whole before the answer is read: the client gets the 413 (before, the server
+    closed with the body unread, and the reset lost the answer: ConnectionResetError in urllib), sized, chunked,
+    or waiting for `100 Continue` (then it sends nothing)."""
+    body = json.dumps({"model": folders["encoder"], "input": "dog " * 1_250_000}).encode()
+    start = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    sized = start + b"Content-Length: %d\r\n\r\n" % len(body)
+    chunks = [body[index : index + 65536] for index in range(0, len(body), 65536)]
+    chunked = [b"%x\r\n%s\r\n" % (len(chunk), chunk) for chunk in chunks] + [b"0\r\n\r\n"]
+    for head, parts in (
+        (sized, [body]),
+        (start + b"Transfer-Encoding: chunked\r\n\r\n", chunked),
+        (start + b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body), []),
+    ):
+        status, answer = exchange(server.url, head, parts)
+        assert status == 413 and answer["error"]["code"] == "request_too_large", answer
+        assert f"{BODY_LIMIT:,} bytes" in answer["error"]["message"]
+    request = urllib.request.Request(server.url + EMBEDDINGS, data=body, headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=60)
+    assert refused.value.code == 413 and json.loads(refused.value.read())["error"]["code"] == "request_too_large"
     assert post(server.url, EMBEDDINGS, {"model": folders["encoder"], "input": "dog"}).status_code == 200
 
 

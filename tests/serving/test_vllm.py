@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from field_examples import BASE_FIELDS, example
 from helpers import write_frawdllm_tokenizer
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -25,6 +26,8 @@ from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer, tra
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.conversion.frawdllm import convert_frawdllm
 from hf_minitf.serving import vllm as vllm_engine
+from hf_minitf.serving.errors import RequestError
+from hf_minitf.serving.fields import CHAT, COMPLETIONS, FIELDS, REFUSED, RESPONSES, check_fields
 
 DATA = Path(__file__).parent.parent / "data"
 API_KEY = "test-key-vllm"
@@ -231,6 +234,13 @@ FRONT_REFUSALS = {
     "five stop strings": ("/v1/completions", {"prompt": "hi", "stop": list("abcde")}, 400, None),
     "an empty stop string": ("/v1/completions", {"prompt": "hi", "stop": [""]}, 400, None),
     "a message without a role": ("/v1/chat/completions", {"messages": [{"content": "hi"}]}, 400, None),
+    "a logit_bias key that is no token id": ("/v1/completions", {"prompt": "hi", "logit_bias": {"³": 1}}, 400, None),
+    "an image part": (
+        "/v1/chat/completions",
+        {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+        400,
+        None,
+    ),
     "a prompt too long to tokenize": (
         "/v1/completions",
         {"prompt": "x" * 1_000_000},
@@ -248,6 +258,37 @@ def test_the_front_refuses_what_the_default_engine_refuses_in_its_shape(front, c
     error = answer.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["code"] == code
     assert error["type"] == "invalid_request_error" and error["message"]
+
+
+HI = [{"role": "user", "content": "hi"}]
+ASKED = {COMPLETIONS: {"prompt": "hi"}, CHAT: {"messages": HI}, RESPONSES: {"input": "hi"}}
+FRONT_WALK = [
+    (route, row.name)
+    for row in FIELDS
+    if row.answer == REFUSED and not row.vllm
+    for route in row.routes
+    if row.name not in BASE_FIELDS
+]
+
+
+@pytest.mark.parametrize(("route", "name"), FRONT_WALK)
+def test_the_front_refuses_the_fields_vllm_would_ignore(front, route, name):
+    """The rows of the request-field table that vLLM would ignore (it logs and drops a field it does not know) are
+    refused by the front as the default engine refuses them, before anything reaches vLLM (the upstream here is
+    never reached). Before, the front forwarded them."""
+    answer = front["chat"].post(route, json={**ASKED[route], name: example(route, name)})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == name and error["type"] == "invalid_request_error", error
+
+
+def test_the_front_leaves_to_vllm_what_it_answers():
+    """vLLM answers `n`, `response_format`, `tool_choice` and its own extra fields itself: the front's field check
+    lets them through, and refuses a field vLLM would ignore."""
+    check_fields({"n": 2, "response_format": {"type": "json_object"}, "ignore_eos": True}, COMPLETIONS, engine="vllm")
+    check_fields({"tool_choice": "required", "top_k": 5}, CHAT, engine="vllm")
+    with pytest.raises(RequestError, match="modalities"):
+        check_fields({"modalities": ["audio"]}, CHAT, engine="vllm")
 
 
 def test_the_front_bounds_bodies_and_chat_templates(folders, tmp_path):
