@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi.responses import JSONResponse, StreamingResponse
 from openai.types import Completion, CompletionChoice, CompletionUsage
-from transformers import LogitsProcessorList
 
-from hf_minitf.catalog.limits import GREEDY_BELOW_TEMPERATURE
 from hf_minitf.serving.api import TranscriptionHandler
 from hf_minitf.serving.api import chat_completion as _chat_completion
 from hf_minitf.serving.api import completion as _completion
@@ -36,6 +34,13 @@ from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.fields import CHAT, COMPLETIONS, RESPONSES, check_fields
 from hf_minitf.serving.models import ServedModel
 from hf_minitf.serving.penalties import REQUEST_LOGITS, openai_logits
+from hf_minitf.serving.sampling import (
+    REQUEST_SAMPLER,
+    REQUEST_SAMPLING,
+    asks_to_sample,
+    request_processors,
+    sample_for_request,
+)
 from hf_minitf.serving.stops import REQUEST_HAS_STOP, first_stop, stop_list
 from hf_minitf.serving.templates import render_ahead
 
@@ -60,17 +65,16 @@ class _SamplingAsAsked(_HandlerBase):
     transformers' server sets the temperature but keeps the model's `do_sample` (False for MiniTF folders), so a
     request asking for sampling would silently be answered greedily. Without either field the model's
     generation config decides. The penalties and logit bias transformers' server maps to its own multiplicative
-    `repetition_penalty` and `sequence_bias` are the model's again: `serving.penalties` applies OpenAI's."""
+    `repetition_penalty` and `sequence_bias` are the model's again: `serving.penalties` applies OpenAI's. A sampled
+    request draws from a generator of its own, seeded with its `seed` (`serving.sampling`)."""
 
     def _build_generation_config(self, body: dict, model_generation_config, use_cb: bool = False):
-        config = super()._build_generation_config(body, model_generation_config, use_cb=use_cb)
+        unseeded = {name: value for name, value in body.items() if name != "seed"}  # seeded per request, not globally
+        config = super()._build_generation_config(unseeded, model_generation_config, use_cb=use_cb)
         config.repetition_penalty = model_generation_config.repetition_penalty
         config.sequence_bias = model_generation_config.sequence_bias
-        temperature, top_p = body.get("temperature"), body.get("top_p")
-        if temperature is not None:
-            config.do_sample = temperature >= GREEDY_BELOW_TEMPERATURE
-        elif top_p is not None and top_p < 1:
-            config.do_sample = True
+        config.do_sample = asks_to_sample(body, bool(model_generation_config.do_sample))
+        REQUEST_SAMPLER.set(sample_for_request(config, body))
         return config
 
 
@@ -101,6 +105,8 @@ def _check_request(handler: Any, body: dict, route: str) -> None:
     check_sampling(body)
     REQUEST_HAS_STOP.set(body.get("stop") is not None)
     REQUEST_LOGITS.set(None)
+    REQUEST_SAMPLING.set({name: body.get(name) for name in ("temperature", "top_p")})
+    REQUEST_SAMPLER.set(None)
 
 
 async def _render_chat(handler: Any, served: ServedModel, messages: list, tools: Any, body: dict, param: str):
@@ -222,9 +228,9 @@ class Completions(_SamplingAsAsked, _completion.CompletionHandler):
         config = self._build_generation_config(body, model.generation_config)
         config.max_new_tokens = requested or room
         manager = self.generation_state.get_manager(served.key)
-        logits = REQUEST_LOGITS.get()
-        if logits is not None:
-            inputs["logits_processor"] = LogitsProcessorList([logits])
+        processors = request_processors()
+        if processors is not None:
+            inputs["logits_processor"] = processors
         sequences = await manager.async_submit(model.generate, **inputs, generation_config=config, tokenizer=tokenizer)
         generated = sequences[0, 1:].tolist()  # after the decoder start token
         eos = model.generation_config.eos_token_id

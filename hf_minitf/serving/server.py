@@ -25,9 +25,10 @@ these folders, by subclassing its parts (nothing in transformers is patched):
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,12 +151,29 @@ def build_app(
         systemone_handler=SystemOneHandler(manager, state),
         generation_state=state,
     )
+    _stops_generation_at_shutdown(app, state)
     add_embeddings_route(app, manager)
     install_openai_errors(app)
     if api_key is not None:
         require_api_key(app, api_key)
     limit_request_bytes(app, max_request_bytes)
     return app
+
+
+def _stops_generation_at_shutdown(app: FastAPI, state: GenerationState) -> None:
+    """transformers' app shuts its models down when it stops, but not its generation managers: the continuous
+    batch's thread (not a daemon) kept the process alive after SIGTERM had stopped the server."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[Any]:
+        try:
+            async with inner(app) as value:
+                yield value
+        finally:
+            state.shutdown()
+
+    app.router.lifespan_context = lifespan
 
 
 def serve(

@@ -17,11 +17,12 @@ import contextvars
 from collections import deque
 from typing import Any
 
-from transformers import LogitsProcessorList, StoppingCriteriaList
+from transformers import StoppingCriteriaList
 
 from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCriteria, stop_string_list
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.penalties import REQUEST_LOGITS
+from hf_minitf.serving.sampling import REQUEST_SAMPLING, asks_to_sample, request_processors
 
 # Whether the request being handled (on this task) has `stop` strings; set by the request checks.
 REQUEST_HAS_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("REQUEST_HAS_STOP", default=False)
@@ -107,9 +108,9 @@ class StopCuttingManager:
     def _stopping(processor: Any, inputs: Any, config: Any) -> tuple[Any, list[str]]:
         """The inputs to generate with the stop criterion (in place of the config's stop strings) and the request's
         logits processor, and the stops."""
-        logits = REQUEST_LOGITS.get()
-        if logits is not None:
-            inputs = {**inputs, "logits_processor": LogitsProcessorList([logits])}
+        processors = request_processors()
+        if processors is not None:
+            inputs = {**inputs, "logits_processor": processors}
         stops = stop_list(config.stop_strings)
         if not stops:
             return inputs, stops
@@ -136,11 +137,12 @@ class StopCuttingManager:
 
 class GenerationState(_utils.GenerationState):
     """transformers' generation state, handing out managers that cut texts at `stop` and generating requests
-    with `stop`, penalties or a logit bias outside the continuous batch (which has no per-request criteria or
-    processors)."""
+    with `stop`, penalties, a logit bias or sampling outside the continuous batch (which has no per-request criteria
+    or processors, and samples every request as the first it was started with)."""
 
     def use_continuous_batching(self, model: Any, modality: Any) -> bool:
-        alone = REQUEST_HAS_STOP.get() or REQUEST_LOGITS.get() is not None
+        sampled = asks_to_sample(REQUEST_SAMPLING.get(), bool(model.generation_config.do_sample))
+        alone = REQUEST_HAS_STOP.get() or REQUEST_LOGITS.get() is not None or sampled
         return not alone and super().use_continuous_batching(model, modality)
 
     def get_manager(self, model_id: str, use_cb: bool = False) -> Any:

@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 import urllib.error
@@ -423,6 +424,14 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
                 .text
             )
 
+        def sample(prompt_and_seed):
+            prompt, seed = prompt_and_seed
+            answer = client.completions.create(
+                model=folders["gpt"], prompt=prompt, max_tokens=10, temperature=1.2, seed=seed
+            )
+            return answer.choices[0].text
+
+        first = sample((PROMPTS[2], 11))  # the first request samples: the batch must not sample the greedy ones
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(ask, jobs))
         streamed = client.completions.create(
@@ -435,6 +444,19 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
         penalised = client.completions.create(
             model=folders["gpt"], prompt=PROMPTS[1], max_tokens=8, temperature=0, frequency_penalty=-2.0
         )
+
+        with ThreadPoolExecutor(8) as pool:  # sampled and greedy requests at once, each answered as it asked
+            mixed_jobs = [(PROMPTS[n % 4], n) for n in range(4)]
+            sampled = pool.map(sample, mixed_jobs)
+            greedy_again = list(pool.map(ask, jobs[:4]))
+            sampled = list(sampled)
+        running.process.send_signal(signal.SIGTERM)  # the batch's thread stops with the server: the process exits
+        assert running.process.wait(timeout=60) == 0
+    # nor per-request sampling (its batch samples as its first request asked): sampled requests are generated alone
+    assert first == sample_locally(model, tokenizer, PROMPTS[2], 10, 11, temperature=1.2)
+    for (prompt, seed), answer in zip(mixed_jobs, sampled):
+        assert answer == sample_locally(model, tokenizer, prompt, 10, seed, temperature=1.2)
+    assert greedy_again == answers[:4]
     # continuous batching has no stop strings: a request with them is generated on its own, exactly
     assert stopped.choices[0].text == expected and stopped.choices[0].finish_reason == "stop"
     # nor per-request logits processors: a request with a penalty too
@@ -652,19 +674,39 @@ def test_penalties_and_logit_bias_are_openais(client, folders, local):
     assert completion.choices[0].text.split() == ["due"] * 3
 
 
-def test_temperature_samples_and_seed_repeats(client, folders):
-    """A request asking for sampling samples (transformers' server alone would answer greedily, keeping the
-    model's do_sample=False); the same seed gives the same text, temperature 0 the greedy one."""
+def sample_locally(model, tokenizer, prompt: str, max_new_tokens: int, seed: int, **sampling) -> str:
+    """`generate(do_sample=True)` after `torch.manual_seed(seed)`: what a request with that seed must answer."""
+    inputs = tokenizer(prompt, return_tensors="pt")
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=True, **sampling)
+    return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
 
-    def complete(**fields):
-        return (
-            client.completions.create(model=folders["gpt"], prompt="The cat", max_tokens=16, **fields).choices[0].text
-        )
+
+def test_temperature_samples_and_seed_repeats_alone_or_beside_others(client, folders, local):
+    """A request asking for sampling samples (transformers' server alone would answer greedily, keeping the
+    model's do_sample=False); a seed gives what generate() gives after torch.manual_seed(seed), alone or while
+    other sampled requests run (transformers' server seeds the global generator they all draw from);
+    temperature 0 gives the greedy text."""
+    model, tokenizer = local["gpt"]
+
+    def complete(prompt="The cat", **fields):
+        return client.completions.create(model=folders["gpt"], prompt=prompt, max_tokens=16, **fields).choices[0].text
 
     greedy = complete(temperature=0)
     sampled = {complete(temperature=1.5, seed=seed) for seed in range(4)}
     assert len(sampled) > 1 and greedy not in sampled
-    assert complete(temperature=1.5, seed=7) == complete(temperature=1.5, seed=7)
+    expected = sample_locally(model, tokenizer, "The cat", 16, 7, temperature=1.5)
+    assert complete(temperature=1.5, seed=7) == expected
+    with ThreadPoolExecutor(4) as pool:
+        others = [pool.submit(complete, prompt, temperature=1.0, top_p=0.9) for prompt in PROMPTS[:3]]
+        beside = pool.submit(complete, temperature=1.5, seed=7).result()
+        for other in others:
+            other.result()
+    assert beside == expected
+    assert complete(temperature=0.8, top_p=0.8, seed=3) == sample_locally(
+        model, tokenizer, "The cat", 16, 3, temperature=0.8, top_p=0.8
+    )
     assert complete() == greedy  # no sampling field: the model's generation config (greedy)
     assert complete(temperature=1e-300) == greedy  # sampling's limit (dividing by it would overflow)
 
