@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 from collections import deque
 from typing import Any
 
@@ -23,6 +24,8 @@ from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCrite
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.penalties import REQUEST_LOGITS
 from hf_minitf.serving.sampling import REQUEST_SAMPLING, asks_to_sample, request_processors
+
+logger = logging.getLogger(__name__)
 
 # Whether the request being handled (on this task) has `stop` strings; set by the request checks.
 REQUEST_HAS_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("REQUEST_HAS_STOP", default=False)
@@ -146,6 +149,11 @@ class GenerationState(_utils.GenerationState):
         return not alone and super().use_continuous_batching(model, modality)
 
     def get_manager(self, model_id: str, use_cb: bool = False) -> Any:
+        """The model's manager; a continuous batch whose worker died is replaced by a new one (its requests were
+        answered 503; transformers' server answered every later request 503 too, until restarted)."""
+        if use_cb and not self.is_cb_alive():
+            logger.warning("the continuous batch's worker died; starting a new one for the next requests")
+            self.shutdown()
         return StopCuttingManager(super().get_manager(model_id, use_cb=use_cb))
 
 

@@ -431,9 +431,20 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
             )
             return answer.choices[0].text
 
+        def cancel(n):
+            stream = client.completions.create(
+                model=folders["gpt"], prompt=PROMPTS[n % 4], max_tokens=30, temperature=0, stream=True
+            )
+            for _ in zip(range(n % 3), stream):  # 0 to 2 chunks read, then the connection is closed
+                pass
+            stream.close()
+
         first = sample((PROMPTS[2], 11))  # the first request samples: the batch must not sample the greedy ones
-        with ThreadPoolExecutor(8) as pool:
+        with ThreadPoolExecutor(16) as pool:  # streams cancelled amid them cost the others nothing
+            cancelled = [pool.submit(cancel, n) for n in range(16)]
             answers = list(pool.map(ask, jobs))
+            for stream in cancelled:
+                stream.result()
         streamed = client.completions.create(
             model=folders["gpt"], prompt=PROMPTS[3], max_tokens=6, temperature=0, stream=True
         )

@@ -4,6 +4,7 @@ error shape naming the field (and the server answers afterwards), every row of t
 that answer, a chat template that loops is cut at its limit while the server answers other requests, SIGTERM lets
 the request in flight finish, and the API key rules of the command line."""
 
+import asyncio
 import json
 import signal
 import socket
@@ -523,3 +524,42 @@ def test_no_key_off_loopback_warns(tmp_path, capsys, monkeypatch):
     assert "WARNING" not in err
     status, _, err = run_cli(["serve", tmp_path / "absent", "--host", "0.0.0.0", "--api-key", "k"], capsys)
     assert "WARNING" not in err
+
+
+# ------------------------------------------------------------------------------------------------ the continuous batch
+def test_a_continuous_batch_whose_worker_died_is_replaced(tmp_path, monkeypatch):
+    """A model error kills transformers' continuous-batching worker (its request fails); the next request gets a
+    new worker and its answer, where transformers' server answered every later request 503 until restarted."""
+    from transformers import AutoModelForCausalLM, ContinuousBatchingConfig, GenerationConfig
+
+    from hf_minitf.serving.stops import GenerationState
+
+    folder = make_gpt(tmp_path / "gpt")
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    state = GenerationState(continuous_batching=True, cb_config=ContinuousBatchingConfig(num_blocks=32))
+    config = GenerationConfig(max_new_tokens=5, do_sample=False, eos_token_id=tokenizer.eos_token_id)
+    inputs = {"input_ids": tokenizer("the qu")["input_ids"]}
+
+    async def complete(request_id: str) -> str:
+        manager = state.get_manager("gpt", use_cb=True)
+        manager.init_cb(model, config)
+        text, _, _ = await manager.generate_non_streaming(model, tokenizer, inputs, config, request_id)
+        return text
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("injected model error")
+
+    try:
+        before = asyncio.run(complete("before"))
+        with monkeypatch.context() as patch:
+            patch.setattr(type(model), "forward", broken)
+            with pytest.raises(RuntimeError, match="injected model error"):
+                asyncio.run(complete("dies"))
+        deadline = time.monotonic() + 10
+        while state.is_cb_alive() and time.monotonic() < deadline:  # the worker records its death after the reply
+            time.sleep(0.05)
+        assert not state.is_cb_alive()
+        assert asyncio.run(complete("after")) == before
+        assert state.is_cb_alive()
+    finally:
+        state.shutdown()
