@@ -22,6 +22,7 @@ batch can hold two of). A full disk is named: the output, `--checkpoint-dir` or 
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -31,7 +32,7 @@ import pickle
 import random
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -400,6 +401,32 @@ def _check_space(model: PreTrainedModel, target: OutputFolder | None, settings: 
             raise TrainingError(refusal.format(out=f"--checkpoint-dir {settings.checkpoint_dir}"))
 
 
+def _bars_as_settings_say(train: Callable[..., TrainingResult]) -> Callable[..., TrainingResult]:
+    """A trainer function whose `settings.progress=False` also hides the bars of the libraries it calls (weights
+    saved and loaded by transformers, datasets' maps), as `--no-progress` promises."""
+
+    @functools.wraps(train)
+    def quiet_when_asked(*args: Any, **kwargs: Any) -> TrainingResult:
+        settings = kwargs.get("settings")
+        if settings is None or settings.progress:
+            return train(*args, **kwargs)
+        import datasets
+        from transformers.utils import logging as transformers_logging
+
+        shown = transformers_logging.is_progress_bar_enabled(), datasets.is_progress_bar_enabled()
+        transformers_logging.disable_progress_bar()
+        datasets.disable_progress_bars()
+        try:
+            return train(*args, **kwargs)
+        finally:
+            if shown[0]:
+                transformers_logging.enable_progress_bar()
+            if shown[1]:
+                datasets.enable_progress_bars()
+
+    return quiet_when_asked
+
+
 TEMPORARY_ADVICE = "free some space there or set TMPDIR to a folder on a disk with more room"
 
 
@@ -679,6 +706,7 @@ class _GPTCorpus:
         return str(self.file.path) if self.file else "the GPT training text"
 
 
+@_bars_as_settings_say
 def train_gpt(
     texts: str | Sequence[str] | TextFile,
     out: str | Path | OutputFolder | None,
@@ -953,6 +981,7 @@ def _check_in_batch_pairs(pairs: Sequence[tuple[str, str]]) -> None:
         )
 
 
+@_bars_as_settings_say
 def train_encoder(
     pairs: Sequence[tuple[str, str]],
     out: str | Path | OutputFolder | None,
@@ -983,6 +1012,11 @@ def train_encoder(
         losses,
     )
     from sentence_transformers.training_args import BatchSamplers
+
+    class _TrainerWithoutItsCard(SentenceTransformerTrainer):
+        def add_model_card_callback(self, default_args_dict: dict[str, Any]) -> None:
+            """No card data of sentence-transformers': the folder's card is this package's (`_write_folder`), and
+            collecting it drew examples from the data under a progress bar that --no-progress could not hide."""
 
     settings = settings or TrainSettings()
     license = check_license(license) if license is not None else None  # refused before training, not after
@@ -1021,7 +1055,7 @@ def train_encoder(
             SentenceTransformerTrainingArguments,
             batch_sampler=BatchSamplers.NO_DUPLICATES,
         )
-        trainer = SentenceTransformerTrainer(
+        trainer = _TrainerWithoutItsCard(
             model=embedder,
             args=arguments,
             train_dataset=as_dataset(pairs),
@@ -1045,6 +1079,7 @@ def train_encoder(
     return result
 
 
+@_bars_as_settings_say
 def train_seq2seq(
     pairs: Sequence[tuple[str, str]],
     out: str | Path | OutputFolder | None,

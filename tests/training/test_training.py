@@ -1,6 +1,8 @@
 """hf_minitf.training.trainers and what it builds on: reading training data, presets, options, a byte-level BPE GPT, and
 the configs every trainer writes."""
 
+import contextlib
+import io
 import json
 
 import pytest
@@ -144,13 +146,24 @@ def test_gpt_with_a_byte_level_bpe_tokenizer_trained_on_the_text():
 
 @pytest.fixture(scope="module")
 def trained_folders(tmp_path_factory):
-    """A gpt, encoder and seq2seq folder written by the trainers (two steps each)."""
+    """A gpt, encoder and seq2seq folder written by the trainers (two steps each, without progress bars: what they
+    wrote on stderr is kept in `stderr.txt` beside them)."""
     root = tmp_path_factory.mktemp("trained")
     settings = TrainSettings(max_steps=2, batch_size=4, progress=False)
-    train_gpt("the cat sat on the mat\n" * 20, root / "gpt", block_size=16, settings=settings, config_overrides=TINY)
-    train_encoder(paraphrase_pairs(40, 4).train, root / "encoder", settings=settings, config_overrides=TINY)
-    train_seq2seq(english_italian_pairs(40, 4).train, root / "seq2seq", settings=settings, config_overrides=TINY)
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        text = "the cat sat on the mat\n" * 20
+        train_gpt(text, root / "gpt", block_size=16, settings=settings, config_overrides=TINY)
+        train_encoder(paraphrase_pairs(40, 4).train, root / "encoder", settings=settings, config_overrides=TINY)
+        train_seq2seq(english_italian_pairs(40, 4).train, root / "seq2seq", settings=settings, config_overrides=TINY)
+    (root / "stderr.txt").write_text(stderr.getvalue())
     return root
+
+
+def test_training_without_progress_draws_no_bar(trained_folders):
+    """progress=False (`--no-progress`) hides every bar, sentence-transformers' too (its card's widget examples
+    were computed under one)."""
+    written = (trained_folders / "stderr.txt").read_text()
+    assert "%|" not in written and "\r" not in written, written[-2000:]
 
 
 @pytest.mark.parametrize(
