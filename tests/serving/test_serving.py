@@ -440,8 +440,8 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
             stream.close()
 
         first = sample((PROMPTS[2], 11))  # the first request samples: the batch must not sample the greedy ones
-        with ThreadPoolExecutor(16) as pool:  # streams cancelled amid them cost the others nothing
-            cancelled = [pool.submit(cancel, n) for n in range(16)]
+        with ThreadPoolExecutor(16) as pool:  # 64 streams cancelled amid them cost the others nothing
+            cancelled = [pool.submit(cancel, n) for n in range(64)]
             answers = list(pool.map(ask, jobs))
             for stream in cancelled:
                 stream.result()
