@@ -143,7 +143,7 @@ def make_case(spec: dict):
     engine, folder, data = spec["engine"], spec["folder"], spec["data"]
     if spec["family"] == "gpt":
         if engine.startswith("ct2"):
-            from hf_minitf.export.run import CTranslate2Generator, export_info
+            from hf_minitf.engines import CTranslate2Generator, export_info
 
             generator = CTranslate2Generator(Path(folder), export_info(folder))
             return lambda: generator.generate(data, spec["new_tokens"])
@@ -166,7 +166,7 @@ def make_case(spec: dict):
 
         return run_minitf
     if spec["family"] == "translator":
-        from hf_minitf.export.run import CTranslate2Translator, export_info
+        from hf_minitf.engines import CTranslate2Translator, export_info
 
         if engine.startswith("ct2"):
             translator = CTranslate2Translator(Path(folder), export_info(folder))
@@ -187,8 +187,8 @@ def make_case(spec: dict):
 
         return run_translate
     if engine.startswith("onnx"):
+        from hf_minitf.engines import OnnxEmbedder
         from hf_minitf.export.onnx import SENTENCE_TRANSFORMERS_Q8_FILE
-        from hf_minitf.export.run import OnnxEmbedder
 
         embedder = OnnxEmbedder(
             Path(folder), {}, "onnx/model.onnx" if engine == "onnx fp32" else SENTENCE_TRANSFORMERS_Q8_FILE

@@ -237,7 +237,7 @@ def make_python_case(spec: dict):
 
         model = SentenceTransformer(str(folder), device="cpu")
         return lambda request: {"embeddings": model.encode(request["sentences"], normalize_embeddings=True).tolist()}
-    from hf_minitf.export.run import OnnxEmbedder, OnnxGenerator, export_info
+    from hf_minitf.engines import OnnxEmbedder, OnnxGenerator, export_info
 
     file_name = ONNX_FILES[engine.split()[-1]]
     if spec["family"] == "gpt":
@@ -328,8 +328,8 @@ def variants(settings: dict, root: Path) -> list[dict]:
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModelForCausalLM
 
+    from hf_minitf.engines import OnnxEmbedder, OnnxGenerator, export_info
     from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILES, export_onnx
-    from hf_minitf.export.run import OnnxEmbedder, OnnxGenerator, export_info
 
     gpt_name = max(settings["gpt"], key=lambda name: settings["gpt"][name][4])  # the longest context
     rows, rng = [], random.Random(1)

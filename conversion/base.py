@@ -17,11 +17,11 @@ from safetensors.torch import save_file
 from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.dynamic_module_utils import custom_object_save
 
+from hf_minitf.cards import relicense_card
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
 from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
-from hf_minitf.hub.cards import relicense_card
 from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
 from hf_minitf.safety.output_folders import OutputFolder, atomic_output_dir, existing_paths, output_folder
 

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokenizer, save_sentence_transformer
+from hf_minitf.cards import render_model_card
 from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
@@ -37,7 +38,6 @@ from hf_minitf.conversion.base import (
     sinusoidal_length,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
-from hf_minitf.hub.cards import render_model_card
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 
 RULES = [

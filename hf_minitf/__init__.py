@@ -24,7 +24,7 @@ _install_registration()
 
 
 def _card_writer() -> ModuleType:
-    from hf_minitf.hub import cards
+    from hf_minitf import cards
 
     return cards
 
@@ -71,17 +71,18 @@ _PUBLIC = {
         "train_encoder_bpe_tokenizer",
     ],
     "hf_minitf.sentence_transformers_folder": ["save_sentence_transformer"],
-    "hf_minitf.hub.cards": ["update_model_card"],
+    "hf_minitf.cards": ["update_model_card"],
     "hf_minitf.hub.push": ["push_folder", "PushError"],
     "hf_minitf.registration": ["register"],
     "hf_minitf.training.chat_templates": ["set_chat_template"],
-    "hf_minitf.training.trainers": ["TrainSettings", "TrainingResult", "train_gpt", "train_encoder", "train_seq2seq"],
+    "hf_minitf.training.settings": ["TrainSettings", "TrainingResult"],
+    "hf_minitf.training.trainers": ["train_gpt", "train_encoder", "train_seq2seq"],
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 _ALIASES = {"TRANSLATION_TASK": "TASK"}
 
 if TYPE_CHECKING:  # the same names for type checkers (tests/test_public_api.py holds the two lists equal)
-    from hf_minitf.hub.cards import update_model_card
+    from hf_minitf.cards import update_model_card
     from hf_minitf.hub.push import PushError, push_folder
     from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
     from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
@@ -109,7 +110,8 @@ if TYPE_CHECKING:  # the same names for type checkers (tests/test_public_api.py 
         train_wordlevel_tokenizer,
     )
     from hf_minitf.training.chat_templates import set_chat_template
-    from hf_minitf.training.trainers import TrainingResult, TrainSettings, train_encoder, train_gpt, train_seq2seq
+    from hf_minitf.training.settings import TrainingResult, TrainSettings
+    from hf_minitf.training.trainers import train_encoder, train_gpt, train_seq2seq
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ import tempfile
 
 from transformers import PreTrainedTokenizerBase
 
-from hf_minitf.hub.cards import write_model_card
+from hf_minitf.cards import write_model_card
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 

@@ -2,10 +2,12 @@
 `importlib.import_module("literal")`, and any string literal that names a module of the project, such as a module
 name kept in a constant): no cycle, and every arrow points down the layers
 
-    cli -> commands -> tools (training, conversion, export, serving, hub, safety) -> models -> layers and facts.
+    cli -> commands -> tools (training, conversion, export, engines, serving, hub, safety) -> models -> layers and
+    facts.
 
 Also: the saved model code (hf_minitf/modeling) imports only its siblings, torch and transformers, and `hf_minitf`
-outside its `conversion` subpackage never imports `hf_minitf.conversion`.
+outside its `conversion` subpackage never imports `hf_minitf.conversion`, nor `hf_minitf.export` and `catalog` the
+engines that run the exports (`hf_minitf.engines`).
 """
 
 import ast
@@ -31,12 +33,16 @@ LAYERS = [
             "hf_minitf.training.*",
             "hf_minitf.conversion",
             "hf_minitf.conversion.*",
+            "hf_minitf.engines",
+            "hf_minitf.engines.*",
             "hf_minitf.export",
             "hf_minitf.export.*",
             "hf_minitf.serving",
             "hf_minitf.serving.*",
             "hf_minitf.hub",
             "hf_minitf.hub.*",
+            "hf_minitf.cards",
+            "hf_minitf.cards.*",
             "hf_minitf.safety",
             "hf_minitf.safety.*",
             "hf_minitf.sentence_transformers_folder",
@@ -211,9 +217,9 @@ def test_the_saved_model_code_imports_only_its_siblings():
 def test_string_module_names_count_as_imports(tmp_path, monkeypatch):
     """The graph reader's own check: a module named in a string (how the model code once reached the card writer)."""
     path = tmp_path / "module.py"
-    path.write_text('WRITER = "hf_minitf.hub.cards"\n')
+    path.write_text('WRITER = "hf_minitf.cards.update"\n')
     monkeypatch.setitem(MODULES, "hf_minitf.modeling.modeling_minitf", path)
-    assert imports_of("hf_minitf.modeling.modeling_minitf") == {"hf_minitf.hub.cards"}
+    assert imports_of("hf_minitf.modeling.modeling_minitf") == {"hf_minitf.cards.update"}
 
 
 def test_hf_minitf_outside_conversion_never_imports_conversion():
@@ -225,6 +231,36 @@ def test_hf_minitf_outside_conversion_never_imports_conversion():
         and layer_of(module) != "cli"
         for target in targets
         if target.startswith("hf_minitf.conversion")
+    )
+    assert not offenders, offenders
+
+
+def test_the_exports_and_the_catalog_never_import_the_engines():
+    """The engines run export folders: they read `hf_minitf.export`'s facts, never the other way round."""
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith(("hf_minitf.export", "hf_minitf.catalog"))
+        for target in targets
+        if target.startswith("hf_minitf.engines")
+    )
+    assert not offenders, offenders
+
+
+def test_cards_import_no_tool_and_hub_imports_no_export():
+    """The cards sit below the tools that write them: `hf_minitf.cards` reads the catalog, the model code and the
+    file checks, never the hub, the exports, training, serving, the engines or the commands; and the hub uploads what
+    the exports wrote without importing them (`hf_minitf.publishing` chains the two)."""
+    tools = ("hub", "export", "training", "serving", "commands", "engines")
+    offenders = sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if (
+            module.startswith("hf_minitf.cards")
+            and any(target == f"hf_minitf.{tool}" or target.startswith(f"hf_minitf.{tool}.") for tool in tools)
+        )
+        or (module.startswith("hf_minitf.hub") and target.startswith("hf_minitf.export"))
     )
     assert not offenders, offenders
 

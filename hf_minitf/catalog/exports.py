@@ -154,7 +154,12 @@ EXPORTS: dict[str, ExportFormat] = {
 
 EXPORT_FILE = "minitf_export.json"
 """What the engine exports (CTranslate2, ONNX) write beside their files, to say what the folder is: read by
-`minitf generate/translate/embed` (hf_minitf.export.run), `minitf info` and `minitf serve`."""
+`minitf generate/translate/embed` (hf_minitf.engines), `minitf info` and `minitf serve`."""
+
+# The ONNX decoder's cache: inputs `past_key_values.{layer}.key/.value`, the outputs that feed them next call
+# `present.{layer}.key/.value` (the names of optimum and transformers.js; hf_minitf.export.onnx_decoder writes them,
+# hf_minitf.engines.onnx reads them).
+PAST_PREFIX, PRESENT_PREFIX = "past_key_values.", "present."
 
 
 class ExportInfoField(NamedTuple):
@@ -172,7 +177,7 @@ class ExportInfoField(NamedTuple):
 
 EVERY_KIND = ("generator", "translator", "embedder")
 EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
-    # engine and kind must also be a pair that hf_minitf.export.run has a runner for, family a MiniTF model_type of
+    # engine and kind must also be a pair that hf_minitf.engines has a runner for, family a MiniTF model_type of
     # that kind
     "engine": ExportInfoField(str, EVERY_KIND),
     "kind": ExportInfoField(str, EVERY_KIND, EVERY_KIND),
@@ -184,7 +189,7 @@ EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
     "quantization": ExportInfoField(str),
     "source": ExportInfoField(str),
 }
-"""The fields of `EXPORT_FILE` that are read (others are ignored), checked by `hf_minitf.export.run.export_info`."""
+"""The fields of `EXPORT_FILE` that are read (others are ignored), checked by `hf_minitf.engines.export_info`."""
 
 # The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
 # fails inside torch's embedding lookup).

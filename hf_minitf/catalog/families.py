@@ -39,7 +39,7 @@ class Family:
     route: str
     """What `minitf serve` answers for a folder of the family."""
     card_template: str
-    """Its model card template in hf_minitf/model_cards."""
+    """Its model card template in model_cards/ (package data hf_minitf.model_cards)."""
     pipeline_tag: str
     """The Hub's pipeline tag of its folders."""
     training_data: str

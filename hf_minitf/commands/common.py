@@ -120,7 +120,7 @@ def _described(config: dict) -> str:
 def model_folder(path: Path, command: str | None = None) -> Path:
     """`path` when it is a model folder (or an engine export) that `minitf COMMAND` uses; a CommandError naming what
     the folder is and which command fits it otherwise."""
-    from hf_minitf.export.run import export_info
+    from hf_minitf.engines import export_info
 
     if path.is_file():
         with path.open("rb") as handle:

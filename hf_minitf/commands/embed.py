@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors("embed")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.export.run import load_engine
+    from hf_minitf.engines import load_engine
 
     quiet_transformers()
     folder = model_folder(args.model, "embed")

@@ -22,8 +22,8 @@ def run(args: argparse.Namespace) -> int:
     printed, so a malformed file gives its one-line error and no half report."""
     from huggingface_hub.utils import logging as hub_logging
 
-    from hf_minitf.export.run import export_info
-    from hf_minitf.hub.cards import stored_parameters
+    from hf_minitf.cards import stored_parameters
+    from hf_minitf.engines import export_info
     from hf_minitf.safety.files import links_leaving, load_model_card
 
     folder = model_folder(args.model)

@@ -1,8 +1,8 @@
 """Exports of MiniTF models to formats that run without this package: native transformers architectures
 (`export_native`), GGUF for llama.cpp and Ollama (`export_gguf`), CTranslate2 (`export_ctranslate2`) and ONNX
-Runtime (`export_onnx`), a static web page running the model with transformers.js (`export_web`); `run` runs the engine exports. `hf_minitf.catalog.exports` lists the formats.
-
-Each function is imported on first use, so `hf_minitf.export.run` stays free of torch.
+Runtime (`export_onnx`), a static web page running the model with transformers.js (`export_web`);
+`hf_minitf.engines` runs the engine exports. `hf_minitf.catalog.exports` lists the formats. Each function is
+imported on first use, so importing the package loads no torch.
 """
 
 from __future__ import annotations

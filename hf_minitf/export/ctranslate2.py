@@ -29,11 +29,12 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
+from hf_minitf.cards import card_template, export_card_data
+from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
-from hf_minitf.hub.cards import export_card_data
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 # transformers' activation names (ACT2FN) that CTranslate2 computes the same way.
@@ -47,6 +48,7 @@ ACTIVATIONS = {
     "tanh": "Tanh",
     "sigmoid": "Sigmoid",
 }
+CARD_TEMPLATE = "ctranslate2_export.md"  # in model_cards/
 # A MiniTF layer, norm or projection, read by attribute name (torch types a module's attributes Tensor | Module).
 ModelPart = Any
 
@@ -308,42 +310,9 @@ def export_ctranslate2(
     return Path(out)
 
 
-_GENERATOR_USAGE = """```python
-import ctranslate2
-from transformers import AutoTokenizer
-
-generator = ctranslate2.Generator("{folder}")  # compute_type="int8" etc. to convert at load time
-tokenizer = AutoTokenizer.from_pretrained("{folder}")
-prompt = tokenizer.convert_ids_to_tokens(tokenizer("Once upon a time", add_special_tokens=False).input_ids)
-result = generator.generate_batch([prompt], max_length=64, sampling_topk=1, include_prompt_in_result=False)
-print(tokenizer.decode(result[0].sequences_ids[0], skip_special_tokens=True))
-```
-
-CTranslate2 addresses tokens by their text (`vocabulary.json`, index = token id). Greedy decoding
-(`sampling_topk=1`) gives the tokens of the MiniTF model's `generate(do_sample=False)`; pass
-`end_token=[]` for a model without an end-of-text token. Learned positions hold `max_position_embeddings`
-tokens, prompt included: keep `len(prompt) + max_length` within it."""
-
-_TRANSLATOR_USAGE = """```python
-import ctranslate2
-from tokenizers import Tokenizer
-
-translator = ctranslate2.Translator("{folder}")  # compute_type="int8" etc. to convert at load time
-source = Tokenizer.from_file("{folder}/source_tokenizer.json")  # adds [SOS] ... [EOS] as the model was trained
-target = Tokenizer.from_file("{folder}/target_tokenizer.json")
-tokens = [source.encode(text).tokens for text in ["a sentence to translate"]]
-results = translator.translate_batch(tokens, beam_size=1, max_decoding_length=MAX_LENGTH)
-for result in results:
-    print(target.decode([target.token_to_id(token) for token in result.hypotheses[0]]))
-```
-
-With `beam_size=1` the translations are the MiniTF model's greedy ones (`generate(do_sample=False)`). The
-decoder's position table holds `max_position_embeddings` tokens, the start token included: keep
-`max_decoding_length` below it (MAX_LENGTH = max_position_embeddings - 1 is what `minitf translate` uses)."""
-
-
 def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]) -> str:
-    """The folder's model card: metadata (`card_data`: license, model-index, base model) and how to run it."""
+    """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index,
+    base model) and how to run it."""
     from huggingface_hub import ModelCard, ModelCardData
 
     data = ModelCardData(
@@ -352,25 +321,15 @@ def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]
         tags=["minitf", "minitf-export", "ctranslate2"],
         **card_data,
     )
-    return str(ModelCard(f"---\n{data.to_yaml()}\n---\n\n{_readme_body(kind, quantization, source)}"))
-
-
-def _readme_body(kind: str, quantization: str, source: str) -> str:
-    usage = (_GENERATOR_USAGE if kind == "generator" else _TRANSLATOR_USAGE).replace("{folder}", "path/to/this/folder")
-    engine_class = "ctranslate2.Generator" if kind == "generator" else "ctranslate2.Translator"
-    return f"""# CTranslate2 export of a MiniTF model
-
-Exported from `{source}` by `minitf export ctranslate2` (hf_minitf), weights stored as `{quantization}`.
-It runs with [CTranslate2](https://opennmt.net/CTranslate2/) (`pip install ctranslate2`) as a
-`{engine_class}`; the tokenizer files beside it are the MiniTF model's.
-
-From the command line, with hf_minitf installed: `minitf {"generate" if kind == "generator" else "translate"} \
-path/to/this/folder "TEXT"` prints what the MiniTF folder prints.
-
-In Python:
-
-{usage}
-"""
+    card = ModelCard.from_template(
+        data,
+        template_str=card_template(CARD_TEMPLATE),
+        kind=kind,
+        quantization=quantization,
+        source=source,
+        model_id=PLACEHOLDER_MODEL_ID,
+    )
+    return f"{card}\n"  # Jinja drops the template's last newline; the file ends with one
 
 
 __all__ = ["QUANTIZATIONS", "export_ctranslate2"]

@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_minitf.cards import export_card_data
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
-from hf_minitf.hub.cards import export_card_data
 from hf_minitf.safety.output_folders import OutputDiskFull, check_output_file, disk_full
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file

@@ -343,7 +343,7 @@ def write_native_card(
     card's license (or `license`) and held-out figures (`export_card_data`)."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    from hf_minitf.hub.cards import card_template, export_card_data
+    from hf_minitf.cards import card_template, export_card_data
 
     encoder = kind == "encoder"
     data = ModelCardData(

@@ -292,8 +292,8 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
     """The card's transformers.js section: the file of each dtype, Node and browser code, what it does not do."""
     import jinja2
 
+    from hf_minitf.cards import card_template
     from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
-    from hf_minitf.hub.cards import card_template
 
     dtypes = {MODEL_FILE: "fp32", **{file: dtype for dtype, file in QUANTIZED_FILES.items()}}
     learned = family == "gpt" and config.position_embedding_type == "learned"
@@ -317,7 +317,7 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
     sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
     from huggingface_hub import ModelCard, ModelCardData
 
-    from hf_minitf.hub.cards import card_template, export_card_data
+    from hf_minitf.cards import card_template, export_card_data
 
     family = source.family
     js = transformers_js_section(family, out, files, config)

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
+from hf_minitf.catalog.exports import PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.native import save_native_gpt_files
-from hf_minitf.export.run import PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.source import MiniTFSource, check_native
 
 if TYPE_CHECKING:

@@ -125,7 +125,7 @@ def space_card(source, title: str, about: str, dtypes: list[str], license: str |
     add a key); the heading holds it on one line."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
-    from hf_minitf.hub.cards import export_card_data
+    from hf_minitf.cards import export_card_data
 
     data = SpaceCardData(
         title=title,

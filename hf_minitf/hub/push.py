@@ -102,7 +102,7 @@ def push_folder(
     files = check_push_folder(folder, skipped)
     for name, what in skipped.items():
         (note or logger.warning)(f"left out {name}: {what}, not needed to load the model")
-    from hf_minitf.hub.cards import prepare_upload
+    from hf_minitf.cards import prepare_upload
 
     with tempfile.TemporaryDirectory() as staging_dir:
         staging = Path(staging_dir)

@@ -2,7 +2,7 @@
 
 It declares what transformers asks of a model class (attention backends, gradient checkpointing, compilation), runs
 hkproj's fixed-mask attention in eager mode, and gives saved and pushed models a card. Cards are written by
-hf_minitf's card writer (`hub.cards`) when the package is imported, which hands it over through
+hf_minitf's card writer (`hf_minitf.cards`) when the package is imported, which hands it over through
 `modeling_minitf_hooks`, so it is never copied beside the model as remote code. Where hf_minitf is not installed
 (a folder loaded with `trust_remote_code=True`), a saved or pushed model keeps the card of the folder it was loaded
 from.

@@ -2,7 +2,7 @@
 model's context, an empty prompt, sampling numbers in OpenAI's ranges, logit biases, tools, message parts (what
 each request field may be is `serving.fields`' table). Each failure is a `RequestError` (HTTP 4xx in OpenAI's
 shape) naming the field and what is allowed. Imports nothing of transformers' serving code, so vLLM's front
-(`serving.vllm`) runs them too."""
+(`serving.vllm_front`) runs them too."""
 
 from __future__ import annotations
 
@@ -259,6 +259,18 @@ def check_text_length(chars: int, tokens: int | None, chars_per_token: int, name
         )
 
 
+def check_chat_template(tokenizer: Any, name: str, route: str) -> None:
+    """Refuse a chat request (`route`) to the model `name` whose tokenizer has no chat template to render it with."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise RequestError(
+            400,
+            f"{name!r} has no chat template (its tokenizer defines no chat format), so {route} cannot turn messages "
+            "into a prompt. Send the text to continue to POST /v1/completions instead.",
+            param="messages",
+            code="no_chat_template",
+        )
+
+
 def check_messages(messages: Any, param: str = "messages") -> None:
     """Chat messages as OpenAI's schema has them: a non-empty list of objects with a role and a text content (a
     string, a list of text parts, or null beside tool calls)."""
@@ -313,6 +325,7 @@ __all__ = [
     "TEMPLATE_ARGUMENTS",
     "TEXT_PARTS",
     "chars_per_token",
+    "check_chat_template",
     "check_field_types",
     "check_logit_bias",
     "check_messages",

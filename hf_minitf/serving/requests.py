@@ -18,6 +18,7 @@ from hf_minitf.serving.api import completion as _completion
 from hf_minitf.serving.api import response as _response
 from hf_minitf.serving.api import utils as _utils
 from hf_minitf.serving.checks import (
+    check_chat_template,
     check_field_types,
     check_logit_bias,
     check_messages,
@@ -78,18 +79,6 @@ class _SamplingAsAsked(_HandlerBase):
         return config
 
 
-def _check_chat_template(served: ServedModel, route: str) -> None:
-    if getattr(served.tokenizer, "chat_template", None) is None:
-        raise RequestError(
-            400,
-            f"{served.name!r} has no chat template (its tokenizer defines no chat format), so "
-            f"{route} cannot turn messages into a prompt. Send the text to continue to POST "
-            "/v1/completions instead.",
-            param="messages",
-            code="no_chat_template",
-        )
-
-
 def _check_request(handler: Any, body: dict, route: str) -> None:
     """The checks of every generation route before the model is looked at: each field is one the route takes, with
     a value this server answers (`serving.fields`; named in a 400, where transformers answers a 422 with a set of
@@ -135,7 +124,7 @@ class ChatCompletions(_SamplingAsAsked, _chat_completion.ChatCompletionHandler):
         _check_request(self, body, CHAT)
         served = self.model_manager.find_for(body, ("gpt",), CHAT)
         check_logit_bias(body, served.config.vocab_size)
-        _check_chat_template(served, CHAT)
+        check_chat_template(served.tokenizer, served.name, CHAT)
         check_tools(body, served.tokenizer.chat_template, served.name)
         check_messages(body.get("messages"))
         REQUEST_LOGITS.set(openai_logits(body))
@@ -159,7 +148,7 @@ class Responses(_SamplingAsAsked, _response.ResponseHandler):
         _check_request(self, body, RESPONSES)
         body["stream"] = bool(body.get("stream"))
         served = self.model_manager.find_for(body, ("gpt",), RESPONSES)
-        _check_chat_template(served, RESPONSES)
+        check_chat_template(served.tokenizer, served.name, RESPONSES)
         check_tools(body, served.tokenizer.chat_template, served.name)
         positive_int(body, "max_output_tokens")
         text = body.get("input")

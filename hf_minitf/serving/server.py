@@ -36,7 +36,7 @@ from fastapi import FastAPI
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf.catalog.limits import MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
-from hf_minitf.export.run import export_info
+from hf_minitf.engines import export_info
 from hf_minitf.serving import API_KEY_VARIABLE
 from hf_minitf.serving.api import SystemOneHandler
 from hf_minitf.serving.api import model_manager as _model_manager

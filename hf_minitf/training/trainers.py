@@ -14,17 +14,14 @@ ids (uint16, or uint32 for vocabularies over 65,536) that the blocks are memory-
 bounded by a chunk, not the corpus. A run whose loss becomes NaN or infinite stops with a `TrainingError`.
 
 Refused before the work: an output or checkpoint folder that cannot be written or whose disk is too small for the
-weights, a `--resume` whose checkpoint was started with another corpus, tokenizer or config (`RUN_RECORD`, written
+weights, a `--resume` whose checkpoint was started with another corpus, tokenizer or config (`runs.RUN_RECORD`, written
 into every checkpoint), and corpora nothing can be learned from (a GPT text of pad tokens only, encoder pairs no
 batch can hold two of). A full disk is named: the output, `--checkpoint-dir` or the temporary folder.
 """
 
 from __future__ import annotations
 
-import errno
 import functools
-import hashlib
-import json
 import logging
 import math
 import os
@@ -33,8 +30,6 @@ import random
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -55,13 +50,11 @@ from transformers import (
     set_seed,
 )
 from transformers.trainer_callback import PrinterCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers.trainer_utils import get_last_checkpoint
 
+from hf_minitf.cards import update_model_card
 from hf_minitf.catalog import Preset, get_preset
-from hf_minitf.catalog.limits import MAX_EPOCHS, MAX_STEPS, SEED_LIMIT
 from hf_minitf.catalog.publishing import check_license
-from hf_minitf.hub.cards import update_model_card
-from hf_minitf.modeling.configuration_minitf import integer, number
 from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
@@ -70,15 +63,10 @@ from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.modeling.modeling_minitf_loading import check_safetensors_files
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
-from hf_minitf.safety.files import read_json, refused_pickle_message
+from hf_minitf.safety.files import refused_pickle_message
 from hf_minitf.safety.output_folders import (
-    DiskFull,
     OutputFolder,
-    disk_full,
     output_folder,
-    space_refusal,
-    weights_bytes,
-    working_folder_refusal,
 )
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 from hf_minitf.tokenization.chat_templates import (
@@ -91,92 +79,24 @@ from hf_minitf.tokenization.gpt import CHAR_SPECIAL_TOKENS, char_tokenizer, trai
 from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
 from hf_minitf.training.chat_templates import stop_at_end_of_turn
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
+from hf_minitf.training.runs import (
+    TEMPORARY_ADVICE,
+    RecordRun,
+    TextsDigest,
+    check_checkpoint_dir,
+    check_resume,
+    checkpoint_folder_name,
+    prepare_run,
+    writing_into,
+)
+from hf_minitf.training.settings import TrainingError, TrainingResult, TrainSettings
 
 logger = logging.getLogger(__name__)
 
 LOSS_CURVE = "loss_curve.png"
-RUN_RECORD = "minitf_run.json"
-"""The file in each checkpoint folder saying what the run was started with (its corpus's sha256, its tokenizer's
-vocabulary, its model config), which `--resume` compares with the run that resumes."""
-CHECKPOINT_COPIES = 3
-"""A checkpoint holds at least this many copies of the weights' size: the weights and AdamW's two moments."""
 BPE_SAMPLE_CHARS = 64 * 2**20
 """The byte-level BPE tokenizer is trained on at most this many characters from the start of the training text
 (64 Mi; all of the text is tokenized with it): more adds little to a vocabulary and costs minutes per 100 MB."""
-
-
-class TrainingError(ValueError):
-    """Training data or options that cannot be used, with what to change."""
-
-
-@dataclass
-class TrainSettings:
-    """The trainer options `minitf train` exposes (everything else keeps the trainers' defaults)."""
-
-    epochs: float = 1.0
-    max_steps: int = -1
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    warmup: float = 0.0
-    weight_decay: float = 0.0
-    seed: int = 0
-    logging_steps: int = 10
-    eval_steps: int | None = None
-    save_steps: int = 500
-    checkpoint_dir: str | Path | None = None
-    resume: bool = False
-    mixed_precision: str = "no"
-    report_to: str = "none"
-    progress: bool = True
-    logs_on_bar: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        """Each number finite and in its range (`minitf train` refuses the same values), else a TrainingError
-        naming the option, its range and the value."""
-        steps = integer(1, maximum=MAX_STEPS)
-        checks = {
-            "epochs": number(0, MAX_EPOCHS, above=True),
-            "learning_rate": number(0, above=True),
-            "warmup": number(0, MAX_STEPS),
-            "weight_decay": number(0),
-            "batch_size": steps,
-            "logging_steps": steps,
-            "save_steps": steps,
-            "eval_steps": integer(1, True, MAX_STEPS),
-            "seed": integer(0, maximum=SEED_LIMIT - 1),
-        }
-        if self.max_steps != -1:
-            checks["max_steps"] = steps
-        for name, check in checks.items():
-            expected = check(getattr(self, name))
-            if expected is not None:
-                raise TrainingError(f"{name} must be {expected}, got {getattr(self, name)!r}")
-        if self.max_steps != -1 and self.warmup > self.max_steps:
-            raise TrainingError(
-                f"warmup={self.warmup} steps is more than max_steps={self.max_steps}: the learning "
-                "rate would never reach its peak; give fewer steps or a fraction below 1"
-            )
-        if self.mixed_precision not in ("no", "fp16", "bf16"):
-            raise TrainingError(f"mixed_precision must be no, fp16 or bf16, got {self.mixed_precision!r}")
-        if self.resume and self.checkpoint_dir is None:
-            raise TrainingError("--resume needs --checkpoint-dir, the checkpoint folder of the earlier run")
-
-
-@dataclass
-class TrainingResult:
-    """What a training run wrote and measured."""
-
-    folder: Path | None
-    model: PreTrainedModel
-    tokenizer: PreTrainedTokenizerBase
-    log_history: list[dict[str, Any]]
-    eval_results: dict[str, float]
-
-    @property
-    def losses(self) -> list[tuple[int, float]]:
-        """(step, training loss) as the trainer logged them."""
-        return [(entry["step"], entry["loss"]) for entry in self.log_history if "loss" in entry]
 
 
 class LossOnBarCallback(ProgressCallback):
@@ -261,146 +181,6 @@ class _StopOnNonFiniteLoss(TrainerCallback):
                 )
 
 
-class _TextsDigest:
-    """The sha256 of a sequence of texts, each hashed alone first (so ["ab", "c"] and ["a", "bc"] differ), fed
-    text by text or, for a text read in chunks, chunk by chunk as they pass."""
-
-    def __init__(self) -> None:
-        self._all = hashlib.sha256()
-
-    def text(self, chunks: Iterable[str]) -> Iterator[str]:
-        """The chunks of one text, passed on; the text counts once they are all consumed."""
-        one = hashlib.sha256()
-        for chunk in chunks:
-            one.update(chunk.encode("utf-8", "surrogatepass"))
-            yield chunk
-        self._all.update(one.digest())
-
-    def add(self, texts: Iterable[str]) -> _TextsDigest:
-        for text in texts:
-            for _ in self.text([text]):
-                pass
-        return self
-
-    def hexdigest(self) -> str:
-        return self._all.hexdigest()
-
-
-def _run_record(corpus: str, dataset_name: str | None, tokenizer: PreTrainedTokenizerBase, model) -> dict[str, Any]:
-    """What a run is started with, as `RUN_RECORD` keeps it: the corpus's sha256 (`corpus`) and name, the
-    tokenizer's size and vocabulary's sha256 (the source side of a seq2seq pair: the corpus fixes the rest), and
-    the model config without the fields that name the library or the code rather than the model."""
-    vocabulary = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
-    config = json.loads(model.config.to_json_string(use_diff=False))
-    for name in ("transformers_version", "auto_map", "_name_or_path"):
-        config.pop(name, None)
-    return {
-        "corpus": {"name": dataset_name, "sha256": corpus},
-        "tokenizer": {"tokens": len(tokenizer), "sha256": hashlib.sha256(vocabulary.encode("utf-8")).hexdigest()},
-        "config": config,
-    }
-
-
-class _RecordRun(TrainerCallback):
-    """Writes the run's record (`RUN_RECORD`) into each checkpoint folder the trainer saves, for `--resume`."""
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        self.record = record
-
-    def on_save(self, args, state, control, **kwargs):
-        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-        if state.is_world_process_zero and folder.is_dir():
-            (folder / RUN_RECORD).write_text(json.dumps(self.record, indent=2, ensure_ascii=False) + "\n")
-
-
-def _corpus_text(corpus: dict[str, Any]) -> str:
-    """A corpus of a run's record as a message names it: `NAME with sha256 0123456789ab`."""
-    name, digest = corpus.get("name"), f"sha256 {str(corpus.get('sha256'))[:12]}"
-    return f"{name} with {digest}" if name else digest
-
-
-def _resume_refusal(checkpoint: Path, saved: dict[str, Any], now: dict[str, Any]) -> str | None:
-    """Why the run `now` must not resume from `checkpoint`, started as `saved` says: the corpora, the tokenizers or
-    fields of the configs differ (each named, with both values); None when they agree."""
-
-    def part(name: str) -> dict[str, Any]:
-        value = saved.get(name)
-        return value if isinstance(value, dict) else {}
-
-    kinds, details = [], []
-    corpus = part("corpus")
-    if corpus.get("sha256") != now["corpus"]["sha256"]:
-        kinds.append("corpus")
-        details.append(f"the corpus ({_corpus_text(corpus)} then, {_corpus_text(now['corpus'])} now)")
-    tokenizer = part("tokenizer")
-    if tokenizer.get("sha256") != now["tokenizer"]["sha256"]:
-        kinds.append("tokenizer")
-        details.append(
-            f"the tokenizer ({tokenizer.get('tokens')} tokens, vocabulary sha256 {str(tokenizer.get('sha256'))[:12]} "
-            f"then; {now['tokenizer']['tokens']} tokens, {now['tokenizer']['sha256'][:12]} now)"
-        )
-    config = part("config")
-    absent = "(absent)"
-    fields = [
-        f"{name} ({config.get(name, absent)!r} then, {now['config'].get(name, absent)!r} now)"
-        for name in sorted(set(config) | set(now["config"]))
-        if config.get(name, absent) != now["config"].get(name, absent)
-    ]
-    if fields:
-        kinds.append("config")
-        more = f" and {len(fields) - 3} more" if len(fields) > 3 else ""
-        details.append(f"config field{'s' if len(fields) > 1 else ''} {', '.join(fields[:3])}{more}")
-    if not kinds:
-        return None
-    return (
-        f"--resume: {checkpoint} was trained with another {' and '.join(kinds)}: {'; '.join(details)}; resume with "
-        "the data and options that run started with, or train from scratch into a new --checkpoint-dir"
-    )
-
-
-def _check_resume(checkpoint: Path, record: dict[str, Any] | None) -> None:
-    """Refuse resuming from `checkpoint` a run started with another corpus, tokenizer or config (`RUN_RECORD`); a
-    checkpoint without a record (an earlier hf_minitf's, another program's) is resumed with a warning."""
-    if record is None:
-        return
-    path = checkpoint / RUN_RECORD
-    if not path.is_file():
-        logger.warning(
-            "--resume: %s has no %s (written by an earlier hf_minitf or another program), so its corpus, "
-            "tokenizer and config cannot be compared with this run's",
-            checkpoint,
-            RUN_RECORD,
-        )
-        return
-    saved = read_json(
-        path, dict, "a record of the run", "resume from an earlier checkpoint-* or start again", TrainingError
-    )
-    refusal = _resume_refusal(checkpoint, saved, record)
-    if refusal is not None:
-        raise TrainingError(refusal)
-
-
-def _check_checkpoint_dir(settings: TrainSettings) -> None:
-    """Refuse, before any work, a `--checkpoint-dir` that cannot be a folder or where nothing can be written."""
-    refusal = working_folder_refusal(settings.checkpoint_dir) if settings.checkpoint_dir is not None else None
-    if refusal is not None:
-        raise TrainingError(refusal.format(out=f"--checkpoint-dir {settings.checkpoint_dir}"))
-
-
-def _check_space(model: PreTrainedModel, target: OutputFolder | None, settings: TrainSettings) -> None:
-    """Refuse, before training, an output or checkpoint folder whose disk cannot take the weights (a checkpoint:
-    `CHECKPOINT_COPIES` times their size), lower bounds of what will be written there."""
-    weights = weights_bytes(model.parameters())
-    if target is not None:
-        target.check_space(weights, "the weights")
-    if settings.checkpoint_dir is not None:
-        refusal = space_refusal(
-            settings.checkpoint_dir, CHECKPOINT_COPIES * weights, "a checkpoint (the weights and AdamW's two moments)"
-        )
-        if refusal is not None:
-            raise TrainingError(refusal.format(out=f"--checkpoint-dir {settings.checkpoint_dir}"))
-
-
 def _bars_as_settings_say(train: Callable[..., TrainingResult]) -> Callable[..., TrainingResult]:
     """A trainer function whose `settings.progress=False` also hides the bars of the libraries it calls (weights
     saved and loaded by transformers, datasets' maps), as `--no-progress` promises."""
@@ -427,54 +207,6 @@ def _bars_as_settings_say(train: Callable[..., TrainingResult]) -> Callable[...,
     return quiet_when_asked
 
 
-TEMPORARY_ADVICE = "free some space there or set TMPDIR to a folder on a disk with more room"
-
-
-@contextmanager
-def _writing_into(folder: Path, name: str, advice: str) -> Iterator[None]:
-    """Name `folder` (as `name`: `--checkpoint-dir DIR`, a temporary folder) in the errors of the block's writes into
-    it: a full disk becomes a DiskFull ending with `advice`, the folder deleted meanwhile a TrainingError. A full
-    disk another folder's writer named already is left as it is."""
-    try:
-        yield
-    except Exception as error:
-        ours = not isinstance(error, DiskFull) or error.path == folder
-        if ours and disk_full(error, folder):
-            raise DiskFull(
-                f"the disk holding {name} is full ({os.strerror(errno.ENOSPC)}), so the run stopped before writing "
-                f"the model; {advice}",
-                folder,
-            ) from error
-        if isinstance(error, FileNotFoundError) and not folder.exists():
-            raise TrainingError(
-                f"{name} was deleted while the run used it (a cleaner of old files?), so the run stopped before "
-                "writing the model; run again and leave it in place"
-            ) from error
-        raise
-
-
-def _checkpoint_folder_name(settings: TrainSettings, work_dir: Path) -> tuple[str, str]:
-    """How errors name the trainer's folder, and what to do when its disk is full."""
-    if settings.checkpoint_dir is not None:
-        return f"--checkpoint-dir {work_dir}", "free some space there or choose another --checkpoint-dir"
-    return f"the temporary folder {work_dir}", TEMPORARY_ADVICE
-
-
-def _prepare_run(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    target: OutputFolder | None,
-    settings: TrainSettings,
-    corpus: str,
-    dataset_name: str | None,
-) -> dict[str, Any] | None:
-    """Before the trainer is made (it makes the checkpoint folder): refuse folders whose disks cannot take the
-    weights (`_check_space`); returns the run's record (`_run_record`, of the `corpus` sha256) when it keeps
-    checkpoints."""
-    _check_space(model, target, settings)
-    return _run_record(corpus, dataset_name, tokenizer, model) if settings.checkpoint_dir is not None else None
-
-
 def _run_trainer(
     trainer: Trainer,
     settings: TrainSettings,
@@ -496,7 +228,7 @@ def _run_trainer(
         trainer.remove_callback(PrinterCallback)
     trainer.add_callback(_StopOnNonFiniteLoss(loss_cause))
     if record is not None:
-        trainer.add_callback(_RecordRun(record))
+        trainer.add_callback(RecordRun(record))
     resume = None
     if settings.resume:
         checkpoints = settings.checkpoint_dir
@@ -509,7 +241,7 @@ def _run_trainer(
             check_safetensors_files(Path(resume))
         except ValueError as error:
             raise TrainingError(f"--resume: {error}; resume from an earlier checkpoint-* or start again") from None
-        _check_resume(Path(resume), record)
+        check_resume(Path(resume), record)
     if settings.max_steps == -1 and settings.warmup >= 1:  # warmup in steps: known against max_steps already
         batches = len(trainer.get_train_dataloader())
         total = math.ceil(batches * settings.epochs / trainer.args.gradient_accumulation_steps)
@@ -521,7 +253,7 @@ def _run_trainer(
             )
     work_dir = Path(str(trainer.args.output_dir))
     try:
-        with _writing_into(work_dir, *_checkpoint_folder_name(settings, work_dir)):
+        with writing_into(work_dir, *checkpoint_folder_name(settings, work_dir)):
             trainer.train(resume_from_checkpoint=resume)
     except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
         raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
@@ -672,7 +404,7 @@ class _GPTCorpus:
             self.has_content = self.has_content or not (chunk.isspace() or not chunk)
             yield chunk
 
-    def documents(self, description: str, digest: _TextsDigest | None = None) -> Iterator[Iterator[str]]:
+    def documents(self, description: str, digest: TextsDigest | None = None) -> Iterator[Iterator[str]]:
         """Each document as chunks (`digest`, when given, hashes them as they pass)."""
         passing = digest.text if digest is not None else iter
         if self.texts is not None:
@@ -694,7 +426,7 @@ class _GPTCorpus:
         for document in self.documents(description):
             yield from document
 
-    def whole_texts(self, digest: _TextsDigest | None = None) -> list[str]:
+    def whole_texts(self, digest: TextsDigest | None = None) -> list[str]:
         if self.texts is not None:
             if digest is not None:
                 digest.add(self.texts)
@@ -746,9 +478,9 @@ def train_gpt(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("gpt", preset)
     target = output_folder(out, overwrite) if out is not None else None
-    _check_checkpoint_dir(settings)
+    check_checkpoint_dir(settings)
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
-    digest = _TextsDigest() if settings.checkpoint_dir is not None else None
+    digest = TextsDigest() if settings.checkpoint_dir is not None else None
     if corpus.texts is not None:
         corpus.check_content()
     kind = tokenizer or chosen.tokenizer
@@ -769,7 +501,7 @@ def train_gpt(
         train_blocks: TokenBlocks | list[dict[str, list[int]]]
         eval_blocks: TokenBlocks | list[dict[str, list[int]]] | None
         if pack:
-            with _writing_into(Path(token_dir), f"the temporary folder {token_dir}", TEMPORARY_ADVICE):
+            with writing_into(Path(token_dir), f"the temporary folder {token_dir}", TEMPORARY_ADVICE):
                 ids = encode_to_file(built, corpus.documents("tokenizing", digest), Path(token_dir) / "train.ids")
                 corpus.check_content()
                 loss_cause = _pad_text_cause(ids, built, corpus.where())
@@ -824,7 +556,7 @@ def train_gpt(
         if chat is not None:
             stop_at_end_of_turn(model.generation_config, chat)
             extra_markdown = "\n\n".join(filter(None, (extra_markdown, _chat_note(chat))))
-        record = _prepare_run(model, built, target, settings, digest.hexdigest() if digest else "", dataset_name)
+        record = prepare_run(model, built, target, settings, digest.hexdigest() if digest else "", dataset_name)
         trainer = Trainer(
             model=model,
             args=_training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
@@ -1022,9 +754,9 @@ def train_encoder(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("encoder", preset)
     target = output_folder(out, overwrite) if out is not None else None
-    _check_checkpoint_dir(settings)
+    check_checkpoint_dir(settings)
     pairs = _check_pairs(pairs, "encoder")
-    corpus = _TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
+    corpus = TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
     _check_in_batch_pairs(pairs)
@@ -1040,13 +772,13 @@ def train_encoder(
     model = MiniTFEncoderModel(
         MiniTFEncoderConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **fields)
     )
-    record = _prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
+    record = prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
 
     def as_dataset(rows: Sequence[tuple[str, str]]) -> Dataset:
         return Dataset.from_dict({"anchor": [row[0] for row in rows], "positive": [row[1] for row in rows]})
 
     with _WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
-        with _writing_into(Path(start), f"the temporary folder {start}", TEMPORARY_ADVICE):
+        with writing_into(Path(start), f"the temporary folder {start}", TEMPORARY_ADVICE):
             embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
         arguments = _training_arguments(
             settings,
@@ -1104,9 +836,9 @@ def train_seq2seq(
     license = check_license(license) if license is not None else None  # refused before training, not after
     chosen = get_preset("seq2seq", preset)
     target = output_folder(out, overwrite) if out is not None else None
-    _check_checkpoint_dir(settings)
+    check_checkpoint_dir(settings)
     pairs = _check_pairs(pairs, "seq2seq")
-    corpus = _TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
+    corpus = TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
     if eval_pairs is None:
         pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
     fields = _config_fields(chosen, config_overrides)
@@ -1123,7 +855,7 @@ def train_seq2seq(
         **fields,
     )
     model = MiniTFSeq2SeqForConditionalGeneration(config)
-    record = _prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
+    record = prepare_run(model, tokenizer, target, settings, corpus, dataset_name)
 
     def encode(rows: Sequence[tuple[str, str]]) -> list[dict[str, list[int]]]:
         batch = tokenizer(

@@ -26,7 +26,7 @@ NEW_TOKENS = 100
 ORT_RUN = """
 import json, numpy as np
 from pathlib import Path
-from hf_minitf.export.run import OnnxGenerator
+from hf_minitf.engines import OnnxGenerator
 
 folder, prompt, new_tokens = Path({folder!r}), {prompt!r}, {new_tokens!r}
 info = json.loads((folder / "minitf_export.json").read_text())
@@ -99,7 +99,7 @@ def test_left_padded_batch_gives_each_row_its_logits():
     result = run_python(f"""
         import json, numpy as np
         from pathlib import Path
-        from hf_minitf.export.run import OnnxGenerator
+        from hf_minitf.engines import OnnxGenerator
 
         folder = Path({str(folder)!r})
         engine = OnnxGenerator(folder, json.loads((folder / "minitf_export.json").read_text()))

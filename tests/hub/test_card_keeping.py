@@ -15,7 +15,7 @@ def test_save_pretrained_keeps_an_unreadable_card_and_saves_the_rest(tmp_path, c
         saved_gpt(tmp_path, lambda folder: write(folder / "README.md", BAD_YAML_CARD))
     )
     kept = write(tmp_path / "kept/README.md", BAD_YAML_CARD).parent
-    with caplog.at_level("WARNING", logger="hf_minitf.hub.cards"):
+    with caplog.at_level("WARNING", logger="hf_minitf.cards.update"):
         model.save_pretrained(kept)
         model.save_pretrained(tmp_path / "fresh")
     assert (kept / "README.md").read_text() == BAD_YAML_CARD and (kept / "model.safetensors").is_file()

@@ -30,10 +30,10 @@ from hf_minitf import (
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
+from hf_minitf.cards import render_model_card, update_model_card
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.commands.push import add_arguments as add_push_arguments
 from hf_minitf.commands.push import run as push_command
-from hf_minitf.hub.cards import render_model_card, update_model_card
 
 MODELING_MODULES = {path.name for path in (Path(hf_minitf.__file__).parent / "modeling").glob("*.py")}
 GPT_TEXT = "hello world, a tiny model on the hub"
@@ -465,3 +465,16 @@ def test_offline_loads_from_cache_and_says_what_to_do_otherwise(published, gpt):
         )
         with pytest.raises(OSError, match=r"(?s)couldn't find them in the cached files.*offline"):
             AutoModel.from_pretrained("org/never-pushed")
+
+
+def test_card_templates_are_found_installed_and_in_a_checkout(monkeypatch):
+    """The templates are package data (`hf_minitf.model_cards`) when installed, the checkout's `model_cards/` when
+    that package is not there; both give the same text."""
+    from hf_minitf.cards import render
+
+    installed = render.card_template("gpt.md")
+    monkeypatch.setattr(render, "TEMPLATE_PACKAGE", "hf_minitf.no_such_templates")
+    checkout = render.card_template("ctranslate2_export.md")
+    assert installed == render.card_template("gpt.md")
+    root = Path(__file__).resolve().parents[2]
+    assert checkout == (root / "model_cards" / "ctranslate2_export.md").read_text(encoding="utf-8")

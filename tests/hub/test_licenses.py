@@ -11,6 +11,7 @@ from helpers import assert_one_line_error, run_cli
 from huggingface_hub import ModelCard
 
 import hf_minitf.training.quickstart as quickstart
+from hf_minitf.cards import update_model_card
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE
 from hf_minitf.commands import quickstart as quickstart_command
@@ -18,7 +19,6 @@ from hf_minitf.export.ctranslate2 import export_ctranslate2
 from hf_minitf.export.gguf import export_gguf
 from hf_minitf.export.native import export_native
 from hf_minitf.export.onnx import export_onnx
-from hf_minitf.hub.cards import update_model_card
 from hf_minitf.training.tasks import paraphrase_pairs
 from hf_minitf.training.trainers import TrainSettings, train_encoder, train_gpt
 

@@ -137,7 +137,7 @@ def test_hard_links_between_files_of_the_folder_are_sent(hub, folder):
 
 def test_the_files_sent_are_checked_again_just_before_the_upload(hub, folder, monkeypatch):
     """Whatever adds files to the upload after the folder check (a card writer, an export) is checked too."""
-    import hf_minitf.hub.cards as model_card
+    import hf_minitf.cards as model_card
 
     def adds_a_link(staging, *args, **kwargs):
         (Path(staging) / "extra.txt").symlink_to(folder.parent / "private.txt")
@@ -223,7 +223,7 @@ def test_push_refuses_a_pickle_whatever_its_name(hub, folder, name, capsys):
 
 
 def test_a_pickle_added_after_the_folder_check_is_refused(hub, folder, monkeypatch):
-    import hf_minitf.hub.cards as model_card
+    import hf_minitf.cards as model_card
 
     monkeypatch.setattr(
         model_card,

@@ -10,6 +10,7 @@ The others (no vLLM needed) check the arguments, the install hint, the command l
 and the front's own 4xx answers.
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -110,7 +111,7 @@ def cases(folder: str) -> list[tuple[list[int], int]]:
 # ------------------------------------------------------------------------------------------------ no vLLM needed
 def test_without_vllm_the_error_says_how_to_install_it(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(vllm_engine.VLLM_PYTHON_VARIABLE, raising=False)
-    monkeypatch.setattr(vllm_engine.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert minitf_main(["serve", str(tmp_path), "--engine", "vllm"]) == 2
     error = capsys.readouterr().err.strip()
     assert error.count("\n") == 0 and error.startswith("minitf serve: error: --engine vllm needs vLLM")

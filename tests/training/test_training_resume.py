@@ -11,7 +11,7 @@ import transformers
 from helpers import assert_one_line_error, run_cli
 
 from hf_minitf.cli import main
-from hf_minitf.training.trainers import RUN_RECORD
+from hf_minitf.training.runs import RUN_RECORD
 
 FIRST = "the cat sat on the mat\n" * 30
 STEPS = ["--block-size", "16", "--batch-size", "4", "--save-steps", "2", "--no-progress"]
@@ -83,7 +83,7 @@ def test_a_checkpoint_without_a_record_resumes_with_a_warning(first_run, tmp_pat
     shutil.copytree(first_run / "checkpoints", checkpoints)
     (checkpoints / "checkpoint-2" / RUN_RECORD).unlink()
     argv = ["train", "gpt", "--data", first_run / "first.txt", "--out", tmp_path / "out", "--checkpoint-dir"]
-    with caplog.at_level("WARNING", logger="hf_minitf.training.trainers"):
+    with caplog.at_level("WARNING", logger="hf_minitf.training.runs"):
         status, _, err = run_cli([*argv, checkpoints, *STEPS, "--max-steps", "3", "--resume"], capsys)
     assert status == 0, err
     assert f"has no {RUN_RECORD}" in caplog.text and "cannot be compared" in caplog.text

@@ -1,0 +1,266 @@
+"""Model cards rendered from the Markdown/Jinja templates of `model_cards/` (package data `hf_minitf.model_cards`)
+with huggingface_hub's `ModelCard.from_template`: one per family, plus the origin section of converted models, the
+results section of trained ones and the export cards. The sections a template renders sit between
+`<!-- minitf:NAME -->` markers, so a card built on an existing one replaces those and keeps the rest (text a user
+added, sentence-transformers' own sections).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, cast
+
+from huggingface_hub import ModelCard, ModelCardData
+
+from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, file_sha256
+from hf_minitf.catalog.converters import CONVERTERS
+from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
+from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE, check_license
+from hf_minitf.modeling.modeling_minitf import is_blank_card
+
+TEMPLATE_PACKAGE = "hf_minitf.model_cards"
+# The same folder in a source checkout that is not installed (the package data is installed from it).
+CHECKOUT_TEMPLATES = Path(__file__).resolve().parents[2] / "model_cards"
+# The card template of each family (by model_type) is the family's `card_template`; these are the sections of
+# converted and trained models, and of a converted model whose original project states no license.
+ORIGIN_TEMPLATE = "converted.md"
+RESULTS_TEMPLATE = "results.md"
+LICENSE_TEMPLATE = "license.md"
+LICENSE_SECTION = "license"
+PLACEHOLDER_MODEL_ID = "path/to/this/folder"
+SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
+_SECTION = "<!-- minitf:{name} -->\n{text}\n<!-- /minitf:{name} -->"
+_SECTIONS = re.compile(r"<!-- minitf:(\w+) -->\n(.*?)\n<!-- /minitf:\1 -->", re.DOTALL)
+_SENTENCE_TRANSFORMER_CALL = re.compile(r'SentenceTransformer\("([^"]*)"(?:, trust_remote_code=True)?\)')
+
+
+def card_template(name: str) -> str:
+    """The text of a card template of `model_cards/`: the installed package data, else the checkout's folder."""
+    try:
+        return importlib.resources.files(TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        return (CHECKOUT_TEMPLATES / name).read_text(encoding="utf-8")
+
+
+def render_card(
+    facts: FolderFacts,
+    data: ModelCardData,
+    *,
+    model_id: str,
+    prompt: str = "Hello",
+    title: str | None = None,
+    summary: str | None = None,
+    origin: str | None = None,
+    notes: str | None = None,
+    results: dict[str, Any] | None = None,
+    unstated_license: str | None = None,
+) -> ModelCard:
+    """The family's card for `facts`, rendered from its template with `data` as metadata; with `origin` the
+    converted model's origin section, with `results` (`results.md`'s inputs) the results section, with
+    `unstated_license` (the original project's name) the section saying that project states no license."""
+    family = family_of_model_type(facts.model_type)
+    if family is None:
+        raise ValueError(
+            f"{facts.model_type!r} is not a MiniTF model type; cards are written for {sorted(MODEL_TYPES)}."
+        )
+    template = card_template(family.card_template)
+    if origin is not None:
+        template += card_template(ORIGIN_TEMPLATE)
+    if results is not None:
+        template += card_template(RESULTS_TEMPLATE)
+    if unstated_license is not None:
+        template += card_template(LICENSE_TEMPLATE)
+    return ModelCard.from_template(
+        data,
+        template_str=template,
+        config=facts.config,
+        architecture=facts.architecture,
+        head=facts.head,
+        sentence_transformers=facts.sentence_transformers,
+        num_parameters=facts.num_parameters,
+        model_id=model_id,
+        prompt=prompt,
+        title=title,
+        summary=summary,
+        origin=origin,
+        notes=notes,
+        unstated_license=unstated_license,
+        unstated_license_id=UNSTATED_LICENSE,
+        **(results or {}),
+    )
+
+
+def sections(text: str) -> dict[str, str]:
+    """The marked sections of a card body, by name."""
+    return {match.group(1): match.group(2) for match in _SECTIONS.finditer(text)}
+
+
+def _set_section(text: str, name: str, content: str) -> str:
+    """Replace the marked section `name` of a card body, or append it."""
+    pattern = re.compile(rf"<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n?", re.DOTALL)
+    section = _SECTION.format(name=name, text=content.strip()) + "\n"
+    if pattern.search(text):
+        return pattern.sub(lambda _: section, text, count=1)
+    return text.rstrip() + "\n\n" + section
+
+
+def drop_section(text: str, name: str) -> str:
+    """A card body without its marked section `name` (as it was when it has none)."""
+    pattern = re.compile(rf"\n*<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n*", re.DOTALL)
+    return pattern.sub("\n\n", text, count=1)
+
+
+def assemble_card(data: ModelCardData, text: str) -> ModelCard:
+    """A card from validated metadata and a markdown body."""
+    return ModelCard(f"---\n{data.to_yaml()}\n---\n\n{text.lstrip()}")
+
+
+def card_data(card: ModelCard) -> ModelCardData:
+    """The card's metadata (huggingface_hub types `RepoCard.data` as the base CardData; a ModelCard's is this)."""
+    return cast(ModelCardData, card.data)
+
+
+def _model_id_in(card: ModelCard) -> str | None:
+    """The model id the card's usage section names, if it has one."""
+    usage = sections(card.text).get("usage", "")
+    match = re.search(r'(?:from_pretrained|SentenceTransformer|model=)\(?("(?:[^"\\]|\\.)*")', usage)
+    return json.loads(match.group(1)) if match else None
+
+
+def is_minitf_card(card: ModelCard) -> bool:
+    return MINITF_TAG in (card_data(card).tags or [])
+
+
+def build_model_card(
+    folder: str | os.PathLike | None = None,
+    *,
+    facts: FolderFacts | None = None,
+    base: ModelCard | None = None,
+    model_id: str | None = None,
+    title: str | None = None,
+    summary: str | None = None,
+    prompt: str = "Hello",
+    license: str | None = None,
+    base_model: str | list[str] | None = None,
+    original_project: str | None = None,
+    source_checkpoint: str | os.PathLike | None = None,
+    extra_tags: list[str] | None = None,
+    num_parameters: int | None = None,
+    origin: str | None = None,
+    notes: str | None = None,
+    results: dict[str, Any] | None = None,
+    unstated_license: str | None = None,
+) -> ModelCard:
+    """The card of the saved MiniTF folder `folder` (or of the model `facts` describe), starting from `base` (an
+    existing card) when given.
+
+    Metadata comes from `ModelCardData` (library, pipeline tag, tags, license, base model, the source checkpoint's
+    file name and sha256 for conversions); the sections the family's template renders (architecture, usage, and
+    the origin or results when given) replace those of `base`, whose other text is kept. `model_id` is what the
+    snippets load (default: the id `base` names, else the folder). The license is `license` when given (which
+    drops a note asking for one), else `base`'s, else `DEFAULT_LICENSE`: every card names one.
+    """
+    if facts is None:
+        if folder is None:
+            raise ValueError("build_model_card needs the saved model's folder or its facts; pass folder=.")
+        facts = FolderFacts.from_folder(folder, num_parameters)
+    if base is not None and not is_minitf_card(base) and is_blank_card(base.text):
+        extra_tags = [*(card_data(base).tags or []), *(extra_tags or [])]
+        base = None
+    data = ModelCardData() if base is None else card_data(ModelCard(str(base)))
+    data.library_name = facts.library_name
+    data.pipeline_tag = facts.pipeline_tag
+    tags = list(data.tags or [])
+    for tag in [*facts.tags, *([original_project.lower()] if original_project else []), *(extra_tags or [])]:
+        if tag not in tags:
+            tags.append(tag)
+    data.tags = tags
+    if license is not None:
+        data.license = check_license(license)
+    elif data.license is None:
+        data.license = DEFAULT_LICENSE
+    if base_model is not None:
+        data.base_model = base_model
+    if source_checkpoint is not None:
+        source = Path(source_checkpoint)
+        data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}
+    # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
+    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(folder)
+    model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
+    rendered = render_card(
+        facts,
+        data,
+        model_id=model_id,
+        prompt=prompt,
+        title=title,
+        summary=summary,
+        origin=origin,
+        notes=notes,
+        results=results,
+        unstated_license=unstated_license,
+    )
+    if base is None:
+        return rendered
+    text = drop_section(base.text, LICENSE_SECTION) if license is not None else base.text
+    if facts.sentence_transformers:  # sentence-transformers' own snippet: this repo, and the model code's flag
+        text = _SENTENCE_TRANSFORMER_CALL.sub(
+            lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
+        )
+    for name, content in sections(rendered.text).items():
+        text = _set_section(text, name, content)
+    return assemble_card(data, text)
+
+
+def render_model_card(
+    family: str,
+    config: Any,
+    *,
+    title: str,
+    summary: str,
+    origin: str,
+    num_parameters: int,
+    repo_id: str = PLACEHOLDER_MODEL_ID,
+    prompt: str = "Hello",
+    notes: str = "",
+    license: str | None = None,
+    base_model: str | None = None,
+    original_project: str | None = None,
+    source_checkpoint: str | os.PathLike | None = None,
+    converter: str | None = None,
+) -> str:
+    """The card text of a converted model (`family`: gpt, encoder or seq2seq), before its folder exists.
+
+    Used by `minitf convert`: the card gets the model's sizes from `config`, the texts given (`origin` and `notes`
+    fill `model_cards/converted.md`), and the source checkpoint's sha256 when `source_checkpoint` is given. An
+    encoder is described as the SentenceTransformer folder the conversion writes. The license is `license`, else
+    the one the original project of `converter` (a source of `catalog.converters`) states, else `other` with a
+    section saying that project states none and how to set one.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown model family {family!r}; choose one of {sorted(FAMILIES)}.")
+    if converter is not None and converter not in CONVERTERS:
+        raise ValueError(f"Unknown conversion source {converter!r}; choose one of {sorted(CONVERTERS)}.")
+    stated = CONVERTERS[converter].license if converter is not None else None
+    unstated_license = CONVERTERS[converter].project if converter is not None and not (license or stated) else None
+    config_dict = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    config_dict["architectures"] = config_dict.get("architectures") or [FAMILIES[family].model_class]
+    facts = FolderFacts(config_dict, sentence_transformers=family == "encoder", num_parameters=num_parameters)
+    card = build_model_card(
+        facts=facts,
+        model_id=repo_id,
+        title=title,
+        summary=summary,
+        prompt=prompt,
+        license=license or stated or (UNSTATED_LICENSE if unstated_license else None),
+        base_model=base_model,
+        original_project=original_project,
+        source_checkpoint=source_checkpoint,
+        origin=origin,
+        notes=notes or None,
+        unstated_license=unstated_license,
+    )
+    return str(card)

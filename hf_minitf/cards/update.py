@@ -1,0 +1,202 @@
+"""Cards of saved MiniTF folders updated in place: what `save_pretrained` and `push_to_hub` of every MiniTF model
+(through `modeling_minitf.find_card_writer`), `save_sentence_transformer`, `minitf convert`, `minitf push` and the
+training commands (`update_model_card`) write. A MiniTF card already in a folder is updated, never replaced: its
+marked sections are rendered again (`render.build_model_card`), eval results and the license set, and the card
+saved whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard
+
+from hf_minitf.cards.facts import PIPELINE_TAGS, read_card, read_folder_json
+from hf_minitf.cards.render import (
+    LICENSE_SECTION,
+    assemble_card,
+    build_model_card,
+    card_data,
+    drop_section,
+    is_minitf_card,
+)
+from hf_minitf.catalog.families import family_of_model_type
+from hf_minitf.catalog.publishing import check_license
+from hf_minitf.modeling.modeling_minitf import README
+from hf_minitf.safety.files import CardMetadataError
+
+logger = logging.getLogger(__name__)
+
+TRANSLATION_PIPELINE_FILE = "pipeline_minitf_translation.py"
+
+
+def _source_card(source_folder: str | os.PathLike | None) -> ModelCard | None:
+    """The card of the folder a model was loaded from, to carry over; one whose metadata does not parse is not
+    carried (a warning names it): it is that folder's to fix, and saving elsewhere must not fail for it."""
+    if not source_folder or not Path(source_folder).is_dir():
+        return None
+    try:
+        return read_card(Path(source_folder) / README)
+    except CardMetadataError as error:
+        logger.warning("%s; this card is not carried over to the saved folder.", error)
+        return None
+
+
+def save_card(card: ModelCard, path: str | os.PathLike) -> None:
+    """Save `card` to `path` whole or not at all: written beside it under a temporary name, then renamed over it,
+    so a failed write (disk full) leaves the previous card as it was and no temporary file behind."""
+    path = Path(path)
+    temporary = path.with_name(f".{path.name}.writing-{os.getpid()}")
+    try:
+        card.save(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_model_card(
+    folder: str | os.PathLike,
+    *,
+    source_folder: str | os.PathLike | None = None,
+    keep_unreadable: bool = False,
+    **card_options: Any,
+) -> ModelCard | None:
+    """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card.
+
+    A MiniTF card already in `folder` is updated, never replaced; else a MiniTF card in `source_folder` (the
+    folder the model was loaded from) is carried over; else the card found in `folder` (sentence-transformers'
+    card) gets the MiniTF sections; else a new card is made (keeping the tags of transformers' blank card).
+    A card in `folder` whose metadata does not parse is a CardMetadataError, or with `keep_unreadable` (what
+    `save_pretrained` asks: the rest of the folder is saved already) left as it was with a warning, and None returned.
+    """
+    try:
+        card = _folder_card(folder, source_folder, **card_options)
+    except CardMetadataError as error:
+        if not keep_unreadable:
+            raise
+        logger.warning("%s; the card was left as it was, without MiniTF's sections.", error)
+        return None
+    save_card(card, Path(folder) / README)
+    return card
+
+
+def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | None, **card_options: Any) -> ModelCard:
+    """The card `write_model_card` writes, not yet saved."""
+    folder = Path(folder)
+    existing = read_card(folder / README)
+    source = _source_card(source_folder)
+    base: ModelCard | None
+    if existing is not None and is_minitf_card(existing):
+        base = existing
+    elif source is not None and is_minitf_card(source):
+        base = source
+        card_options["extra_tags"] = (
+            [*(card_data(existing).tags or []), *card_options.get("extra_tags", [])]
+            if existing is not None
+            else card_options.get("extra_tags")
+        )
+    else:
+        base = existing
+    return build_model_card(folder, base=base, **card_options)
+
+
+def update_model_card(
+    folder: str | os.PathLike,
+    *,
+    eval_results: dict[str, float] | None = None,
+    dataset_name: str | None = None,
+    image: str | None = None,
+    extra_markdown: str | None = None,
+    license: str | None = None,
+    model_id: str | None = None,
+) -> None:
+    """Write or update `folder/README.md` of a saved MiniTF folder, keeping what an existing card says.
+
+    `eval_results` (metric name -> value, measured on `dataset_name`) go into the `model-index` metadata and a
+    results table; `image` (a file in the folder, e.g. a loss curve PNG) and `extra_markdown` are shown under it.
+    The card is saved once, whole (`save_card`): a failed write leaves the previous README.md as it was.
+    """
+    if image is not None and not (Path(folder) / image).is_file():
+        raise ValueError(f"image {image!r} is not a file in {folder}; save it there first, then name it relative.")
+    results = None
+    if eval_results is not None or image is not None or extra_markdown is not None:
+        results = dict(
+            eval_results=eval_results,
+            dataset_name=dataset_name,
+            extra_markdown=extra_markdown,
+            image=Path(image).as_posix() if image else None,
+            image_name=Path(image).stem if image else None,
+        )
+    card = _folder_card(folder, None, license=license, model_id=model_id, results=results)
+    if eval_results:
+        data = card_data(card)
+        dataset = dataset_name or "held-out split"
+        data.model_name = data.model_name or Path(model_id or Path(folder).resolve()).name
+        task = data.pipeline_tag or "text-generation"
+        data.eval_results = [
+            EvalResult(
+                task_type=task,
+                dataset_type=re.sub(r"[^a-z0-9_.-]+", "-", dataset.lower()),
+                dataset_name=dataset,
+                metric_type=name,
+                metric_name=name,
+                metric_value=float(value),
+            )
+            for name, value in eval_results.items()
+        ]
+        card = assemble_card(data, card.text)
+    save_card(card, Path(folder) / README)
+
+
+def add_translation_pipeline(folder: str | os.PathLike) -> None:
+    """Make `minitf-translation` travel with a saved seq2seq folder: the pipeline file beside the model code
+    and `custom_pipelines` in config.json, so `pipeline("minitf-translation", model=..., trust_remote_code=True)`
+    works where hf_minitf is not installed."""
+    from hf_minitf.modeling import pipeline_minitf_translation as module
+
+    folder = Path(folder)
+    shutil.copyfile(module.__file__, folder / TRANSLATION_PIPELINE_FILE)
+    config = read_folder_json(folder / "config.json")
+    config["custom_pipelines"] = {
+        module.TASK: {
+            "impl": f"{Path(TRANSLATION_PIPELINE_FILE).stem}.{module.MiniTFTranslationPipeline.__name__}",
+            "pt": ["AutoModelForSeq2SeqLM"],
+            "tf": [],
+            "type": "text",
+        }
+    }
+    with open(folder / "config.json", "w", encoding="utf-8") as handle:
+        json.dump(config, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+
+
+def prepare_upload(
+    folder: str | os.PathLike,
+    repo_id: str,
+    *,
+    source_folder: str | os.PathLike | None = None,
+    license: str | None = None,
+) -> None:
+    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
+    carries its translation pipeline. Folders of other models are left as they are."""
+    if family_of_model_type(read_folder_json(Path(folder) / "config.json").get("model_type")) is None:
+        return
+    card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
+    if card is not None and card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
+        add_translation_pipeline(folder)
+
+
+def relicense_card(text: str, license: str) -> str:
+    """The card `text` with `license` in its metadata, and without the section asking for one: a converted model's
+    card when `minitf convert --license` names the license."""
+    card = ModelCard(text)
+    data = card_data(card)
+    data.license = check_license(license)
+    return str(assemble_card(data, drop_section(card.text, LICENSE_SECTION)))
