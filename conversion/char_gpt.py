@@ -16,7 +16,6 @@ from typing import Any
 
 from transformers import GenerationConfig
 
-from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.cards import render_model_card
 from hf_minitf.conversion.base import (
     ConvertedModel,
@@ -33,6 +32,8 @@ from hf_minitf.conversion.base import (
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
 from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
+from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 from hf_minitf.tokenization.gpt import char_tokenizer
 

@@ -22,7 +22,6 @@ import torch
 from tokenizers import AddedToken, processors
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.cards import render_model_card
 from hf_minitf.catalog import FRAWDLLM_PRESETS
 from hf_minitf.conversion.base import (
@@ -42,6 +41,8 @@ from hf_minitf.conversion.base import (
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
 from hf_minitf.hub.sources import HubSourceError, download_repo_files, looks_like_repo_id
+from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 from hf_minitf.tokenization.gpt import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 

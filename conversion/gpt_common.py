@@ -8,10 +8,11 @@ from collections.abc import Mapping
 
 import torch
 
-from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.conversion.base import Rule, map_weights, meta_model
 from hf_minitf.conversion.checkpoint import Checkpoint
 from hf_minitf.conversion.output import TensorPlan
+from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
+from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 
 # Parts of one target layer, `model.layers.N.<part>`, in the order the original names are given.
 LAYER_PARTS = ("self_attn_layer_norm", "self_attn.qkv_proj", "self_attn.o_proj", "mlp_layer_norm", "mlp.fc1", "mlp.fc2")

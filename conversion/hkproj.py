@@ -17,7 +17,6 @@ from typing import Any
 
 from transformers import GenerationConfig
 
-from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration, MiniTFSeq2SeqTokenizer
 from hf_minitf.cards import render_model_card
 from hf_minitf.catalog.limits import HKPROJ_NORM_TYPES as NORM_TYPES
 from hf_minitf.conversion.base import (
@@ -38,6 +37,9 @@ from hf_minitf.conversion.base import (
     sinusoidal_length,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
+from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
+from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 
 BUFFERS = [r"src_pos\.pe", r"tgt_pos\.pe"]

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel, miniembed_tokenizer, save_sentence_transformer
 from hf_minitf.cards import render_model_card
 from hf_minitf.conversion.base import (
     ConvertedModel,
@@ -38,7 +37,11 @@ from hf_minitf.conversion.base import (
     sinusoidal_length,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
+from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
+from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+from hf_minitf.tokenization.miniembed import miniembed_tokenizer
 
 RULES = [
     (r"embed_tokens\.weight", "token_embedding.weight"),
