@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from hf_minitf.safety.files import refused_content
+from hf_minitf.safety.pickles import refused_content
 
 
 class ConversionError(ValueError):

@@ -30,9 +30,9 @@ def _card_writer() -> ModuleType:
 
 
 def _pickle_diagnosis() -> ModuleType:
-    from hf_minitf.safety import files
+    from hf_minitf.safety import pickles
 
-    return files
+    return pickles
 
 
 def _fill_in_model_hooks() -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from huggingface_hub import ModelCard
 
-from hf_minitf.safety.files import load_model_card, read_json
+from hf_minitf.safety.card_metadata import load_model_card
+from hf_minitf.safety.json_files import read_json
 
 MINITF_TAG = "minitf"
 # The pipeline tag of each model head, by the end of its class name.

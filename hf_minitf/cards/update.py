@@ -29,7 +29,7 @@ from hf_minitf.cards.render import (
 from hf_minitf.catalog.families import family_of_model_type
 from hf_minitf.catalog.publishing import check_license
 from hf_minitf.modeling.modeling_minitf import README
-from hf_minitf.safety.files import CardMetadataError
+from hf_minitf.safety.card_metadata import CardMetadataError
 
 logger = logging.getLogger(__name__)
 

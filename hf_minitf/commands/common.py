@@ -77,7 +77,7 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
                 if not isinstance(error, reported_errors()):
                     raise
                 if isinstance(error, pickle.UnpicklingError):  # torch refused a pickle of a folder the command read
-                    from hf_minitf.safety.files import refused_pickle_message
+                    from hf_minitf.safety.pickles import refused_pickle_message
 
                     error = ValueError(
                         refused_pickle_message(
@@ -101,7 +101,7 @@ GGUF_MAGIC = b"GGUF"
 
 def read_config(folder: Path) -> dict:
     """The folder's config.json as a dict; a CommandError naming the file when it is not a JSON object."""
-    from hf_minitf.safety.files import read_json
+    from hf_minitf.safety.json_files import read_json
 
     advice = "it is not a saved model's config: save or convert the model again"
     return read_json(folder / "config.json", dict, "an object of config fields", advice, CommandError)

@@ -24,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
 
     from hf_minitf.cards import stored_parameters
     from hf_minitf.engines import export_info
-    from hf_minitf.safety.files import links_leaving, load_model_card
+    from hf_minitf.safety.card_metadata import load_model_card
+    from hf_minitf.safety.files import links_leaving
 
     folder = model_folder(args.model)
     config = read_config(folder) if (folder / "config.json").is_file() else {}

@@ -11,7 +11,8 @@ from typing import Any
 
 from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.wording import with_article
-from hf_minitf.safety.files import JSON_KINDS, confined_path, read_json
+from hf_minitf.safety.files import confined_path
+from hf_minitf.safety.json_files import JSON_KINDS, read_json
 
 AGAIN = "export the model again with minitf export"
 

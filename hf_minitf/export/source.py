@@ -22,8 +22,8 @@ from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_ty
 from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
 from hf_minitf.catalog.wording import with_article
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
-from hf_minitf.safety.files import json_kind
-from hf_minitf.safety.files import read_json as read_json_file
+from hf_minitf.safety.json_files import json_kind
+from hf_minitf.safety.json_files import read_json as read_json_file
 
 # What is downloaded from a Hub repository: everything a MiniTF folder holds except its code.
 SOURCE_FILES = ("*.json", "*.safetensors", "*.jinja", "README.md", "*/*.json")
@@ -75,7 +75,7 @@ TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json", "added
 
 
 def read_json(path: Path, expected: type = dict, what: str = "an object") -> Any:
-    """The JSON value of the source file `path` (`safety.files.read_json`), a SourceFileError naming it else."""
+    """The JSON value of the source file `path` (`safety.json_files.read_json`), a SourceFileError naming it else."""
     return read_json_file(path, expected, what, AGAIN, SourceFileError)
 
 

@@ -2,7 +2,7 @@
 an export uploaded in one step is `hf_minitf.publishing`).
 
 The folder is checked before anything is sent: it must hold a `config.json` and safetensors weights, no pickle
-(by content, whatever the name: see `safety.files`), no training state (optimizer, scheduler), since whatever is
+(by content, whatever the name: see `safety.pickles`), no training state (optimizer, scheduler), since whatever is
 uploaded can be downloaded, and unpickled, by anyone, and no link to a file outside it. What a trainer leaves beside
 the model (`training_args.bin`, `optimizer.pt`, `checkpoint-*/`, ...: `catalog.publishing.TRAINING_BYPRODUCTS`) is
 left out, each one named, so the folder of `Trainer.save_model` (TRL's trainers too) pushes as it is. The files
@@ -19,7 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hf_minitf.catalog.publishing import training_byproduct
-from hf_minitf.safety.files import UnsafeFileError, check_upload_sources, folder_files, load_model_card, pickle_reason
+from hf_minitf.safety.card_metadata import load_model_card
+from hf_minitf.safety.files import UnsafeFileError, check_upload_sources, folder_files
+from hf_minitf.safety.pickles import pickle_reason
 
 TRAINING_STATE_NAMES = ("optimizer", "scheduler", "rng_state", "trainer_state", "training_args")
 logger = logging.getLogger(__name__)

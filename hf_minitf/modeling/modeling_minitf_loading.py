@@ -70,8 +70,8 @@ def refused_pickle_error(error: pickle.UnpicklingError, places: list[Path]) -> p
             f"refused to load a pickled weights file of {where}: it holds code, which "
             "would run on this machine; use weights saved as safetensors."
         )
-    file_safety = PACKAGE_HOOKS.pickle_diagnosis()
-    return file_safety.RefusedPickleError(file_safety.refused_pickle_message(error, places))
+    pickles = PACKAGE_HOOKS.pickle_diagnosis()
+    return pickles.RefusedPickleError(pickles.refused_pickle_message(error, places))
 
 
 def compressed_zip_entry(path: str | os.PathLike) -> str | None:

@@ -19,7 +19,7 @@ from transformers import PreTrainedTokenizerBase as Tokenizer
 
 from hf_minitf.catalog.families import family_of_config
 from hf_minitf.catalog.wording import with_article
-from hf_minitf.safety.files import read_json
+from hf_minitf.safety.json_files import read_json
 from hf_minitf.safety.locks import folder_lock
 from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.tokenization.chat_templates import ChatTemplateChange, apply_chat_template_to_tokenizer

@@ -17,7 +17,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from hf_minitf.safety.files import read_json
+from hf_minitf.safety.json_files import read_json
 from hf_minitf.safety.output_folders import (
     DiskFull,
     OutputFolder,

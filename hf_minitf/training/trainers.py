@@ -63,11 +63,11 @@ from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.modeling.modeling_minitf_loading import check_safetensors_files
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
-from hf_minitf.safety.files import refused_pickle_message
 from hf_minitf.safety.output_folders import (
     OutputFolder,
     output_folder,
 )
+from hf_minitf.safety.pickles import refused_pickle_message
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 from hf_minitf.tokenization.chat_templates import (
     ChatTemplateChange,

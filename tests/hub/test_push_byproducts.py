@@ -11,7 +11,7 @@ from transformers import TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from hf_minitf.catalog.publishing import TRAINING_BYPRODUCTS, training_byproduct
-from hf_minitf.safety.files import pickle_reason
+from hf_minitf.safety.pickles import pickle_reason
 
 BYPRODUCT_FILES = (
     "training_args.bin",

@@ -23,7 +23,7 @@ from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 from hf_minitf.commands.push import add_arguments as add_push_arguments
 from hf_minitf.commands.push import run as push_command
 from hf_minitf.hub.push import PushError, check_push_folder, push_folder
-from hf_minitf.safety.files import pickle_reason
+from hf_minitf.safety.pickles import pickle_reason
 
 DATA = Path(__file__).parents[1] / "data"
 CHAR_GPT = DATA / "char_gpt"
