@@ -69,6 +69,12 @@ EXTRAS: dict[str, Extra] = {
             needed_by="the loss curve (loss_curve.png) of minitf train and quickstart",
         ),
         Extra(
+            name="eval",
+            requirements=("sacrebleu>=2.4",),
+            modules=("sacrebleu",),
+            needed_by="minitf eval's BLEU and chrF of a translator",
+        ),
+        Extra(
             name="quantization",
             requirements=("torchao>=0.14",),
             modules=("torchao",),

@@ -5,7 +5,9 @@ So checkpoints, resuming, evaluation, logging integrations, mixed precision and 
 (`torchrun`, `accelerate launch`, FSDP or DeepSpeed through `TrainingArguments`) behave as those trainers'
 users expect. Each `train_*` function builds a model from a preset (`presets`), trains it and writes one
 complete folder (weights, tokenizer, model card with held-out figures, `loss_curve.png`) atomically: the output
-folder is checked before training and appears only once everything succeeded. In a multi-process run every
+folder is checked before training and appears only once everything succeeded. The held-out figures beside the
+Trainer's `eval_loss` (a GPT's perplexity and bits per token, an encoder's retrieval figures, a translator's exact
+match) are measured by `hf_minitf.evaluation.held_out`, the code `minitf eval` runs. In a multi-process run every
 process trains and only the main one writes. `model_id` (default: the folder) is the name the card's usage
 snippets load the model by. `training.data` reads the files `minitf train` takes.
 
@@ -55,6 +57,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from hf_minitf.cards import update_model_card
 from hf_minitf.catalog import Preset, get_preset
 from hf_minitf.catalog.publishing import check_license
+from hf_minitf.evaluation.held_out import encoder_held_out, gpt_held_out, seq2seq_held_out
 from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
@@ -566,8 +569,8 @@ def train_gpt(
             data_collator=DataCollatorForLanguageModeling(built, mlm=False),
         )
         eval_results = _run_trainer(trainer, settings, eval_blocks is not None, model, record, loss_cause)
-        if "eval_loss" in eval_results:
-            eval_results["eval_perplexity"] = math.exp(min(eval_results["eval_loss"], 50.0))
+        if eval_blocks is not None:
+            eval_results |= gpt_held_out(model, cast(Iterable[dict[str, list[int]]], eval_blocks))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
 
         def save(folder: Path) -> None:
@@ -795,6 +798,7 @@ def train_encoder(
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
         eval_results = _run_trainer(trainer, settings, bool(eval_pairs), model, record)
+        eval_results |= encoder_held_out(embedder.eval(), eval_pairs or [])
         trained = cast(MiniTFEncoderModel, embedder[0].auto_model).eval()  # the Transformer module holds the encoder
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
         result.folder = _write_folder(
@@ -877,6 +881,7 @@ def train_seq2seq(
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
         eval_results = _run_trainer(trainer, settings, bool(eval_rows), model, record)
+        eval_results |= seq2seq_held_out(model, tokenizer, eval_pairs or [])
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
 
         def save(folder: Path) -> None:

@@ -1,0 +1,146 @@
+"""What `minitf eval` records and refuses: the figures in the card's model-index (read back by huggingface_hub's
+ModelCard), its Evaluation section and the Hub's `.eval_results/` files, merged with what is there (the same task,
+data and metric replaced, the rest kept), carried by `minitf push`; bad data and a missing extra in one line."""
+
+import json
+import shutil
+import sys
+
+import pytest
+import yaml
+from factories import ENGINE_TEXT, PAIRS, model_folder
+from helpers import assert_one_line_error, run_cli
+from huggingface_hub import ModelCard, parse_eval_result_entries
+from huggingface_hub.repocard_data import model_index_to_eval_results
+
+from hf_minitf.cards import update_model_card
+from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, record_evaluation
+from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES
+from hf_minitf.evaluation import EvalDataError, load_pairs, load_texts
+from hf_minitf.safety.card_metadata import CardMetadataError
+
+
+def results_of(folder) -> dict:
+    """(task, data, revision, metric) -> value, as huggingface_hub reads the card's model-index back."""
+    card = ModelCard.load(folder / "README.md")
+    _, results = model_index_to_eval_results(card.data.to_dict()["model-index"])
+    return {
+        (result.task_type, result.dataset_name, result.dataset_revision, result.metric_type): result.metric_value
+        for result in results
+    }
+
+
+def entries_of(path) -> dict:
+    return {
+        (entry.dataset_id, entry.task_id, entry.dataset_revision): entry.value
+        for entry in parse_eval_result_entries(yaml.safe_load(path.read_text()))
+    }
+
+
+def test_figures_merge_into_the_model_index_and_eval_results_files(tmp_path):
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    update_model_card(folder, eval_results={"eval_loss": 1.25}, dataset_name="toy text")  # a trained model's
+    record_evaluation(
+        folder, {"perplexity": 5.0, "bits_per_token": 2.0}, task_type="text-generation", dataset_name="a.txt",
+        dataset_revision="aaa", settings={"window": 64},
+    )  # fmt: skip
+    record_evaluation(
+        folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="a.txt", dataset_revision="bbb"
+    )
+    _, path = record_evaluation(
+        folder, {"perplexity": 7.0}, task_type="text-generation", dataset_name="b.txt", dataset_id="org/b"
+    )
+    assert results_of(folder) == {
+        ("text-generation", "toy text", None, "eval_loss"): 1.25,
+        ("text-generation", "a.txt", "bbb", "perplexity"): 4.0,  # replaced, with the data's new revision
+        ("text-generation", "a.txt", "aaa", "bits_per_token"): 2.0,  # kept
+        ("text-generation", "b.txt", None, "perplexity"): 7.0,
+    }
+    card = ModelCard.load(folder / "README.md")
+    assert card.text.count("## Evaluation") == 1 and "| a.txt (`bbb`) | text-generation | perplexity | 4 |" in card.text
+    assert "## Results" in card.text  # the training section is kept
+    assert entries_of(folder / EVAL_RESULTS_FOLDER / "a.txt.yaml") == {
+        ("a.txt", "perplexity", "bbb"): 4.0,
+        ("a.txt", "bits_per_token", "aaa"): 2.0,
+    }
+    assert path == folder / EVAL_RESULTS_FOLDER / "org-b.yaml" and entries_of(path) == {
+        ("org/b", "perplexity", None): 7.0
+    }
+    assert sorted(p.name for p in (folder / EVAL_RESULTS_FOLDER).iterdir()) == ["a.txt.yaml", "org-b.yaml"]
+
+    (folder / EVAL_RESULTS_FOLDER / "a.txt.yaml").write_text("- value: 3\n")  # no dataset
+    before = (folder / "README.md").read_text()
+    with pytest.raises(CardMetadataError, match=r"a\.txt\.yaml is not a list of evaluation results"):
+        record_evaluation(folder, {"perplexity": 1.0}, task_type="text-generation", dataset_name="a.txt")
+    assert (folder / "README.md").read_text() == before
+
+
+def test_eval_json_records_the_data_by_name_and_sha256_and_push_carries_it(tmp_path, capsys, hub):
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    data = tmp_path / "corpus.jsonl"
+    data.write_text("".join(json.dumps({"text": line}) + "\n" for line in ENGINE_TEXT.split(". ") * 3))
+    status, out, err = run_cli(["eval", folder, "--data", data, "--json", "--no-progress"], capsys)
+    assert status == 0, err
+    report = json.loads(out)
+    import hashlib
+
+    sha256 = hashlib.sha256(data.read_bytes()).hexdigest()
+    assert report["data"] == {"name": "corpus.jsonl", "sha256": sha256, "split": None}
+    assert report["documents"] == 6 and report["task"] == "text-generation"
+    assert set(report["figures"]) == {"perplexity", "bits_per_token", "bits_per_character"}
+    recorded = results_of(folder)
+    for name, value in report["figures"].items():
+        assert recorded[("text-generation", "corpus.jsonl", sha256, name)] == pytest.approx(value)
+    assert report["recorded"] == str(folder / EVAL_RESULTS_FOLDER / "corpus.jsonl.yaml")
+
+    card = (folder / "README.md").read_text()
+    status, out, _ = run_cli(["eval", folder, "--data", data, "--no-card", "--no-progress"], capsys)
+    assert status == 0 and "perplexity:" in out and (folder / "README.md").read_text() == card
+
+    assert run_cli(["push", folder, "org/evaluated"], capsys)[0] == 0
+    assert f"{EVAL_RESULTS_FOLDER}/corpus.jsonl.yaml" in hub.uploads[-1].paths
+    pushed = ModelCard(hub.read("org/evaluated", "README.md").decode())
+    assert {result.metric_type for result in pushed.data.eval_results} >= set(report["figures"])
+
+
+BAD_DATA = [
+    # (file name, content, family, words of the one-line error)
+    ("empty.txt", "", "gpt", ["empty.txt is empty"]),
+    ("blank.txt", " \n\n", "gpt", ["only white space"]),
+    ("three.tsv", "a\tb\nc\td\te\n", "seq2seq", ["three.tsv line 2 has 3 tab-separated field(s)"]),
+    ("notab.tsv", "a\tb\n\nno tab here\n", "encoder", ["notab.tsv line 3 has 1 tab-separated"]),
+    ("broken.jsonl", '{"text": "a"}\n{"text": \n', "gpt", ["broken.jsonl is not JSON lines: line 2"]),
+    ("column.jsonl", '{"text": "a"}\n{"body": "b"}\n', "gpt", ["column.jsonl line 2 has no 'text'", "--columns"]),
+    ("number.jsonl", '{"source": "a", "target": 3}\n', "seq2seq", ["line 1: 'target' is 3, not a non-empty text"]),
+    ("list.json", '{"text": "a"}', "gpt", ["list.json holds a JSON dict, not a list"]),
+    ("latin1.txt", b"caf\xe9\n", "gpt", ["latin1.txt is not UTF-8 text: line 1, byte 4"]),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "family", "words"), BAD_DATA, ids=[row[0] for row in BAD_DATA])
+def test_bad_data_is_one_line_naming_the_file_and_line(tmp_path, capsys, name, content, family, words):
+    data = tmp_path / name
+    data.write_bytes(content if isinstance(content, bytes) else content.encode())
+    kind = {"gpt": "learned", "encoder": "tiny", "seq2seq": "layer_norm"}[family]
+    status, _, err = run_cli(["eval", model_folder(family, kind), "--data", data, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "minitf eval: error:", *words)
+
+
+def test_data_past_the_limit_and_missing_data_are_refused_before_reading(tmp_path):
+    huge = tmp_path / "huge.txt"
+    with huge.open("wb") as handle:  # sparse: nothing is written
+        handle.truncate(MAX_EVAL_DATA_BYTES + 1)
+    with pytest.raises(EvalDataError, match=f"huge.txt is {MAX_EVAL_DATA_BYTES + 1:,} bytes, more than the"):
+        load_texts(huge)
+    with pytest.raises(EvalDataError, match="missing.tsv does not exist"):
+        load_pairs(tmp_path / "missing.tsv", ["a", "b"])
+    (tmp_path / "ok.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS))
+    assert load_pairs(tmp_path / "ok.tsv", ["a", "b"]).pairs == PAIRS
+
+
+def test_a_translator_without_sacrebleu_names_the_extra(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{a}\t{b}\n" for a, b in PAIRS))
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)  # `import sacrebleu` raises ModuleNotFoundError
+    status, _, err = run_cli(["eval", model_folder("seq2seq", "layer_norm"), "--data", data, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "sacrebleu", 'pip install "hf-minitf[eval]"')
