@@ -22,9 +22,12 @@ def push_native(
     license: str | None = None,
     commit_message: str | None = None,
     token: str | None = None,
+    check: Callable[[Path], object] | None = None,
 ) -> str:
     """Export `source` (a MiniTF folder) to its native transformers architecture (`export_native`), with GGUF files
-    of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL.
+    of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL. `check`, when
+    given, is called with the exported folder before the upload (`minitf push` verifies it there: its card gets the
+    "Runs in" table); a ValueError it raises is a PushError, and nothing is uploaded.
 
     The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files); its license
     is `license`, else the source card's. A model with no exact native or GGUF form is a PushError, and nothing is
@@ -37,6 +40,7 @@ def push_native(
         repo_id,
         HubTarget(private, revision, token),
         commit_message or f"Upload {Path(source).name} exported with minitf push --native",
+        check,
     )
 
 
@@ -50,11 +54,13 @@ def push_space(
     license: str | None = None,
     commit_message: str | None = None,
     token: str | None = None,
+    check: Callable[[Path], object] | None = None,
 ) -> str:
     """Upload a web page running a MiniTF model in the browser to the static Space `repo_id` (created if needed) in
     one commit; return the commit URL. `source` is the page `minitf export web` wrote (uploaded as it is), or a
     MiniTF GPT or encoder folder, exported first (`export_web`, with `examples` in its boxes and `license` in its
-    card). A model the web export refuses is a PushError, and nothing is uploaded."""
+    card) and given to `check` (as `push_native` does). A model the web export refuses is a PushError, and nothing
+    is uploaded."""
     from hf_minitf.export.web import SITE_FILE, export_web
 
     target = HubTarget(private, revision, token, space_sdk="static")
@@ -71,6 +77,7 @@ def push_space(
         repo_id,
         target,
         message,
+        check,
     )
 
 
@@ -96,12 +103,21 @@ class HubTarget:
         )
 
 
-def _export_then_commit(export: Callable[[Path], object], repo_id: str, target: HubTarget, message: str) -> str:
-    """Export into a temporary folder (a refused export is a PushError, and nothing is sent), then commit it."""
+def _export_then_commit(
+    export: Callable[[Path], object],
+    repo_id: str,
+    target: HubTarget,
+    message: str,
+    check: Callable[[Path], object] | None = None,
+) -> str:
+    """Export into a temporary folder and `check` it (a refused export or check is a PushError, and nothing is
+    sent), then commit it."""
     with tempfile.TemporaryDirectory() as staging_dir:
         staging = Path(staging_dir) / "export"
         try:
             export(staging)
+            if check is not None:
+                check(staging)
         except (ValueError, OSError) as error:
             raise PushError(str(error).strip().splitlines()[0]) from None
         return target.commit(staging, repo_id, message, roots=[staging])

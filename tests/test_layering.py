@@ -4,8 +4,8 @@ name kept in a constant): no cycle, and every arrow points down the layers, one 
 of its own layer
 
     cli > commands > the public API (`hf_minitf`) > chains (publishing: export then upload; serving) > engines >
-    tools (training, conversion, export) > model folders > tokenization > hub > cards > safety > models > facts
-    (catalog, the model code's light files, the card templates).
+    tools (training, conversion, export) > evaluation > model folders > tokenization > hub > cards > safety > models >
+    facts (catalog, the model code's light files, the card templates).
 
 Also: the saved model code (hf_minitf/modeling) imports only its siblings, torch and transformers, and `hf_minitf`
 outside its `conversion` subpackage never imports `hf_minitf.conversion`, nor `hf_minitf.export` and `catalog` the
@@ -28,7 +28,16 @@ LAYERS = [
     ("cli", ["hf_minitf.cli", "hf_minitf.__main__", "hf_minitf.conversion.__main__"]),
     ("commands", ["hf_minitf.commands", "hf_minitf.commands.*"]),
     ("public API", ["hf_minitf"]),  # the package: registers the models and names the public API
-    ("chains", ["hf_minitf.publishing", "hf_minitf.serving", "hf_minitf.serving.*"]),  # export then upload; serving
+    (
+        "chains",  # export then upload; serving; an export re-measured against its source
+        [
+            "hf_minitf.publishing",
+            "hf_minitf.serving",
+            "hf_minitf.serving.*",
+            "hf_minitf.verification",
+            "hf_minitf.verification.*",
+        ],
+    ),
     ("engines", ["hf_minitf.engines", "hf_minitf.engines.*"]),
     (
         "tools",
@@ -41,6 +50,7 @@ LAYERS = [
             "hf_minitf.export.*",
         ],
     ),
+    ("evaluation", ["hf_minitf.evaluation", "hf_minitf.evaluation.*"]),  # measuring a model: the tools' and eval's
     ("model folders", ["hf_minitf.sentence_transformers_folder", "hf_minitf.registration"]),
     ("tokenization", ["hf_minitf.tokenization", "hf_minitf.tokenization.*"]),
     ("hub", ["hf_minitf.hub", "hf_minitf.hub.*"]),
@@ -158,8 +168,18 @@ def test_every_module_has_a_layer_and_the_layers_are_in_order():
         "tokenization"
     )
     assert placed["hf_minitf.modeling.layers"] == placed["hf_minitf.catalog.families"] == "facts"
-    order = ["cli", "commands", "public API", "chains", "engines", "tools", "model folders", "tokenization", "hub"]
-    order += ["cards", "safety", "models", "facts"]
+    order = [
+        "cli",
+        "commands",
+        "public API",
+        "chains",
+        "engines",
+        "tools",
+        "evaluation",
+        "model folders",
+        "tokenization",
+    ]
+    order += ["hub", "cards", "safety", "models", "facts"]
     assert sorted(RANK, key=RANK.get, reverse=True) == order
 
 

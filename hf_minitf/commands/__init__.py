@@ -19,9 +19,11 @@ COMMANDS = (
     "generate",
     "embed",
     "translate",
+    "eval",
     "info",
     "convert",
     "export",
+    "verify",
     "push",
     "serve",
 )

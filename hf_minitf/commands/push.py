@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT, TRAINING_BYPRODUCTS
+from hf_minitf.catalog.verification import NO_VERIFY_HELP
 from hf_minitf.commands.common import CommandError, add_license, reports_errors
 
 HELP = "upload a model folder with its card to the Hugging Face Hub"
@@ -67,12 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TEXT",
         help="with --space: text put in the page's boxes (repeat it), as `minitf export web --example`",
     )
+    parser.add_argument("--no-verify", action="store_true", help=f"with --native or --space: {NO_VERIFY_HELP}")
 
 
 @reports_errors("push")
 def run(args: argparse.Namespace) -> int:
     """`minitf push DIR REPO_ID [--native [--gguf TYPES] | --space]`: upload the folder with its card, its native
     export with GGUF files beside it, or its web page to a static Space (hf_minitf.hub.push, hf_minitf.publishing)."""
+    from hf_minitf.commands.verify import verify_before_push
     from hf_minitf.hub.push import push_folder
     from hf_minitf.publishing import push_native, push_space
 
@@ -88,11 +91,13 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--space uploads a web page, --native a model repo: pass one of them.")
     if args.example and not args.space:
         raise CommandError("--example fills the web page's boxes: pass --space with it.")
+    check = None if args.no_verify else verify_before_push(args.folder, args.repo_id)
     if args.space:
         url = push_space(
             args.folder,
             args.repo_id,
             examples=tuple(args.example),
+            check=check,
             private=args.private,
             license=args.license,
             revision=args.revision,
@@ -104,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             args.folder,
             args.repo_id,
             gguf_dtypes=gguf,
+            check=check,
             private=args.private,
             revision=args.revision,
             license=args.license,

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from hf_minitf.cards.evaluation import is_eval_results_path
 from hf_minitf.catalog.publishing import training_byproduct
 from hf_minitf.safety.card_metadata import load_model_card
 from hf_minitf.safety.files import UnsafeFileError, check_upload_sources, folder_files
@@ -51,7 +52,10 @@ def check_push_folder(folder: str | Path, skipped: dict[str, str] | None = None)
         files = folder_files(
             folder,
             skip=lambda relative: (
-                any(part.startswith(".") or part == "__pycache__" for part in relative.split("/"))
+                (
+                    any(part.startswith(".") or part == "__pycache__" for part in relative.split("/"))
+                    and not is_eval_results_path(relative)  # the Hub's evaluation results: minitf eval wrote them
+                )
                 or relative.endswith(".pyc")
                 or is_byproduct(relative)
             ),

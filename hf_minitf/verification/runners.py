@@ -1,0 +1,241 @@
+"""Which runtime runs which file of an export: `RUNNERS`, keyed by (engine, kind) as an engine export's
+minitf_export.json names them, and `find_export`, which reads an export (a folder or a GGUF file) into the files to
+run, the cards to write and the MiniTF folder it came from.
+
+A new export plugs in with an entry in `RUNNERS` (its loader in `runs`, or in a module of its own) and, for a new
+layout (not an engine folder with minitf_export.json, a native folder, a folder of GGUF files or a web page), a
+reader in `LAYOUTS`. A file whose (engine, kind) has no runner is reported as not run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from hf_minitf.catalog.exports import (
+    EXPORTS,
+    NATIVE_POSITIONS,
+    ONNX_DTYPE_SUFFIXES,
+    ONNX_TRANSLATOR_GRAPHS,
+    onnx_variant_file,
+)
+from hf_minitf.catalog.verification import GGUF_SOURCE_KEY, SOURCE_CARD_FIELD
+
+RUNS = "hf_minitf.verification.runs"
+
+
+class Runner(NamedTuple):
+    """How `minitf verify` runs one kind of file."""
+
+    runtime: str
+    """Its runtime (a key of `catalog.verification.RUNTIMES`): the table's first column."""
+    kind: str
+    """generator, embedder or translator: what is compared with the MiniTF model."""
+    export_format: str
+    """The format of `catalog.exports.EXPORTS` whose `exact_precisions` say which of its files claim exactness."""
+    loader: str
+    """`module:function` returning the file's run (see `runs`)."""
+
+
+RUNNERS: dict[tuple[str, str], Runner] = {
+    ("onnxruntime", "generator"): Runner("onnxruntime", "generator", "onnx", f"{RUNS}:onnx_generator"),
+    ("onnxruntime", "embedder"): Runner("onnxruntime", "embedder", "onnx", f"{RUNS}:onnx_embedder"),
+    ("ctranslate2", "generator"): Runner("ctranslate2", "generator", "ctranslate2", f"{RUNS}:ctranslate2_generator"),
+    ("ctranslate2", "embedder"): Runner("ctranslate2", "embedder", "ctranslate2", f"{RUNS}:ctranslate2_embedder"),
+    ("ctranslate2", "translator"): Runner("ctranslate2", "translator", "ctranslate2", f"{RUNS}:ctranslate2_translator"),
+    ("onnxruntime", "translator"): Runner("onnxruntime", "translator", "onnx", f"{RUNS}:onnx_translator"),
+    ("transformers", "generator"): Runner("transformers", "generator", "native", f"{RUNS}:native_generator"),
+    ("sentence-transformers", "embedder"): Runner(
+        "sentence-transformers", "embedder", "native", f"{RUNS}:native_embedder"
+    ),
+    ("llama.cpp", "generator"): Runner("llama.cpp", "generator", "gguf", f"{RUNS}:llama_cpp_generator"),
+}
+
+
+@dataclass
+class Target:
+    """One file of an export to run: its runner (None: no runner for its engine and kind), where it lies, its
+    precision, the export's metadata, and its name in the export's card (relative to the export)."""
+
+    engine: str
+    kind: str
+    folder: Path
+    file: str
+    precision: str
+    info: dict = field(default_factory=dict)
+    label: str = ""
+    companions: tuple[str, ...] = ()
+    """The files run with `file` (an ONNX translator's decoder graphs beside its encoder graph)."""
+
+    @property
+    def runner(self) -> Runner | None:
+        return RUNNERS.get((self.engine, self.kind))
+
+    @property
+    def claims_exact(self) -> bool:
+        runner = self.runner
+        return runner is not None and self.precision in EXPORTS[runner.export_format].exact_precisions
+
+
+@dataclass
+class Export:
+    """An export as `minitf verify` reads it."""
+
+    path: Path
+    targets: list[Target]
+    cards: list[Path]
+    """The cards (README.md) that get its table: none for a GGUF file alone."""
+    source: str | None
+    """The MiniTF folder or Hub repo id it names as its source."""
+
+
+# ---------------------------------------------------------------------------------------------------- precisions
+def onnx_precision(file: str) -> str:
+    """An ONNX export's file by transformers.js's dtype names: fp32 for a graph, else its variant's name."""
+    from hf_minitf.export.onnx import SENTENCE_TRANSFORMERS_Q8_FILE
+
+    if file == SENTENCE_TRANSFORMERS_Q8_FILE:
+        return "q8"
+    stem = file.removesuffix(".onnx")
+    return next((dtype for dtype, suffix in ONNX_DTYPE_SUFFIXES.items() if suffix and stem.endswith(suffix)), "fp32")
+
+
+def onnx_translator_graphs(files: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """An ONNX translator's files as what runs together: per dtype, its encoder graph and its two decoder graphs."""
+    runs = []
+    for dtype in ONNX_DTYPE_SUFFIXES:
+        encoder, *decoders = (onnx_variant_file(graph, dtype) for graph in ONNX_TRANSLATOR_GRAPHS.values())
+        if encoder in files:
+            runs.append((encoder, tuple(decoders)))
+    return runs
+
+
+def gguf_facts(path: Path) -> tuple[str, str | None, int]:
+    """A GGUF file's precision (its file type: f32, f16, q8_0, ...), the source it names, its context length."""
+    from gguf import GGUFReader, LlamaFileType
+
+    reader = GGUFReader(str(path))
+
+    def value(key: str):
+        found = reader.get_field(key)
+        return None if found is None else found.contents()
+
+    file_type = value("general.file_type")
+    precision = LlamaFileType(file_type).name.removeprefix("ALL_").removeprefix("MOSTLY_").lower()
+    architecture = value("general.architecture")
+    return precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512)
+
+
+# ------------------------------------------------------------------------------------------------------- layouts
+def gguf_targets(folder: Path, names: list[str], prefix: str = "") -> tuple[list[Target], str | None]:
+    """The GGUF files `names` of `folder`, and the source the first one names."""
+    targets, source = [], None
+    for name in names:
+        precision, named, context = gguf_facts(folder / name)
+        source = source or named
+        targets.append(Target("llama.cpp", "generator", folder, name, precision, {"context": context}, prefix + name))
+    return targets, source
+
+
+def gguf_file(path: Path) -> Export | None:
+    from hf_minitf.export.gguf import GGUF_MAGIC
+
+    if not path.is_file():
+        return None
+    with path.open("rb") as handle:
+        if handle.read(4) != GGUF_MAGIC:
+            return None
+    targets, source = gguf_targets(path.parent, [path.name])
+    return Export(path, targets, [], source)
+
+
+def engine_folder(path: Path, prefix: str = "") -> Export | None:
+    """A folder with minitf_export.json (ONNX, CTranslate2): each file it lists (else its default file)."""
+    from hf_minitf.engines import export_info
+
+    info = export_info(path) if path.is_dir() else None
+    if info is None:
+        return None
+    engine, kind = info["engine"], info["kind"]
+    files = info.get("files") or [info.get("default_file") or "model.bin"]
+    runs: list[tuple[str, tuple[str, ...]]] = [(name, ()) for name in files]
+    if engine == "onnxruntime" and kind == "translator":
+        runs = onnx_translator_graphs(files)
+    targets = [
+        Target(
+            engine,
+            kind,
+            path,
+            name,
+            onnx_precision(name) if engine == "onnxruntime" else info.get("quantization", "float32"),
+            info,
+            prefix + name + (" + decoders" if companions else ""),
+            companions,
+        )
+        for name, companions in runs
+    ]
+    return Export(path, targets, [path / "README.md"], info.get("source"))
+
+
+def web_page(path: Path) -> Export | None:
+    """A page of `minitf export web`: its model/ folder is an ONNX export."""
+    from hf_minitf.export.web import MODEL_FOLDER, SITE_FILE
+
+    if not (path / SITE_FILE).is_file():
+        return None
+    inner = engine_folder(path / MODEL_FOLDER, f"{MODEL_FOLDER}/")
+    if inner is None:
+        return None
+    return Export(path, inner.targets, [path / "README.md", *inner.cards], inner.source)
+
+
+def native_folder(path: Path) -> Export | None:
+    """A native export (transformers' GPT-2 / GPT-NeoX, or a SentenceTransformer folder), with the GGUF files
+    beside it; or a folder of GGUF files with a card (an Ollama folder)."""
+    from hf_minitf.cards.facts import read_card
+
+    if not path.is_dir():
+        return None
+    ggufs = sorted(item.name for item in path.glob("*.gguf"))
+    targets, source = gguf_targets(path, ggufs)
+    config_path = path / "config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    if not isinstance(config, dict):
+        return None
+    model_type = config.get("model_type")
+    weights = "model.safetensors"
+    precision = str(config.get("dtype") or config.get("torch_dtype") or "float32")
+    if model_type in NATIVE_POSITIONS and (path / weights).is_file():
+        targets.insert(0, Target("transformers", "generator", path, weights, precision, label=weights))
+    elif (path / "modules.json").is_file() and model_type == "xlm-roberta-xl":
+        targets.insert(0, Target("sentence-transformers", "embedder", path, weights, precision, label=weights))
+    if not targets:
+        return None
+    card = read_card(path / "README.md")
+    named = (card.data.to_dict().get(SOURCE_CARD_FIELD) if card is not None else None) or source
+    return Export(path, targets, [path / "README.md"], named)
+
+
+LAYOUTS: list[Callable[[Path], Export | None]] = [gguf_file, web_page, engine_folder, native_folder]
+"""The readers of an export, tried in turn; the first that recognizes the path reads it."""
+
+
+def find_export(path: Path) -> Export:
+    """The export at `path`; a ValueError saying what it is otherwise."""
+    if not path.exists():
+        raise ValueError(f"{path} does not exist; give an export folder or GGUF file written by minitf export.")
+    for layout in LAYOUTS:
+        export = layout(path)
+        if export is not None:
+            return export
+    raise ValueError(
+        f"{path} is no export minitf verify reads (an ONNX or CTranslate2 folder with minitf_export.json, a "
+        "native folder, a GGUF file, a web page); a MiniTF folder is what an export is verified against: "
+        "give it with --source"
+    )
+
+
+__all__ = ["Export", "LAYOUTS", "RUNNERS", "Runner", "Target", "find_export"]

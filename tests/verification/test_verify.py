@@ -1,0 +1,202 @@
+"""`minitf verify` and the verification every export runs: exact exports agree (each runner once: CTranslate2, ONNX
+Runtime, transformers, sentence-transformers), a corrupted one (one weight of its model.bin changed) exits 1 naming
+the first differing token, which ctranslate2 and transformers called directly confirm; the "Runs in" table
+round-trips through huggingface_hub's ModelCard, a new run replaces its row, an upload carries it, and a published
+export is verified by repo id. llama.cpp runs a GGUF when llama-cpp-python is installed (`-m engines`), else the file
+is reported as not run."""
+
+import importlib.util
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from factories import make_encoder, make_gpt, onnx_gpt_export
+from helpers import assert_one_line_error, run_cli, run_python
+from huggingface_hub import ModelCard
+
+from hf_minitf import MiniTFGPTForCausalLM
+from hf_minitf.cards.runs_in import RunRow, write_runs_in
+from hf_minitf.export import export_ctranslate2, export_gguf, export_native
+from hf_minitf.safety.card_metadata import load_model_card
+
+HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
+
+
+def card_table(text: str) -> list[dict[str, str]]:
+    """The "Runs in" table of a card's text, read as Markdown: the rows under the header that starts `| Runtime |`."""
+    lines = text.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("| Runtime |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split(" | ")))))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def gpt(tmp_path_factory):
+    return make_gpt(tmp_path_factory.mktemp("verify") / "gpt")
+
+
+@pytest.fixture(scope="module")
+def ct2(gpt, tmp_path_factory):
+    """A float32 CTranslate2 export of `gpt`, not verified."""
+    return export_ctranslate2(gpt, tmp_path_factory.mktemp("verify") / "ct2")
+
+
+def test_export_verifies_and_tables_round_trip_and_rows_are_replaced(tmp_path, capsys):
+    gpt = make_gpt(tmp_path / "gpt")  # its own: the other tests write rows into their source's card too
+    out = tmp_path / "gpt_ct2"
+    status, printed, err = run_cli(["export", "ctranslate2", gpt, out], capsys)
+    assert status == 0, err
+    assert printed.startswith("Exported ")  # stdout says what was exported, stderr what was verified
+    assert "verified: ctranslate2 model.bin (float32): greedy tokens equal (4/4 prompts x 16)" in err
+    card = ModelCard.load(out / "README.md")
+    (row,) = card_table(card.text)
+    assert row["Runtime"] == "ctranslate2" and row["File"] == "model.bin" and row["Precision"] == "float32"
+    assert row["Agreement with MiniTF"].startswith("greedy tokens equal (4/4 prompts x 16); logits within ")
+    assert float(row["Agreement with MiniTF"].rsplit(" ", 1)[1]) < 1e-4
+    assert row["Speed"].endswith("tokens/s") and re.match(r"ctranslate2 [\d.]+, hf-minitf ", row["Versions"])
+    assert row["Size"] == f"{(out / 'model.bin').stat().st_size / 1000:.1f} kB"
+    # The card saved and loaded again by huggingface_hub keeps its metadata and its table.
+    card.save(tmp_path / "saved.md")
+    again = load_model_card(tmp_path / "saved.md")
+    assert card_table(again.text) == [row] and again.data.license == card.data.license
+    assert "ctranslate2" in again.data.tags
+    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
+    assert [(r["Runtime"], r["File"]) for r in source_rows] == [("ctranslate2", "gpt_ct2/model.bin")]
+
+    status, printed, err = run_cli(["verify", out, "--prompts", "2", "--new-tokens", "5"], capsys)
+    assert status == 0, err
+    (row,) = card_table(ModelCard.load(out / "README.md").text)  # replaced, not added
+    assert row["Agreement with MiniTF"].startswith("greedy tokens equal (2/2 prompts x 5)")
+    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
+    assert len(source_rows) == 1 and "(2/2 prompts x 5)" in source_rows[0]["Agreement with MiniTF"]
+
+
+def ctranslate2_greedy(folder, prompt: list[int], new_tokens: int) -> list[int]:
+    """ctranslate2.Generator's greedy new ids (end token included), in a process of its own."""
+    return run_python(f"""
+        import json, ctranslate2
+        vocabulary = json.load(open({str(folder / "vocabulary.json")!r}))
+        generator = ctranslate2.Generator({str(folder)!r}, device="cpu")
+        result = generator.generate_batch([[vocabulary[i] for i in {prompt!r}]], max_length={new_tokens},
+                                          sampling_topk=1, include_prompt_in_result=False, end_token=[3],
+                                          return_end_token=True)
+        print(json.dumps(result[0].sequences_ids[0]))
+    """)
+
+
+def test_a_corrupted_export_fails_naming_the_first_differing_token(gpt, ct2, tmp_path, capsys):
+    corrupted = tmp_path / "corrupted"
+    shutil.copytree(ct2, corrupted)
+    row = MiniTFGPTForCausalLM.from_pretrained(gpt).lm_head.weight[10].detach().numpy().astype(np.float32)
+    data = (corrupted / "model.bin").read_bytes()
+    assert data.count(row.tobytes()) >= 1  # token 10's row of the output projection, in float32
+    changed = row.copy()
+    changed[0] = 1e4  # one weight: token 10 now wins wherever the last hidden state's first feature is positive
+    (corrupted / "model.bin").write_bytes(data.replace(row.tobytes(), changed.tobytes()))
+
+    status, printed, err = run_cli(["verify", corrupted, "--prompts", "3", "--new-tokens", "8"], capsys)
+    assert status == 1
+    (line,) = err.strip().splitlines()
+    match = re.search(
+        r"prompt (\d+) \[([\d, ]+)\] first differs at new token (\d+): MiniTF (\d+) '.*', ctranslate2 (\d+) '", line
+    )
+    assert line.startswith("minitf verify: ") and "float32" in line and match, line
+    prompt = [int(token) for token in match.group(2).split(", ")]
+    position = int(match.group(3)) - 1
+    model = MiniTFGPTForCausalLM.from_pretrained(gpt).eval()
+    with torch.no_grad():
+        expected = model.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0, len(prompt) :]
+    engine = ctranslate2_greedy(corrupted, prompt, 8)
+    assert expected[:position].tolist() == engine[:position] and expected[position] != engine[position]
+    assert (int(match.group(4)), int(match.group(5))) == (expected[position], engine[position])
+    assert (
+        "greedy tokens differ" in card_table(ModelCard.load(corrupted / "README.md").text)[0]["Agreement with MiniTF"]
+    )
+
+
+def test_onnx_gpt_agrees():
+    from hf_minitf.verification import verify_export
+
+    verification = verify_export(onnx_gpt_export("learned"), prompts=2, new_tokens=8, write_cards=False)
+    (check,) = verification.checks
+    assert (check.row.runtime, check.row.file, check.row.precision) == ("onnxruntime", "onnx/model.onnx", "fp32")
+    assert check.agrees and check.figures["prompts_equal"] == 2 and check.figures["logits_relative"] < 1e-4
+
+
+def test_native_encoder_agrees_in_sentence_transformers(tmp_path, capsys):
+    encoder = make_encoder(tmp_path / "encoder")
+    export_native(encoder, tmp_path / "native")
+    status, printed, err = run_cli(["verify", tmp_path / "native", "--prompts", "3", "--json"], capsys)
+    assert status == 0, err
+    (run,) = json.loads(printed)["runs"]
+    assert run["runtime"] == "sentence-transformers" and run["claims_exact"] and run["agrees"]
+    assert run["least_cosine"] > 1 - 1e-6 and run["embeddings_relative"] < 1e-5 and run["texts"] == 3
+
+
+def test_push_native_carries_the_table_and_verify_checks_the_published_repo(hub, gpt, tmp_path, capsys):
+    status, printed, err = run_cli(["push", gpt, "org/verified-native", "--native"], capsys)
+    assert status == 0, err
+    (row,) = card_table(hub.read("org/verified-native", "README.md").decode())
+    assert (row["Runtime"], row["File"], row["Precision"]) == ("transformers", "model.safetensors", "float32")
+    assert row["Agreement with MiniTF"].startswith("greedy tokens equal (4/4 prompts x 16)")
+    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
+    assert ("transformers", "org/verified-native/model.safetensors") in [(r["Runtime"], r["File"]) for r in source_rows]
+
+    status, printed, err = run_cli(["verify", "org/verified-native", "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 0, err
+    assert printed.startswith("transformers model.safetensors (float32): greedy tokens equal (2/2 prompts x 4)")
+    assert "Runs in table written" not in printed  # the downloaded copy in the cache is left as it is
+
+
+def test_push_of_an_export_folder_uploads_its_table(hub, gpt, tmp_path, capsys):
+    out = export_native(gpt, tmp_path / "native")
+    row = RunRow("transformers", "model.safetensors", "float32", "1 kB", "greedy tokens equal", "9 tokens/s", "d", "v")
+    assert write_runs_in(out / "README.md", [row])  # the table as `minitf verify` writes it (checked above)
+    assert run_cli(["push", out, "org/native-folder"], capsys)[0] == 0
+    (uploaded,) = card_table(hub.read("org/native-folder", "README.md").decode())
+    assert uploaded == {
+        "Runtime": "transformers",
+        "File": "model.safetensors",
+        "Precision": "float32",
+        "Size": "1 kB",
+        "Agreement with MiniTF": "greedy tokens equal",
+        "Speed": "9 tokens/s",
+        "Date": "d",
+        "Versions": "v",
+    }
+
+
+@pytest.mark.skipif(HAS_LLAMA_CPP, reason="llama-cpp-python is installed: test_gguf_agrees_in_llama_cpp runs it")
+def test_a_gguf_is_not_run_without_llama_cpp(gpt, tmp_path, capsys):
+    gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
+    status, printed, err = run_cli(["verify", gguf, "--prompts", "1", "--new-tokens", "2"], capsys)
+    assert status == 0, err
+    assert printed.strip() == "llama.cpp gpt.gguf (f32): not run: pip install llama-cpp-python"
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+def test_gguf_agrees_in_llama_cpp(gpt, tmp_path, capsys):
+    gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
+    status, printed, err = run_cli(["verify", gguf, "--prompts", "4", "--new-tokens", "16", "--json"], capsys)
+    assert status == 0, err
+    (run,) = json.loads(printed)["runs"]
+    assert run["runtime"] == "llama.cpp" and run["claims_exact"] and run["agrees"], run
+
+
+def test_bad_inputs_are_one_line_errors(gpt, ct2, tmp_path, capsys):
+    assert_one_line_error(*run_cli(["verify", gpt], capsys)[::2], "--source")  # a MiniTF folder is a source
+    assert_one_line_error(*run_cli(["verify", tmp_path / "absent"], capsys)[::2], "does not exist")
+    encoder = make_encoder(tmp_path / "encoder")
+    status, _, err = run_cli(["verify", ct2, "--source", encoder], capsys)
+    assert_one_line_error(status, err, "encoder model", "--source")
+    status, _, err = run_cli(["verify", ct2, "--prompts", "0"], capsys)
+    assert status == 2 and "--prompts" in err
