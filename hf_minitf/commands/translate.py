@@ -1,5 +1,5 @@
 """`minitf translate DIR TEXT...`: translate texts with a seq2seq folder (pipeline('minitf-translation'), or the engine
-of a CTranslate2 export of one)."""
+of a CTranslate2 or ONNX export of one)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_transformers()
     folder = model_folder(args.model, "translate")
-    engine = load_engine(folder, "translator")  # a CTranslate2 export (minitf export ctranslate2) runs in its engine
+    engine = load_engine(folder, "translator")  # a CTranslate2 or ONNX export (minitf export) runs in its engine
     if engine is not None:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
             print(text)

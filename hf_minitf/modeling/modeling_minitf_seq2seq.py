@@ -151,7 +151,7 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
             raise ValueError("The source is empty (length 0); give at least one token to translate.")
         if attention_mask is not None:
             check_attention_mask(attention_mask, batch_size, length)
-            empty_rows = (attention_mask.sum(-1) == 0).nonzero().flatten().tolist()
+            empty_rows = (attention_mask.sum(-1) == 0).nonzero().flatten().tolist() if checks_enabled() else []
             if empty_rows:
                 raise ValueError(f"Source rows {empty_rows} are all padding: every source needs a real token.")
         mask = create_bidirectional_mask(self.config, hidden_states, attention_mask)
