@@ -18,15 +18,20 @@ every feature). Layout, by tensor (GGUF stores each matrix as the (out, in) rows
 The tokenizer goes inside as llama.cpp's `gpt2` (byte-level BPE) model with the `gpt-2` pre-tokenizer: a byte-level
 BPE as it is; a character tokenizer rewritten as a byte-level vocabulary (each character spelled in GPT-2's byte
 alphabet) plus the merges that join the bytes of its multi-byte characters. Special tokens are CONTROL tokens.
-Matrices are written in the chosen type (`f32`, `f16`, `q8_0`: llama.cpp's 8-bit blocks of 32 with one f16 scale,
-quantized by the gguf package); norms and biases stay f32, as in llama.cpp's own converter.
+Matrices are written in the chosen type: `f32`, `f16`, or a llama.cpp quantization whose tensor types follow
+llama.cpp's rules (`tensor_types`, after llama-quant.cpp's `llama_tensor_get_type`), quantized by the gguf package;
+norms and biases stay f32, as in llama.cpp's own converter. `export_gguf_report` also reads the written file back
+and measures how far its rounded weights move the model (`GGUFAgreement`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,15 @@ import numpy as np
 import torch
 
 from hf_minitf.cards import export_card_data
+from hf_minitf.catalog.exports import (
+    GGUF_AGREEMENT_NEW_TOKENS,
+    GGUF_AGREEMENT_PROMPT_TOKENS,
+    GGUF_AGREEMENT_PROMPTS,
+    GGUF_AGREEMENT_TEXT,
+    context_limit,
+)
 from hf_minitf.catalog.limits import GGUF_DTYPES
+from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.output_folders import OutputDiskFull, check_output_file, disk_full
 
@@ -42,7 +55,6 @@ GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
 # llama.cpp's GPT-2 and GPT-NeoX graphs apply GELU (tanh form) and nothing else.
 GELU_NAMES = ("gelu", "gelu_new", "gelu_pytorch_tanh")
-Q8_0_BLOCK = 32
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
 
 
@@ -163,51 +175,204 @@ def inert_merge(tokens_by_id: dict[int, str]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------------- weights
+# llama.cpp's name of each tensor in block N: MiniTF's name in layer N (a missing bias is written as zeros).
+LAYER_TENSORS = {
+    "attn_norm.weight": "self_attn_layer_norm.weight",
+    "attn_norm.bias": "self_attn_layer_norm.bias",
+    "attn_qkv.weight": "self_attn.qkv_proj.weight",
+    "attn_qkv.bias": "self_attn.qkv_proj.bias",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_output.bias": "self_attn.o_proj.bias",
+    "ffn_norm.weight": "mlp_layer_norm.weight",
+    "ffn_norm.bias": "mlp_layer_norm.bias",
+    "ffn_up.weight": "mlp.fc1.weight",
+    "ffn_up.bias": "mlp.fc1.bias",
+    "ffn_down.weight": "mlp.fc2.weight",
+    "ffn_down.bias": "mlp.fc2.bias",
+}
+
+
+def gguf_names(config: Any) -> dict[str, str]:
+    """llama.cpp's name of each tensor of the file -> the MiniTF weight it holds, in the file's order."""
+    rotary = config.position_embedding_type == "rope"
+    names = {"token_embd.weight": "model.embed_tokens.weight"}
+    if not rotary:
+        names["position_embd.weight"] = "model.embed_positions.weight"
+    for index in range(config.num_hidden_layers):
+        names |= {f"blk.{index}.{ours}": f"model.layers.{index}.{theirs}" for ours, theirs in LAYER_TENSORS.items()}
+    names |= {"output_norm.weight": "model.norm.weight", "output_norm.bias": "model.norm.bias"}
+    if rotary or not config.tie_word_embeddings:
+        names["output.weight"] = "lm_head.weight"
+    return names
+
+
+def qkv_rows(config: Any) -> torch.Tensor:
+    """The MiniTF row of each row of the file's attn_qkv (the rotary q/k permutation of `split_qkv_heads`)."""
+    return split_qkv_heads(torch.arange(3 * config.hidden_size), config).reshape(-1)
+
+
 def gguf_tensors(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
     """MiniTF GPT weights under llama.cpp's tensor names, in its layout (see the module docstring)."""
-    hidden = config.hidden_size
-    rotary = config.position_embedding_type == "rope"
-    out = {"token_embd.weight": state["model.embed_tokens.weight"]}
-    if not rotary:
-        out["position_embd.weight"] = state["model.embed_positions.weight"]
-    for index in range(config.num_hidden_layers):
-        prefix, block = f"model.layers.{index}.", f"blk.{index}."
-        qkv = state[prefix + "self_attn.qkv_proj.weight"]
-        qkv_bias = state.get(prefix + "self_attn.qkv_proj.bias", torch.zeros(3 * hidden, dtype=qkv.dtype))
-        qkv, qkv_bias = (split_qkv_heads(tensor, config).reshape(tensor.shape) for tensor in (qkv, qkv_bias))
-        out |= {
-            block + "attn_norm.weight": state[prefix + "self_attn_layer_norm.weight"],
-            block + "attn_norm.bias": state[prefix + "self_attn_layer_norm.bias"],
-            block + "attn_qkv.weight": qkv,
-            block + "attn_qkv.bias": qkv_bias,
-            block + "attn_output.weight": state[prefix + "self_attn.o_proj.weight"],
-            block + "attn_output.bias": state.get(
-                prefix + "self_attn.o_proj.bias", torch.zeros(hidden, dtype=qkv.dtype)
-            ),
-            block + "ffn_norm.weight": state[prefix + "mlp_layer_norm.weight"],
-            block + "ffn_norm.bias": state[prefix + "mlp_layer_norm.bias"],
-            block + "ffn_up.weight": state[prefix + "mlp.fc1.weight"],
-            block + "ffn_up.bias": state[prefix + "mlp.fc1.bias"],
-            block + "ffn_down.weight": state[prefix + "mlp.fc2.weight"],
-            block + "ffn_down.bias": state[prefix + "mlp.fc2.bias"],
-        }
-    out["output_norm.weight"] = state["model.norm.weight"]
-    out["output_norm.bias"] = state["model.norm.bias"]
-    if rotary or not config.tie_word_embeddings:
-        out["output.weight"] = state["lm_head.weight"]
+    rows = qkv_rows(config)
+    out = {}
+    for gguf_name, name in gguf_names(config).items():
+        tensor = state.get(name)
+        if tensor is None:  # attention_bias=False: llama.cpp's graphs add a bias, so it is written as zeros
+            weight = state[name.removesuffix(".bias") + ".weight"]
+            tensor = torch.zeros(weight.shape[0], dtype=weight.dtype)
+        out[gguf_name] = tensor[rows] if ".attn_qkv." in gguf_name else tensor
     return out
 
 
-def _encoded(array: np.ndarray, dtype: str):
-    """(data, GGML type) of one tensor: matrices in `dtype` (q8_0 needs rows of whole blocks of 32, else f16),
-    vectors in f32."""
+def minitf_weights(arrays: dict[str, np.ndarray], config: Any) -> dict[str, torch.Tensor]:
+    """The inverse of `gguf_tensors`: the file's tensors (as float arrays) under MiniTF's names and layout (with the
+    zero biases written for a model without attention biases)."""
+    rows = qkv_rows(config)
+    weights = {}
+    for gguf_name, name in gguf_names(config).items():
+        tensor = torch.from_numpy(np.ascontiguousarray(arrays[gguf_name], dtype=np.float32))
+        if ".attn_qkv." in gguf_name:
+            tensor = torch.empty_like(tensor).index_copy_(0, rows, tensor)
+        weights[name] = tensor
+    return weights
+
+
+# ------------------------------------------------------------------------------------------------ tensor types
+# Each dtype's llama.cpp file type and the tensor type of its matrices (a mix's base type).
+FILE_TYPES = {
+    "f32": ("ALL_F32", "F32"),
+    "f16": ("MOSTLY_F16", "F16"),
+    "q8_0": ("MOSTLY_Q8_0", "Q8_0"),
+    "q4_0": ("MOSTLY_Q4_0", "Q4_0"),
+    "q4_1": ("MOSTLY_Q4_1", "Q4_1"),
+    "q5_0": ("MOSTLY_Q5_0", "Q5_0"),
+    "q5_1": ("MOSTLY_Q5_1", "Q5_1"),
+    "q4_k_m": ("MOSTLY_Q4_K_M", "Q4_K"),
+    "q5_k_m": ("MOSTLY_Q5_K_M", "Q5_K"),
+    "q6_k": ("MOSTLY_Q6_K", "Q6_K"),
+}
+# llama.cpp's `tensor_type_fallback`: the type a matrix gets when its rows are no multiple of its type's block; a
+# type without one (and a fallback that does not fit either) gives f16, as the f16 file a quantization starts from.
+FALLBACK_TYPES = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+MORE_BITS_MIXES = ("q4_k_m", "q5_k_m")  # the _M mixes: Q6_K for attn_qkv and ffn_down of some layers
+
+
+def block_size(type_name: str) -> int:
+    """Values per block of a GGML type (1 for f32 / f16)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    return GGML_QUANT_SIZES[GGMLQuantizationType[type_name]][0]
+
+
+def use_more_bits(layer: int, layers: int) -> bool:
+    """llama.cpp's choice of the layers an _M mix stores with more bits: the first and last eighth, and every third
+    layer between."""
+    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
+
+
+def _mix_type(name: str, dtype: str, columns: int, layers: int, tied: bool) -> str:
+    """The type llama.cpp's `dtype` mix gives the matrix `name` before the shape is checked."""
+    base = FILE_TYPES[dtype][1]
+    if name == "output.weight" or (tied and name == "token_embd.weight"):  # the output head keeps more bits
+        if columns % block_size(base):
+            return "Q8_0"
+        return base if base == "Q8_0" else "Q6_K"
+    if dtype in MORE_BITS_MIXES and name.endswith((".attn_qkv.weight", ".ffn_down.weight")):
+        if use_more_bits(int(name.split(".")[1]), layers):
+            return "Q6_K"
+    return base
+
+
+def _fallback(type_name: str, columns: int) -> str:
+    fallback = FALLBACK_TYPES.get(type_name, "F16")
+    return fallback if columns % block_size(fallback) == 0 else "F16"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """The GGML type of one tensor of the file, the type its mix asked for (`wanted`), and why they differ: "rows"
+    (its rows are no multiple of the wanted type's block) or "writer" (the gguf package cannot quantize it)."""
+
+    name: str
+    type: str
+    wanted: str
+    columns: int
+    reason: str = ""
+
+    @property
+    def fell_back(self) -> bool:
+        return self.type != self.wanted
+
+    def describe(self) -> str:
+        """`name wanted -> type (why)`, as the export prints a fallback."""
+        if self.reason == "writer":
+            why = f"the gguf package cannot write {self.wanted}"
+        else:
+            why = f"{self.columns} columns, not a multiple of {block_size(self.wanted)}"
+        return f"{self.name} {self.wanted} -> {self.type} ({why})"
+
+
+def tensor_types(
+    shapes: dict[str, tuple[int, ...]], dtype: str, layers: int, unwritable: tuple[str, ...] = ()
+) -> dict[str, TensorType]:
+    """The type of each tensor (llama.cpp's name -> its shape, rows first) in a `dtype` file, by llama.cpp's rules
+    (llama-quant.cpp, `llama_tensor_get_type` for the gpt2 / gptneox architectures): vectors f32; f32 / f16 files
+    every matrix in that type; a quantization: the position table f16 (llama.cpp leaves it unquantized), the
+    output head (the token embedding when tied) Q6_K, or Q8_0 where its rows do not fit the base type's blocks,
+    or the base type for q8_0; in the _M mixes attn_qkv and ffn_down Q6_K in `use_more_bits` layers; every other
+    matrix the base type. Each then falls back as llama.cpp's `tensor_type_fallback` does where its rows do not fit
+    the blocks, and, for a type of `unwritable` other than the mix's base type, as if they did not (Q6_K -> Q8_0).
+    A base type of `unwritable` is kept: `export_gguf` refuses the file."""
+    tied = "output.weight" not in shapes
+    base = FILE_TYPES[dtype][1]
+    types = {}
+    for name, shape in shapes.items():
+        columns = shape[-1]
+        if len(shape) == 1:
+            wanted = "F32"
+        elif dtype in ("f32", "f16"):
+            wanted = base
+        elif name == "position_embd.weight":
+            wanted = "F16"
+        else:
+            wanted = _mix_type(name, dtype, columns, layers, tied)
+        if columns % block_size(wanted):
+            types[name] = TensorType(name, _fallback(wanted, columns), wanted, columns, "rows")
+        elif wanted in unwritable and wanted != base:
+            types[name] = TensorType(name, _fallback(wanted, columns), wanted, columns, "writer")
+        else:
+            types[name] = TensorType(name, wanted, wanted, columns)
+    return types
+
+
+QUANTIZED_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
+"""The quantized tensor types the mixes use."""
+
+
+@functools.cache
+def unwritable_types() -> tuple[str, ...]:
+    """The types of `QUANTIZED_TYPES` that the installed gguf package cannot quantize (0.19: the K-quants)."""
     from gguf import GGMLQuantizationType, quants
 
-    if array.ndim == 1 or dtype == "f32":
-        return array.astype(np.float32), GGMLQuantizationType.F32
-    if dtype == "q8_0" and array.shape[-1] % Q8_0_BLOCK == 0:
-        return quants.quantize(array.astype(np.float32), GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0
-    return array.astype(np.float16), GGMLQuantizationType.F16
+    missing = []
+    for type_name in QUANTIZED_TYPES:
+        try:
+            quants.quantize(np.zeros((1, block_size(type_name)), np.float32), GGMLQuantizationType[type_name])
+        except NotImplementedError:
+            missing.append(type_name)
+    return tuple(missing)
+
+
+def _encoded(array: np.ndarray, type_name: str) -> tuple[np.ndarray, Any]:
+    """(data, GGML type) of one tensor in the type `tensor_types` chose."""
+    from gguf import GGMLQuantizationType, quants
+
+    qtype = GGMLQuantizationType[type_name]
+    if type_name == "F32":
+        return array.astype(np.float32), qtype
+    if type_name == "F16":
+        return array.astype(np.float16), qtype
+    return quants.quantize(array.astype(np.float32), qtype), qtype
 
 
 # ---------------------------------------------------------------------------------------------------- the file
@@ -217,6 +382,7 @@ def _write_gguf(
     config: Any,
     tensors: dict[str, torch.Tensor],
     dtype: str,
+    types: dict[str, TensorType],
     tokenizer,
     vocabulary: tuple[list[str], list[int], list[str]],
     license: str,
@@ -227,6 +393,7 @@ def _write_gguf(
     writer = GGUFWriter(str(path), arch)
     writer.add_name(Path(source.name).name or source.name)
     writer.add_license(license)  # general.license: a GGUF file's card
+    writer.add_string(GGUF_SOURCE_KEY, source.name)  # what `minitf verify` measures it against
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)
@@ -237,15 +404,13 @@ def _write_gguf(
         writer.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
         writer.add_rope_freq_base(float(config.rope_theta))
         writer.add_parallel_residual(False)
-    writer.add_file_type(
-        {"f32": LlamaFileType.ALL_F32, "f16": LlamaFileType.MOSTLY_F16, "q8_0": LlamaFileType.MOSTLY_Q8_0}[dtype]
-    )
+    writer.add_file_type(LlamaFileType[FILE_TYPES[dtype][0]])
 
-    tokens, types, merges = vocabulary
+    tokens, token_types, merges = vocabulary
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens)
-    writer.add_token_types(types)
+    writer.add_token_types(token_types)
     writer.add_token_merges(merges)  # llama.cpp requires the key, even empty (a character vocabulary)
     special = {
         "bos": (tokenizer.bos_token_id, config.bos_token_id),
@@ -265,7 +430,7 @@ def _write_gguf(
         writer.add_chat_template(tokenizer.chat_template)
 
     for name, tensor in tensors.items():
-        data, qtype = _encoded(tensor.detach().float().numpy(), dtype)
+        data, qtype = _encoded(tensor.detach().float().numpy(), types[name].type)
         writer.add_tensor(name, data, raw_dtype=qtype)  # a quantized row's shape is read from its bytes
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
@@ -273,7 +438,186 @@ def _write_gguf(
     writer.close()
 
 
-def export_gguf(
+# ------------------------------------------------------------------------------------------------ agreement
+def read_gguf_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Every tensor of a GGUF file as float32, dequantized by the gguf package, rows first (torch's shape)."""
+    from gguf import GGUFReader, quants
+
+    arrays = {}
+    for tensor in GGUFReader(str(path)).tensors:
+        shape = tuple(reversed([int(size) for size in tensor.shape]))
+        arrays[tensor.name] = quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32).reshape(shape)
+    return arrays
+
+
+def dequantized_model(path: str | os.PathLike, model: Any) -> Any:
+    """`model` (a MiniTF GPT in float32) with the weights of the GGUF file `path` as llama.cpp reads them: each
+    tensor dequantized. A tied head is untied when the file stores the head apart (gptneox files always do), since
+    llama.cpp then reads the embedding and the head each in its own type."""
+    weights = minitf_weights(read_gguf_weights(path), model.config)
+    if "lm_head.weight" in weights and model.lm_head.weight is model.model.embed_tokens.weight:
+        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    parameters = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in weights.items():
+            if name in parameters:  # a model without attention biases: the file's zeros have no parameter
+                parameters[name].copy_(tensor.reshape(parameters[name].shape))
+    return model
+
+
+@dataclass
+class GGUFAgreement:
+    """How the GGUF file's rounded weights, run in MiniTF (float32), agree with the MiniTF folder: greedy tokens
+    after `prompts` prompts (`new_tokens` each), and perplexity on held-out text."""
+
+    prompts: int
+    new_tokens: int
+    first_differences: list[int | None]
+    """Per prompt, the first generated position whose token differs (None: all equal)."""
+    perplexity: float
+    float32_perplexity: float
+    text_tokens: int
+
+    @property
+    def equal_prompts(self) -> int:
+        return sum(position is None for position in self.first_differences)
+
+    @property
+    def equal_tokens(self) -> int:
+        """Generated tokens equal before each prompt's first difference, summed over the prompts."""
+        return sum(self.new_tokens if position is None else position for position in self.first_differences)
+
+    @property
+    def first_difference(self) -> int | None:
+        return min((position for position in self.first_differences if position is not None), default=None)
+
+    def summary(self) -> str:
+        differs = "" if self.first_difference is None else f"; first difference at token {self.first_difference}"
+        return (
+            f"greedy tokens equal for {self.equal_prompts} of {self.prompts} prompts x {self.new_tokens} new tokens "
+            f"({self.equal_tokens} of {self.prompts * self.new_tokens} before the first difference{differs}); "
+            f"perplexity {self.perplexity:.4f} (float32: {self.float32_perplexity:.4f}) on {self.text_tokens} "
+            "held-out tokens"
+        )
+
+
+def agreement_prompts(tokenizer, text: str, count: int, length: int) -> list[list[int]]:
+    """The first `length` tokens of each of the first `count` lines of `text` that have that many."""
+    prompts = []
+    for line in text.splitlines():
+        ids = tokenizer(line, add_special_tokens=False).input_ids
+        if len(ids) >= length:
+            prompts.append(ids[:length])
+        if len(prompts) == count:
+            break
+    if not prompts:
+        raise ValueError(
+            f"the agreement text has no line of {length} tokens or more; give text with one prompt per line."
+        )
+    return prompts
+
+
+def greedy_tokens(model: Any, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+    """Each prompt's greedy continuation (no stop at an end token), the prompts as one batch of equal lengths."""
+    model.generation_config.eos_token_id = None
+    with torch.no_grad():
+        output = model.generate(
+            torch.tensor(prompts),
+            attention_mask=torch.ones(len(prompts), len(prompts[0]), dtype=torch.long),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=model.config.pad_token_id or 0,
+        )
+    return output[:, len(prompts[0]) :].tolist()
+
+
+def perplexity(model: Any, ids: list[int], window: int) -> float:
+    """exp(mean negative log-likelihood) of each token after the first of every `window`-token piece of `ids`."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for start in range(0, len(ids) - 1, window):
+            piece = torch.tensor([ids[start : start + window]])
+            if piece.shape[1] < 2:
+                break
+            logits = model(piece).logits[0, :-1]
+            total += torch.nn.functional.cross_entropy(logits, piece[0, 1:], reduction="sum").item()
+            count += piece.shape[1] - 1
+    return math.exp(total / count)
+
+
+def measure_agreement(
+    path: str | os.PathLike, source: MiniTFSource, tokenizer, text: str = GGUF_AGREEMENT_TEXT
+) -> GGUFAgreement:
+    """The GGUF file `path`'s agreement with the MiniTF folder it was written from (see `GGUFAgreement`): prompts are
+    the first `GGUF_AGREEMENT_PROMPT_TOKENS` tokens of the text's first lines, the perplexity's held-out text the
+    whole text, in pieces of the context length. Learned positions generate only to the end of their table."""
+    reference = source.load_model(torch.float32)
+    prompts = agreement_prompts(tokenizer, text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
+    limit = context_limit(reference.config)
+    new_tokens = GGUF_AGREEMENT_NEW_TOKENS
+    if limit is not None:
+        new_tokens = min(new_tokens, limit - GGUF_AGREEMENT_PROMPT_TOKENS)
+    ids = tokenizer(text, add_special_tokens=False, verbose=False).input_ids  # longer than a context: read in pieces
+    window = reference.config.max_position_embeddings
+    expected = greedy_tokens(reference, prompts, new_tokens)
+    float32_perplexity = perplexity(reference, ids, window)
+    rounded = dequantized_model(path, reference)  # the same model object, its weights replaced
+    generated = greedy_tokens(rounded, prompts, new_tokens)
+    first_differences = [
+        next((position for position, (a, b) in enumerate(zip(want, got)) if a != b), None)
+        for want, got in zip(expected, generated)
+    ]
+    return GGUFAgreement(
+        len(prompts), new_tokens, first_differences, perplexity(rounded, ids, window), float32_perplexity, len(ids)
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- export
+@dataclass
+class GGUFExport:
+    """What `export_gguf_report` wrote: the file, its type, each tensor's type and the agreement measured."""
+
+    path: Path
+    dtype: str
+    types: dict[str, TensorType]
+    agreement: GGUFAgreement | None = None
+    size: int = 0
+    fallbacks: list[TensorType] = field(default_factory=list)
+
+    def report_lines(self) -> list[str]:
+        """What `minitf export gguf` prints after the file's name: fallbacks, then the agreement."""
+        lines = []
+        if self.fallbacks:
+            lines.append(
+                f"{len(self.fallbacks)} tensor(s) fell back from their type in llama.cpp's {self.dtype} mix: "
+                + "; ".join(tensor.describe() for tensor in self.fallbacks)
+            )
+        if self.agreement is not None:
+            lines.append(
+                "agreement with the MiniTF folder (the file's weights dequantized, run in MiniTF float32; not "
+                f"llama.cpp's kernels): {self.agreement.summary()}"
+            )
+        return lines
+
+
+def _unwritable_refusal(dtype: str, types: dict[str, TensorType]) -> str | None:
+    """Why the gguf package cannot write this mix (a tensor keeps its base type, which it cannot quantize), or None."""
+    missing = unwritable_types()
+    needing = [tensor for tensor in types.values() if tensor.type in missing]
+    if not needing:
+        return None
+    from importlib.metadata import version
+
+    writable = ", ".join(name for name in QUANTIZED_TYPES if name not in missing)
+    return (
+        f"cannot export to GGUF at {dtype}: {len(needing)} tensor(s) (first {needing[0].name}) take "
+        f"{needing[0].type}, which the gguf package {version('gguf')} cannot quantize (it writes {writable}); "
+        f"choose q8_0, q5_1, q5_0, q4_1 or q4_0, or export --dtype f16 and run llama.cpp's "
+        f"`llama-quantize FILE.gguf OUT.gguf {dtype.upper()}`."
+    )
+
+
+def export_gguf_report(
     source: str | os.PathLike,
     out: str | os.PathLike,
     *,
@@ -281,15 +625,10 @@ def export_gguf(
     overwrite: bool = False,
     revision: str | None = None,
     license: str | None = None,
-) -> Path:
-    """Write the MiniTF GPT `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer inside;
-    returns `out`. `dtype`: f32, f16 or q8_0 for the matrices. Its `general.license` is the source card's (`license`
-    overrides it; `DEFAULT_LICENSE` when the source names none).
-
-    Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model. The file
-    appears whole or not at all (written beside `out`, then renamed); `overwrite` replaces a GGUF file only, and
-    `out` is checked before any work (`check_output_file`: no folder, no symbolic link, no path under a file).
-    """
+    agreement_text: str | None = GGUF_AGREEMENT_TEXT,
+) -> GGUFExport:
+    """`export_gguf`, returning what was written (`GGUFExport`): each tensor's type, the tensors that fell back,
+    and, unless `agreement_text` is None, the file's agreement measured on that text (`measure_agreement`)."""
     from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 
     if dtype not in GGUF_DTYPES:
@@ -311,10 +650,18 @@ def export_gguf(
     tokenizer = opened.load_tokenizer()
     vocabulary = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), config.vocab_size)
     tensors = gguf_tensors(model.state_dict(), config)
+    shapes = {name: tuple(tensor.shape) for name, tensor in tensors.items()}
+    types = tensor_types(shapes, dtype, config.num_hidden_layers, unwritable_types())
+    refusal = _unwritable_refusal(dtype, types)
+    if refusal is not None:
+        raise ExportRefused(refusal)
+    if agreement_text is not None:  # a text without prompts is refused before the file is written
+        agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        _write_gguf(partial, opened, config, tensors, dtype, tokenizer, vocabulary, file_license)
+        _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
+        agreement = None if agreement_text is None else measure_agreement(partial, opened, tokenizer, agreement_text)
         os.replace(partial, out)
     except Exception as error:
         if disk_full(error):
@@ -322,15 +669,50 @@ def export_gguf(
         raise
     finally:
         partial.unlink(missing_ok=True)
-    return out
+    fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
+    return GGUFExport(out, dtype, types, agreement, out.stat().st_size, fallbacks)
+
+
+def export_gguf(
+    source: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    dtype: str = "f16",
+    overwrite: bool = False,
+    revision: str | None = None,
+    license: str | None = None,
+) -> Path:
+    """Write the MiniTF GPT `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer inside;
+    returns `out`. `dtype`: one of `GGUF_DTYPES` (f32, f16, or a llama.cpp quantization, typed per tensor by
+    `tensor_types`). Its `general.license` is the source card's (`license` overrides it; `DEFAULT_LICENSE` when the
+    source names none). `export_gguf_report` also says which tensors fell back and measures the file's agreement.
+
+    Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model, or when
+    the mix needs a type the gguf package cannot quantize. The file appears whole or not at all (written beside
+    `out`, then renamed); `overwrite` replaces a GGUF file only, and `out` is checked before any work
+    (`check_output_file`: no folder, no symbolic link, no path under a file).
+    """
+    return export_gguf_report(
+        source, out, dtype=dtype, overwrite=overwrite, revision=revision, license=license, agreement_text=None
+    ).path
 
 
 __all__ = [
     "GGUF_ARCHITECTURES",
     "GGUF_DTYPES",
+    "GGUFAgreement",
+    "GGUFExport",
+    "TensorType",
     "byte_alphabet",
+    "dequantized_model",
     "export_gguf",
+    "export_gguf_report",
+    "gguf_names",
     "gguf_refusal",
     "gguf_tensors",
     "gguf_vocabulary",
+    "measure_agreement",
+    "minitf_weights",
+    "read_gguf_weights",
+    "tensor_types",
 ]

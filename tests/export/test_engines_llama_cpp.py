@@ -1,26 +1,37 @@
-"""llama.cpp itself (llama-cpp-python) runs the GGUF exports: greedy tokens of f32, f16 and q8_0 equal MiniTF's for
-100 tokens, for character and BPE tokenizers, learned and rotary positions. llama.cpp runs in its own process (its
-idle threads would slow torch in this one). Marked `engines`: `pip install llama-cpp-python`, `pytest -m engines`.
+"""llama.cpp itself (llama-cpp-python) runs the GGUF exports: greedy tokens of every `--dtype` equal MiniTF's for 100
+tokens, for character and BPE tokenizers, learned and rotary positions; and a chat through the file's own
+`tokenizer.chat_template` gives apply_chat_template's prompt and MiniTF's greedy reply. llama.cpp runs in its own
+process (its idle threads would slow torch in this one). Marked `engines`: `pip install llama-cpp-python`,
+`pytest -m engines`.
 
 The f32 file is compared with the MiniTF model itself. The random test models have near-tied top logits, so the
-rounding of f16 / q8_0 flips greedy choices: those files are compared with MiniTF running (in fp32) the same rounded
-weights, every matrix the file stores rounded as it is stored (norms and biases stay f32), and a remaining difference
-must be a near tie (see TIE_MARGIN)."""
+rounding of f16 and the quantizations flips greedy choices: those files are compared with MiniTF running (in fp32)
+the file's own weights, read back and dequantized (`dequantized_model`, what the export's agreement runs), and a
+remaining difference must be a near tie (see TIE_MARGIN)."""
 
 import importlib.util
 import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 import torch
-from factories import make_gpt_sources, minitf_greedy, prompt_ids
-from gguf import GGMLQuantizationType, quants
+from factories import (
+    EXPORT_TEXT,
+    SAVED_GPT_SIZES,
+    make_chat_gpt_sources,
+    make_gpt_sources,
+    minitf_greedy,
+    prompt_ids,
+    random_model_folder,
+)
+from gguf import GGMLQuantizationType, GGUFReader
 from transformers import AutoTokenizer
 
-from hf_minitf import MiniTFGPTForCausalLM
+from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
+from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.export import export_gguf
+from hf_minitf.export.gguf import dequantized_model, tensor_types
 
 pytestmark = [
     pytest.mark.engines,
@@ -58,34 +69,21 @@ for case in json.loads(sys.argv[1]):
 print(json.dumps(results))
 """
 TEXTS = ["hello world, the quick brown fox", "the lazy dog.\n"]
-# llama.cpp also rounds activations (to f16 beside f16 weights, to 8-bit blocks beside q8_0 ones), which MiniTF with
-# rounded weights does not: where its greedy tokens still differ, each of llama.cpp's choices, MiniTF fed llama.cpp's
-# tokens, must be MiniTF's top token or within this fraction of the largest |logit| of it (ties seen: f16 0.0003,
-# q8_0 0.011), at no more than MAX_FLIPS of the steps (seen: 2).
-TIE_MARGIN = {"f16": 0.005, "q8_0": 0.05}
-MAX_FLIPS = 5
+# llama.cpp also rounds activations (to f16 beside f16 weights, to 8-bit blocks beside quantized ones), which MiniTF
+# with the file's weights does not: where its greedy tokens still differ, each of llama.cpp's choices, MiniTF fed
+# llama.cpp's tokens, must be MiniTF's top token or within this fraction of the largest |logit| of it (ties seen:
+# f16 0.0003, q8_0 0.011, the 4- and 5-bit types 0.04), at no more than MAX_FLIPS of the steps (seen: f16 and q8_0
+# 2; q4_0 6 of 70 on the BPE model, whose 4-bit weights leave more near ties).
+TIE_MARGIN = {"f16": 0.005, **{dtype: 0.05 for dtype in GGUF_DTYPES if dtype not in ("f32", "f16")}}
+DTYPES = GGUF_DTYPES  # the K mixes too: these models' rows of 32 fall back to what the gguf package writes
+MAX_FLIPS = {"f16": 5, "q8_0": 5, **{dtype: 10 for dtype in GGUF_DTYPES if dtype not in ("f32", "f16", "q8_0")}}
 
 
-def _rounded(matrix: np.ndarray, dtype: str) -> np.ndarray:
-    """A matrix as the GGUF stores it, read back: f16, or q8_0 (blocks of 32 along a row; rows of another length
-    are stored f16)."""
-    if dtype == "q8_0" and matrix.shape[-1] % 32 == 0:
-        return quants.dequantize(quants.quantize(matrix, GGMLQuantizationType.Q8_0), GGMLQuantizationType.Q8_0)
-    return matrix.astype(np.float16).astype(np.float32)
-
-
-def rounded_copy(source, dtype: str, folder):
-    """The MiniTF folder `source` saved at `folder` with every matrix rounded as a `dtype` GGUF stores it.
-
-    Rounding works row by row, so the exporter's row permutation (rotary q/k) commutes with it; a tied head is one
-    parameter, rounded once like the file's token_embd and output.
-    """
-    model = MiniTFGPTForCausalLM.from_pretrained(source).eval()
-    with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.ndim == 2:
-                rounded = _rounded(parameter.detach().numpy().astype(np.float32), dtype)
-                parameter.copy_(torch.from_numpy(rounded.reshape(parameter.shape)))
+def dequantized_folder(source, path, folder):
+    """The MiniTF folder `source` saved at `folder` with the weights of the GGUF file `path`, dequantized; a head
+    the file stores apart from the embedding is saved untied."""
+    model = dequantized_model(path, MiniTFGPTForCausalLM.from_pretrained(source, dtype=torch.float32).eval())
+    model.config.tie_word_embeddings = model.lm_head.weight is model.model.embed_tokens.weight
     model.save_pretrained(folder)
     return folder
 
@@ -108,10 +106,12 @@ def llama_results(tmp_path_factory):
     for name, new_tokens in CASES.items():
         prompt = prompt_ids(sources[name])
         tokenizer = AutoTokenizer.from_pretrained(sources[name])
-        for dtype in ("f32", "f16", "q8_0"):
+        for dtype in DTYPES:
             path = str(export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype))
             reference_folder = (
-                sources[name] if dtype == "f32" else rounded_copy(sources[name], dtype, root / f"{name}.{dtype}.minitf")
+                sources[name]
+                if dtype == "f32"
+                else dequantized_folder(sources[name], path, root / f"{name}.{dtype}.minitf")
             )
             reference = minitf_greedy(reference_folder, prompt, new_tokens)
             cases.append({"path": path, "prompt": prompt, "new_tokens": new_tokens, "texts": TEXTS})
@@ -129,7 +129,7 @@ def llama_results(tmp_path_factory):
     return expected, results
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16", "q8_0"])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_llama_cpp_greedy_tokens_equal_minitf(llama_results, name, dtype):
     expected, results = llama_results
@@ -140,6 +140,122 @@ def test_llama_cpp_greedy_tokens_equal_minitf(llama_results, name, dtype):
     else:  # a near tie flipped by llama.cpp's rounded activations: every other step must be MiniTF's own choice
         gaps = forced_gaps(reference_folder, prompt, tokens)
         flips = {step: round(gap, 5) for step, (gap, scale) in enumerate(gaps) if gap > 0}
-        assert len(flips) <= MAX_FLIPS, flips
+        assert len(flips) <= MAX_FLIPS[dtype], flips
         assert all(gap <= TIE_MARGIN[dtype] * max(1.0, scale) for gap, scale in gaps), flips
     assert results[path]["text_ids"] == text_ids  # llama.cpp's tokenizer from the file = the model's tokenizer
+
+
+CHAT_RUN = """
+import json, sys
+from llama_cpp import Llama
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+case = json.loads(sys.argv[1])
+llm = Llama(model_path=case["path"], n_ctx=256, n_threads=1, verbose=False)
+text = lambda token: llm.detokenize([token], special=True).decode()
+formatter = Jinja2ChatFormatter(
+    template=llm.metadata["tokenizer.chat_template"], eos_token=text(llm.token_eos()), bos_token=text(llm.token_bos())
+)
+results = []
+for messages in case["chats"]:
+    prompt = formatter(messages=messages).prompt
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    llm.reset()
+    llm.eval(ids)
+    reply = []
+    while len(reply) < case["new_tokens"]:
+        token = int(llm.sample(temp=0.0, top_k=1))
+        reply.append(token)
+        if token in case["stop_ids"]:
+            break
+        llm.eval([token])
+    results.append({"prompt": prompt, "ids": ids, "reply": reply})
+print(json.dumps(results))
+"""
+CHATS = [
+    [{"role": "user", "content": "hello there"}],
+    [
+        {"role": "user", "content": "the quick"},
+        {"role": "assistant", "content": "fox"},
+        {"role": "user", "content": "a dog"},
+    ],
+]
+CHAT_NEW_TOKENS = 20
+
+
+@pytest.mark.parametrize("name", ["chatml", "frawdllm"])
+def test_chat_through_the_files_own_template_gives_minitfs_prompt_and_reply(tmp_path, name):
+    """llama-cpp-python's Jinja formatter on `tokenizer.chat_template` read from the f32 file: the prompt text
+    apply_chat_template writes, its ids, and MiniTF's greedy reply (stopping at the end-of-turn token)."""
+    source = make_chat_gpt_sources(tmp_path / "sources")[name]
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    path = export_gguf(source, tmp_path / "chat.gguf", dtype="f32")
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>" if name == "chatml" else tokenizer.eos_token)
+    case = {"path": str(path), "chats": CHATS, "new_tokens": CHAT_NEW_TOKENS, "stop_ids": [end_of_turn]}
+    completed = subprocess.run(
+        [sys.executable, "-c", CHAT_RUN, json.dumps(case)], capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    model = MiniTFGPTForCausalLM.from_pretrained(source).eval()
+    for messages, result in zip(CHATS, json.loads(completed.stdout.strip().splitlines()[-1])):
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        assert result["prompt"] == prompt
+        ids = tokenizer(prompt, add_special_tokens=False).input_ids
+        assert result["ids"] == ids
+        with torch.no_grad():
+            output = model.generate(
+                torch.tensor([ids]),
+                max_new_tokens=CHAT_NEW_TOKENS,
+                do_sample=False,
+                eos_token_id=end_of_turn,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        assert result["reply"] == output[0, len(ids) :].tolist()
+
+
+QUANTIZE_RUN = """
+import json, sys
+import llama_cpp
+case = json.loads(sys.argv[1])
+for dtype, out in case["outputs"].items():
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + dtype.upper())
+    params.nthread = 1
+    assert llama_cpp.llama_model_quantize(case["path"].encode(), out.encode(), params) == 0, dtype
+"""
+
+
+def test_llama_cpps_own_quantizer_chooses_the_exports_tensor_types(tmp_path):
+    """llama.cpp's quantizer (llama_model_quantize) run on the f16 file, for every quantization, gives each tensor
+    the type `tensor_types` plans from llama.cpp's rules without the gguf package's limits, on a GPT of the
+    quickstart's shape (rows of 256 and 1024: K-quants kept, the _M mixes' Q6_K layers) and FrawdLLM's fixture (rows
+    of 32 and 128: every K-quant falls back)."""
+    sources = {
+        "quickstart": random_model_folder(
+            "gpt",
+            tmp_path / "quickstart_like",
+            char_tokenizer(EXPORT_TEXT),
+            7,
+            **{**SAVED_GPT_SIZES, "hidden_size": 256, "intermediate_size": 1024, "num_hidden_layers": 8},
+        ),
+        "frawdllm": make_gpt_sources(tmp_path / "sources")["frawdllm_rope"],
+    }
+    quantizations = [dtype for dtype in GGUF_DTYPES if dtype not in ("f32", "f16")]
+    for name, folder in sources.items():
+        path = export_gguf(folder, tmp_path / f"{name}.f16.gguf", dtype="f16")
+        outputs = {dtype: str(tmp_path / f"{name}.{dtype}.gguf") for dtype in quantizations}
+        case = {"path": str(path), "outputs": outputs}
+        completed = subprocess.run(
+            [sys.executable, "-c", QUANTIZE_RUN, json.dumps(case)], capture_output=True, text=True, timeout=600
+        )
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        shapes = {
+            tensor.name: tuple(reversed([int(size) for size in tensor.shape]))
+            for tensor in GGUFReader(str(path)).tensors
+        }
+        layers = MiniTFGPTForCausalLM.config_class.from_pretrained(folder).num_hidden_layers
+        for dtype, out in outputs.items():
+            written = {tensor.name: GGMLQuantizationType(tensor.tensor_type).name for tensor in GGUFReader(out).tensors}
+            planned = {
+                tensor_name: planned.type for tensor_name, planned in tensor_types(shapes, dtype, layers).items()
+            }
+            assert written == planned, (name, dtype)

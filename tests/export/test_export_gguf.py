@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from factories import make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from factories import make_gpt_sources, make_seq2seq_source, minitf_greedy
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
@@ -122,7 +122,7 @@ def test_gguf_reads_back_with_the_model_and_its_settings(sources, files, name, d
         want = expected[tensor_name]
         if want.ndim == 1 or dtype == "f32":
             assert tensor.tensor_type == gguf.GGMLQuantizationType.F32 and np.array_equal(values, want), tensor_name
-        elif dtype == "f16":
+        elif dtype == "f16" or tensor_name == "position_embd.weight":  # llama.cpp leaves position tables unquantized
             assert np.array_equal(values, want.astype(np.float16).astype(np.float32)), tensor_name
         else:  # q8_0: blocks of 32 with one scale, |error| <= half a step (absmax / 127) plus the f16 scale's rounding
             assert tensor.tensor_type == gguf.GGMLQuantizationType.Q8_0
@@ -249,7 +249,6 @@ def refused(tmp_path_factory, sources):
         "relu": relu,
         "crop": crop,
         "seq2seq": make_seq2seq_source(root),
-        "encoder": make_encoder_sources(root / "encoder")["learned_encoder"],
     }
 
 
@@ -259,7 +258,6 @@ def refused(tmp_path_factory, sources):
         ("relu", "hidden_act='relu'"),
         ("crop", "context_overflow='crop'"),
         ("seq2seq", "model_type='minitf_seq2seq'"),
-        ("encoder", "model_type='minitf_encoder'"),
     ],
 )
 def test_models_llama_cpp_cannot_run_exactly_are_refused(refused, tmp_path, name, field):
@@ -270,7 +268,8 @@ def test_models_llama_cpp_cannot_run_exactly_are_refused(refused, tmp_path, name
 
 def test_command_line_writes_refuses_and_keeps_existing_files(sources, refused, tmp_path, capsys):
     out = tmp_path / "model.gguf"
-    assert minitf_main(["export", "gguf", str(sources["frawdllm_rope"]), str(out), "--dtype", "q8_0"]) == 0
+    arguments = ["export", "gguf", str(sources["frawdllm_rope"]), str(out), "--dtype", "q8_0", "--no-verify"]
+    assert minitf_main(arguments) == 0
     assert gguf.GGUFReader(str(out)).fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q8_0
     capsys.readouterr()
     assert minitf_main(["export", "gguf", str(sources["frawdllm_rope"]), str(out)]) == 2
