@@ -1,9 +1,13 @@
-"""The CTranslate2 runners: a GPT export in `ctranslate2.Generator`, a seq2seq export in `ctranslate2.Translator`."""
+"""The CTranslate2 runners: a GPT export in `ctranslate2.Generator`, a seq2seq export in `ctranslate2.Translator`,
+an encoder export in `ctranslate2.Encoder` (its token states pooled as the SentenceTransformer folder pools them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.engines.folders import (
     AGAIN,
     ExportFolderError,
@@ -15,6 +19,7 @@ from hf_minitf.engines.folders import (
     needs_files,
     positions,
 )
+from hf_minitf.engines.onnx import mean_pool_normalize
 
 
 def _vocabulary(folder: Path, name: str) -> list[str]:
@@ -108,3 +113,28 @@ class CTranslate2Translator:
             self.tokenizer.decode([self.target_ids[token] for token in result.hypotheses[0]], skip_special_tokens=True)
             for result in results
         ]
+
+
+class CTranslate2Embedder:
+    """An encoder export run by `ctranslate2.Encoder`: tokenizer -> token states -> masked mean -> L2 normalize, as
+    the SentenceTransformer folder it was exported from computes it."""
+
+    FILES = ("model.bin", "config.json", "vocabulary.json")
+
+    def __init__(self, folder: Path, info: dict) -> None:
+        import ctranslate2
+
+        needs_files(folder, info, self.FILES)
+        self.tokenizer = load_tokenizer(folder)
+        vocabulary = _vocabulary(folder, "vocabulary.json")
+        check_vocabulary(folder, len(self.tokenizer), len(vocabulary), "vocabulary.json")
+        trained = checked_field(folder, info, EXPORT_FILE, "max_position_embeddings")
+        self.max_length = min(self.tokenizer.model_max_length, trained or self.tokenizer.model_max_length)
+        self.encoder = _ctranslate2(folder, ctranslate2.Encoder)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-length embeddings of `texts`, one row each; texts cut at the model's position table."""
+        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length).input_ids
+        states = np.array(self.encoder.forward_batch(ids).last_hidden_state, dtype=np.float32)
+        mask = np.array([[1] * len(row) + [0] * (states.shape[1] - len(row)) for row in ids])
+        return mean_pool_normalize(states, mask)

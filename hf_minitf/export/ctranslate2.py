@@ -1,8 +1,9 @@
-"""Export MiniTF GPT and seq2seq models to CTranslate2, the C++ inference engine for Transformers.
+"""Export MiniTF models to CTranslate2, the C++ inference engine for Transformers.
 
-A GPT becomes a `ctranslate2.Generator` folder, a seq2seq model a `ctranslate2.Translator` folder. The model
-specification is filled from the MiniTF weights with CTranslate2's own spec classes (`TransformerDecoderModelSpec`,
-`TransformerSpec`), the way its converters fill them, so no transformers class is loaded or patched:
+A GPT becomes a `ctranslate2.Generator` folder, a seq2seq model a `ctranslate2.Translator` folder, an encoder a
+`ctranslate2.Encoder` folder. The model specification is filled from the MiniTF weights with CTranslate2's own spec
+classes (`TransformerDecoderModelSpec`, `TransformerSpec`, `TransformerEncoderModelSpec`), the way its converters
+fill them, so no transformers class is loaded or patched:
 
 - GPT: pre-norm, fused `[q | k | v]` projection (CTranslate2's own layout), GELU, final LayerNorm, `lm_head` tied
   to the token embedding. Learned positions become the position table; rotary positions become CTranslate2's
@@ -13,6 +14,10 @@ specification is filled from the MiniTF weights with CTranslate2's own spec clas
   the norms' eps from the config. hkproj's first norm, `weight * (x - mean) / (std * eps) + bias`, is a LayerNorm
   with eps 0 whose gain is `weight / (eps * sqrt(n / (n - 1)))`, written so; its later `std + eps` forms have no
   LayerNorm equivalent and are refused.
+- encoder (MiniEmbed): pre-norm layers and a final LayerNorm, q|k|v fused, GELU, token embeddings scaled by
+  sqrt(hidden_size) when `scale_embeddings`, the interleaved sinusoid or the learned positions as the position
+  table. The engine returns the token states; the runner pools them (masked mean, L2 norm) as the
+  SentenceTransformer folder does.
 
 Anything the engine cannot reproduce exactly is refused with a ValueError naming the field. The folder also holds
 the tokenizer files, the generation config and a README saying how to run it; it is written whole or not at all.
@@ -34,6 +39,7 @@ from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
+from hf_minitf.export.onnx import check_sentence_transformer_folder
 from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
@@ -49,6 +55,7 @@ ACTIVATIONS = {
     "sigmoid": "Sigmoid",
 }
 CARD_TEMPLATE = "ctranslate2_export.md"  # in model_cards/
+PIPELINE_TAGS = {"generator": "text-generation", "translator": "translation", "embedder": "sentence-similarity"}
 # A MiniTF layer, norm or projection, read by attribute name (torch types a module's attributes Tensor | Module).
 ModelPart = Any
 
@@ -184,6 +191,43 @@ def gpt_spec(model, tokenizer_file: Path):
     return spec
 
 
+def encoder_spec(model, tokenizer_file: Path, unk_token: str):
+    """CTranslate2's `TransformerEncoderModelSpec` for a `MiniTFEncoderModel`, with its vocabulary; no pooling layer
+    (the runner pools the token states as the SentenceTransformer folder does)."""
+    from ctranslate2.specs import transformer_spec
+
+    config = model.config
+    spec = transformer_spec.TransformerEncoderModelSpec(
+        transformer_spec.TransformerEncoderSpec(
+            config.num_hidden_layers,
+            config.num_attention_heads,
+            pre_norm=True,
+            activation=_activation(config.hidden_act),
+        )
+    )
+    encoder = spec.encoder
+    encoder.scale_embeddings = config.scale_embeddings
+    encoder.embeddings[0].weight = _tensor(model.embed_tokens.weight)
+    if config.position_embedding_type == "learned":
+        encoder.position_encodings.encodings = _tensor(model.embed_positions.weight)
+    else:
+        table = model.sinusoidal_positions(torch.arange(config.max_position_embeddings)[None])[0]
+        encoder.position_encodings.encodings = _tensor(table)
+    _set_layer_norm(encoder.layer_norm, model.norm)
+    for layer_spec, layer in zip(encoder.layer, model.layers):
+        attention = layer.self_attn
+        _set_layer_norm(layer_spec.self_attention.layer_norm, layer.self_attn_layer_norm)
+        _set_fused_linear(layer_spec.self_attention.linear[0], [attention.q_proj, attention.k_proj, attention.v_proj])
+        _set_linear(layer_spec.self_attention.linear[1], attention.o_proj)
+        _set_feed_forward(layer_spec.ffn, layer)
+
+    tokens = vocabulary_tokens(tokenizer_file, config.vocab_size, "model")
+    spec.register_vocabulary(tokens)
+    spec.config.unk_token = unk_token
+    spec.config.layer_norm_epsilon = config.layer_norm_eps
+    return spec
+
+
 def translator_spec(model, source_tokenizer_file: Path, target_tokenizer_file: Path, unk_token: str):
     """CTranslate2's `TransformerSpec` for a `MiniTFSeq2SeqForConditionalGeneration`, with both vocabularies."""
     from ctranslate2.specs import transformer_spec
@@ -255,13 +299,14 @@ def export_ctranslate2(
     revision: str | None = None,
     license: str | None = None,
 ) -> Path:
-    """Write the MiniTF GPT or seq2seq model at `source` (a folder or Hub repo id) as a CTranslate2 folder at `out`:
-    `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, `generation_config.json`,
-    `minitf_export.json` (what the folder is, for `minitf generate/translate`) and a model card carrying the source
-    card's license (`license` overrides it) and held-out figures.
+    """Write the MiniTF GPT, seq2seq or encoder model at `source` (a folder or Hub repo id) as a CTranslate2 folder
+    at `out`: `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, the generation config
+    (GPT and seq2seq), `minitf_export.json` (what the folder is, for `minitf generate/translate/embed`) and a model
+    card carrying the source card's license (`license` overrides it) and held-out figures.
 
     `quantization` is the weight type CTranslate2 stores (`float32`, `int8`, `int8_float32`, `bfloat16`); float32
-    gives MiniTF's greedy tokens. `revision` picks the branch, tag or commit of a Hub repo id. Returns the folder.
+    gives MiniTF's greedy tokens and embeddings. `revision` picks the branch, tag or commit of a Hub repo id.
+    An encoder must pool as MiniTF's SentenceTransformer folders do (mean, then Normalize). Returns the folder.
     """
     import ctranslate2  # noqa: F401 (a clear ImportError before any work when the engine is missing)
 
@@ -271,16 +316,20 @@ def export_ctranslate2(
         source,
         EXPORTS["ctranslate2"].families,
         "the CTranslate2 export",
-        "encoders go to ONNX: minitf export onnx",
+        "every MiniTF family has a CTranslate2 form",
         revision,
     )
     model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
     kind = FAMILIES[opened.family].engine_kind
+    if kind == "embedder" and (opened.folder / "modules.json").is_file():
+        check_sentence_transformer_folder(opened.folder)
     inputs = [] if opened.repo_id else [opened.folder]
     with torch.no_grad(), atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
         tokenizer.save_pretrained(work)
         if kind == "generator":
             spec = gpt_spec(model, work / "tokenizer.json")
+        elif kind == "embedder":
+            spec = encoder_spec(model, work / "tokenizer.json", tokenizer.unk_token)
         else:
             spec = translator_spec(
                 model, work / "source_tokenizer.json", work / "target_tokenizer.json", tokenizer.unk_token
@@ -288,7 +337,8 @@ def export_ctranslate2(
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(str(work))
-        model.generation_config.save_pretrained(work)
+        if kind != "embedder":
+            model.generation_config.save_pretrained(work)
         (work / EXPORT_FILE).write_text(
             json.dumps(
                 {
@@ -317,7 +367,7 @@ def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]
 
     data = ModelCardData(
         library_name="ctranslate2",
-        pipeline_tag="text-generation" if kind == "generator" else "translation",
+        pipeline_tag=PIPELINE_TAGS[kind],
         tags=["minitf", "minitf-export", "ctranslate2"],
         **card_data,
     )
