@@ -7,6 +7,10 @@ Cases, per model (random weights, no end token, so every engine generates the sa
   Models: the quickstart's GPT size (2 x 128, 64 learned positions) and nanoGPT char dims (6 x 384, 256).
 - encoder, one batch of sentences: SentenceTransformer, ONNX Runtime float32 and q8, transformers.js in Node
   (fp32, q8) and the page's similarity box in Chromium (fp32, q8), at MiniEmbed-mini dims (4 x 256, FFN 1024).
+- translator, greedy, batch 1, one text at a time: MiniTF `generate()`, ONNX Runtime (Python, `minitf translate`'s
+  engine) on the export's float32 graphs, the page's translator.js in Node (fp32) and the page in Chromium (fp32,
+  q8), at the quickstart's translator size (2+2 layers x 128, FFN 256, 64 positions). Random weights can reach the
+  end token early: tokens/s counts the tokens each case generated.
 
 Every case runs in a process of its own (an engine's threads slow torch in the same process), loaded and warmed
 up before timing; the cases of a model are interleaved round by round with a pause before each timed run, and
@@ -52,6 +56,18 @@ FULL = {
             max_position_embeddings=128,
         )
     },
+    "seq2seq": {
+        "quickstart-translator": dict(
+            src_vocab_size=300,
+            vocab_size=300,
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=256,
+            max_position_embeddings=64,
+        )
+    },
+    "translation_tokens": 48,
     "prompts": 3,
     "sentences": 64,
     "rounds": 3,
@@ -69,6 +85,18 @@ SMOKE = {
             max_position_embeddings=32,
         )
     },
+    "seq2seq": {
+        "tiny-translator": dict(
+            src_vocab_size=40,
+            vocab_size=40,
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=64,
+            max_position_embeddings=16,
+        )
+    },
+    "translation_tokens": 8,
     "prompts": 2,
     "sentences": 8,
     "rounds": 1,
@@ -78,6 +106,8 @@ GPT_ENGINES = ("minitf generate()", "onnxruntime fp32", "onnxruntime q8", "node 
                "chromium q8")  # fmt: skip
 ENCODER_ENGINES = ("sentence-transformers", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8",
                    "chromium fp32", "chromium q8")  # fmt: skip
+TRANSLATOR_ENGINES = ("minitf generate()", "onnxruntime fp32", "node fp32", "chromium fp32", "chromium q8")
+ENGINES = {"gpt": GPT_ENGINES, "encoder": ENCODER_ENGINES, "seq2seq": TRANSLATOR_ENGINES}
 ONNX_FILES = {"fp32": "onnx/model.onnx", "q8": "onnx/model_quantized.onnx"}
 VARIANT_TOKENS = 100
 
@@ -96,8 +126,11 @@ def build_sites(settings: dict, root: Path) -> dict[str, tuple[Path, Path]]:
         MiniTFEncoderModel,
         MiniTFGPTConfig,
         MiniTFGPTForCausalLM,
+        MiniTFSeq2SeqConfig,
+        MiniTFSeq2SeqForConditionalGeneration,
         char_tokenizer,
         save_sentence_transformer,
+        train_translation_tokenizers,
     )
     from hf_minitf.export.web import export_web
     from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
@@ -128,6 +161,17 @@ def build_sites(settings: dict, root: Path) -> dict[str, tuple[Path, Path]]:
             max_length=fields["max_position_embeddings"],
         )
         save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**fields)).eval(), tokenizer, folder)
+        built[name] = (folder, export_web(folder, root / f"{name}_site"))
+    for name, fields in settings["seq2seq"].items():
+        folder = root / name
+        tokenizer = train_translation_tokenizers(
+            source_texts=[" ".join(f"w{index}" for index in range(fields["src_vocab_size"] - 4))],
+            target_texts=[" ".join(f"v{index}" for index in range(fields["vocab_size"] - 4))],
+            min_frequency=1,
+        )
+        config = MiniTFSeq2SeqConfig(**fields, initializer_range=0.2)
+        MiniTFSeq2SeqForConditionalGeneration(config).eval().save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
         built[name] = (folder, export_web(folder, root / f"{name}_site"))
     return built
 
@@ -164,6 +208,12 @@ class NodeCase:
         self.runner = NodeRunner(task, folder, dtype)
 
     def run(self, request: dict) -> dict:
+        if "texts" in request:
+            answer = self.runner.ask(request)
+            return {
+                "seconds": answer["seconds"],
+                "tokens": [translation["ids"][1:] for translation in answer["result"]],
+            }
         if "prompts" in request:
             answer = self.runner.ask({"prompts": request["prompts"], "max_new_tokens": request["max_new_tokens"]})
             return {"seconds": answer["seconds"], "tokens": answer["result"]}
@@ -185,12 +235,11 @@ class PageCase:
         self.page = BrowserPage(self.server.url)
 
     def run(self, request: dict) -> dict:
-        if "prompts" in request:
+        if "prompts" in request or "texts" in request:
             seconds, texts, tokens = 0.0, [], 0
-            for prompt in request["prompts"]:
-                answer = self.page.ask(
-                    {"dtype": self.dtype, "prompt": prompt, "max_new_tokens": request["max_new_tokens"]}
-                )
+            key = "prompt" if "prompts" in request else "text"
+            for prompt in request.get("prompts") or request["texts"]:
+                answer = self.page.ask({"dtype": self.dtype, key: prompt, "max_new_tokens": request["max_new_tokens"]})
                 seconds += answer["seconds"]
                 texts.append(answer["text"])
                 tokens += int(re.match(r"(\d+) tokens", answer["status"]).group(1))
@@ -218,9 +267,10 @@ def make_python_case(spec: dict):
     engine, folder = spec["engine"], Path(spec["folder"])
     if engine == "minitf generate()":
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-        model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+        model_class = AutoModelForSeq2SeqLM if spec["family"] == "seq2seq" else AutoModelForCausalLM
+        model, tokenizer = model_class.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
         def generate(request: dict) -> dict:
             tokens = []
@@ -231,14 +281,32 @@ def make_python_case(spec: dict):
                 tokens.append(output[0, ids.shape[1] :].tolist())
             return {"tokens": tokens}
 
-        return generate
+        def translate(request: dict) -> dict:
+            tokens = []
+            for text in request["texts"]:
+                ids = tokenizer(text, return_tensors="pt").input_ids
+                with torch.no_grad():
+                    output = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False)
+                tokens.append(output[0, 1:].tolist())  # after the start token
+            return {"tokens": tokens}
+
+        return translate if spec["family"] == "seq2seq" else generate
     if engine == "sentence-transformers":
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(folder), device="cpu")
         return lambda request: {"embeddings": model.encode(request["sentences"], normalize_embeddings=True).tolist()}
-    from hf_minitf.engines import OnnxEmbedder, OnnxGenerator, export_info
+    from hf_minitf.engines import OnnxEmbedder, OnnxGenerator, OnnxTranslator, export_info
 
+    if spec["family"] == "seq2seq":
+        translator = OnnxTranslator(folder, export_info(folder) or {}, engine.split()[-1])
+
+        def translate_onnx(request: dict) -> dict:
+            sources = [translator.tokenizer(text).input_ids for text in request["texts"]]
+            length = 1 + request["max_new_tokens"]
+            return {"tokens": [translator.translate_ids(ids, 1, length)[1:] for ids in sources]}
+
+        return translate_onnx
     file_name = ONNX_FILES[engine.split()[-1]]
     if spec["family"] == "gpt":
         generator = OnnxGenerator(folder, export_info(folder) or {}, file_name)
@@ -255,6 +323,8 @@ def make_python_case(spec: dict):
 def start_case(engine: str, family: str, source: Path, site: Path):
     model = site / "model"
     if engine.startswith("node"):
+        if family == "seq2seq":  # the page's own translator.js, on the page's folder
+            return NodeCase("translate", site, engine.split()[-1])
         return NodeCase("generate" if family == "gpt" else "embed", model, engine.split()[-1])
     if engine.startswith("chromium"):
         return PageCase(site, engine.split()[-1])
@@ -266,13 +336,14 @@ def start_case(engine: str, family: str, source: Path, site: Path):
 def agreement(family: str, reference: dict, result: dict, tokenizer) -> str:
     import numpy as np
 
-    if family == "gpt":
+    if family in ("gpt", "seq2seq"):
         expected = reference["tokens"]
         if "texts" in result:
-            equal = sum(text == tokenizer.decode(ids) for text, ids in zip(result["texts"], expected))
+            decode = {"skip_special_tokens": True} if family == "seq2seq" else {}
+            equal = sum(text == tokenizer.decode(ids, **decode) for text, ids in zip(result["texts"], expected))
         else:
             equal = sum(ids == want for ids, want in zip(result["tokens"], expected))
-        return f"{equal}/{len(expected)} prompts' tokens equal"
+        return f"{equal}/{len(expected)} {'texts' if family == 'seq2seq' else 'prompts'}' tokens equal"
     vectors = np.array(reference["embeddings"])
     if "scores" in result:
         expected = vectors[1:] @ vectors[0]
@@ -289,7 +360,7 @@ def measure(name: str, family: str, source: Path, site: Path, request: dict, rou
     """Every engine of the family on one model, interleaved round by round; a row per engine."""
     from transformers import AutoTokenizer
 
-    engines = GPT_ENGINES if family == "gpt" else ENCODER_ENGINES
+    engines = ENGINES[family]
     cases = {engine: start_case(engine, family, source, site) for engine in engines}
     seconds: dict[str, list[float]] = {engine: [] for engine in engines}
     results: dict[str, dict] = {}
@@ -310,12 +381,12 @@ def measure(name: str, family: str, source: Path, site: Path, request: dict, rou
     for engine in engines:
         median = statistics.median(seconds[engine])
         row = {"model": name, "engine": engine, "seconds": median}
-        if family == "gpt":
+        if family != "encoder":
             row["tokens_per_second"] = token_count(results[engine]) / median
         row["speed_vs_reference"] = statistics.median(seconds[engines[0]]) / median
         row["agreement"] = agreement(family, reference, results[engine], tokenizer)
         rows.append(row)
-        rate = f"{row['tokens_per_second']:8.1f} tokens/s" if family == "gpt" else f"{median:8.4f} s       "
+        rate = f"{median:8.4f} s       " if family == "encoder" else f"{row['tokens_per_second']:8.1f} tokens/s"
         print(f"{name:<16} {engine:<22} {rate} {row['speed_vs_reference']:6.2f}x  {row['agreement']}", flush=True)
     return rows
 
@@ -385,8 +456,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--smoke", action="store_true", help="tiny dims, one round: check that everything runs")
     parser.add_argument("--rounds", type=int, default=None, help="timed runs per case (default: 3, smoke 1)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--family",
+        action="append",
+        choices=tuple(ENGINES),
+        help="measure only these families (repeat it; default: all)",
+    )
     args = parser.parse_args(argv)
-    settings = SMOKE if args.smoke else FULL
+    families = set(args.family or ENGINES)
+    settings = {**(SMOKE if args.smoke else FULL)}
+    for family in set(ENGINES) - families:
+        settings[family] = {}
     rounds = args.rounds or settings["rounds"]
     from transformers_js import install_node_modules
 
@@ -406,7 +486,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
                 for _ in range(settings["sentences"])
             ]
             rows += measure(name, "encoder", *sites[name], {"sentences": sentences}, rounds, settings["pause"])
-        quantized = variants(settings, Path(root))
+        for name, fields in settings["seq2seq"].items():
+            texts = [
+                " ".join(f"w{rng.randrange(fields['src_vocab_size'] - 4)}" for _ in range(rng.randrange(4, 12)))
+                for _ in range(settings["prompts"])
+            ]
+            request = {"texts": texts, "max_new_tokens": settings["translation_tokens"]}
+            rows += measure(name, "seq2seq", *sites[name], request, rounds, settings["pause"])
+        quantized = variants(settings, Path(root)) if {"gpt", "encoder"} <= families else []
     if args.json:
         args.json.write_text(json.dumps({"speed": rows, "variants": quantized}, indent=2) + "\n")
     return rows

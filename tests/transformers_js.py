@@ -122,20 +122,22 @@ class _LineProcess:
 
 
 class NodeRunner(_LineProcess):
-    """`node tests/js/run.mjs TASK FOLDER DTYPE`: transformers.js in Node on an ONNX export folder. `ask` takes
-    {"prompts", "max_new_tokens"} (answer: the new token ids of each prompt) or {"sentences"} (the embeddings)."""
+    """`node tests/js/run.mjs TASK FOLDER DTYPE`: transformers.js in Node on an ONNX export folder (`translate`: on
+    the page `minitf export web` wrote). `ask` takes {"prompts", "max_new_tokens"} (answer: the new token ids of each
+    prompt), {"sentences"} (the embeddings) or {"texts", "max_new_tokens"} (each translation's ids and text)."""
 
     def __init__(self, task: str, folder: Path, dtype: str = "fp32") -> None:
         super().__init__(["node", str(JS_DIR / "run.mjs"), task, str(folder), dtype])
 
 
 class BrowserPage(_LineProcess):
-    """`node tests/js/browser.mjs URL`: the page at URL in headless Chromium (see browser.mjs for the requests)."""
+    """`node tests/js/browser.mjs URL`: the page at URL in headless Chromium (see browser.mjs for the requests);
+    `offline`: every request off the page's own server refused, its policy sent as a header (a bundled page)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, offline: bool = False) -> None:
         if not Path(CHROMIUM).is_file():
             pytest.fail(f"{CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install chromium)")
-        super().__init__(["node", str(JS_DIR / "browser.mjs"), url])
+        super().__init__(["node", str(JS_DIR / "browser.mjs"), url, *(["--offline"] if offline else [])])
 
 
 class StaticServer:

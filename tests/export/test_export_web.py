@@ -3,22 +3,30 @@
 Quickstart-size models (random weights at `minitf quickstart`'s dimensions, wide init so that greedy choices are no
 near-ties): the page's files and Space card, its model run by transformers.js in Node (the same greedy tokens as
 MiniTF's `generate()`, embeddings within 1e-5 of SentenceTransformer's), the seq2seq refusal, `minitf push --space`
-to the loopback Hub. Marked `browser` (deselected by default, `pytest -m browser`; needs Debian's chromium): the page
-itself in headless Chromium, typed into and read back, with a screenshot in the test's temporary folder.
+to the loopback Hub. The bundled page (`--bundle`): the npm files it copies (from tests/js's node_modules, or
+downloaded from a loopback registry whose tarballs are checked), its Content-Security-Policy. Marked `browser`
+(deselected by default, `pytest -m browser`; needs Debian's chromium): the page itself in headless Chromium, typed
+into and read back, with a screenshot in the test's temporary folder; the bundled page with every request off its
+own server refused.
 """
 
+import base64
+import hashlib
+import io
 import json
+import re
+import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
-from factories import model_folder
+from factories import make_seq2seq
 from helpers import assert_one_line_error, run_cli
 from huggingface_hub import SpaceCard
 from sentence_transformers import SentenceTransformer
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 from transformers_js import JS_DIR, BrowserPage, NodeRunner, StaticServer
 
 from hf_minitf import (
@@ -26,20 +34,39 @@ from hf_minitf import (
     MiniTFEncoderModel,
     MiniTFGPTConfig,
     MiniTFGPTForCausalLM,
+    MiniTFSeq2SeqConfig,
+    MiniTFSeq2SeqForConditionalGeneration,
     char_tokenizer,
     save_sentence_transformer,
+    train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
-from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION
+from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION, WEB_BUNDLE
 from hf_minitf.cli import main
-from hf_minitf.export.web import ABOUT, MODEL_FOLDER, SITE_FILE, TEMPLATE_FILES, export_web, space_card
+from hf_minitf.export import web
+from hf_minitf.export.web import (
+    ABOUT,
+    MODEL_FOLDER,
+    SITE_FILE,
+    TEMPLATE_FILES,
+    VENDOR_FOLDER,
+    bundled_files,
+    export_web,
+    space_card,
+)
+from hf_minitf.modeling.pipeline_minitf_translation import TASK as TRANSLATION
 from hf_minitf.publishing import push_space
-from hf_minitf.training.tasks import number_words, paraphrase_pairs
+from hf_minitf.training.tasks import english_italian_pairs, number_words, paraphrase_pairs
 
 NUMBERS = number_words().train
 GPT_PROMPTS = ["417:", "80", "139: one"]
 SENTENCES = [pair[0] for pair in paraphrase_pairs(train=40, held_out=0).train]
 SOURCE_SENTENCE, *OTHER_SENTENCES = SENTENCES[:5]
+TRANSLATION_PAIRS = english_italian_pairs(train=300, held_out=0).train
+# Words whose letters are not ASCII, in the source vocabulary: split as the original tokenizer splits them only with
+# Unicode word classes (transformers.js's own Whitespace pre-tokenizer cuts "perché" in two).
+ACCENTED_PAIR = ("perché the café is naïve, said Zoë: città²", "perché il caffè è ingenuo")
+SOURCE_TEXTS = [TRANSLATION_PAIRS[0][0], TRANSLATION_PAIRS[1][0], ACCENTED_PAIR[0], "the cat sees a dog perché Zoë"]
 
 
 def quickstart_size_gpt(folder: Path) -> Path:
@@ -79,10 +106,35 @@ def quickstart_size_encoder(folder: Path) -> Path:
     return folder
 
 
+def quickstart_size_translator(folder: Path) -> Path:
+    """A translator at the quickstart's size (2+2 layers x 128, 4 heads, FFN 256, 64 positions), word vocabularies
+    of English-Italian pairs and a sentence of accented words, wide init."""
+    pairs = [*TRANSLATION_PAIRS, ACCENTED_PAIR]
+    tokenizer = train_translation_tokenizers(pairs, min_frequency=1)
+    config = MiniTFSeq2SeqConfig(
+        src_vocab_size=tokenizer.source_vocab_size,
+        vocab_size=tokenizer.target_vocab_size,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
+    torch.manual_seed(0)
+    MiniTFSeq2SeqForConditionalGeneration(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("sources")
-    return {"gpt": quickstart_size_gpt(root / "gpt"), "encoder": quickstart_size_encoder(root / "encoder")}
+    return {
+        "gpt": quickstart_size_gpt(root / "gpt"),
+        "encoder": quickstart_size_encoder(root / "encoder"),
+        "seq2seq": quickstart_size_translator(root / "seq2seq"),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,11 +143,22 @@ def gpt_site(sources, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def translator_site(sources, tmp_path_factory, node_modules) -> Path:
+    """The translator's page, bundled (transformers.js and onnxruntime-web copied from tests/js's node_modules),
+    written by the command line."""
+    out = tmp_path_factory.mktemp("sites") / "translator"
+    arguments = ["export", "web", str(sources["seq2seq"]), str(out), "--bundle-from", str(node_modules)]
+    assert main([*arguments, "--example", SOURCE_TEXTS[0]]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
 def encoder_site(sources, tmp_path_factory) -> Path:
     """Written by the command line, as a user would."""
     out = tmp_path_factory.mktemp("sites") / "encoder"
     examples = [argument for sentence in SENTENCES[:3] for argument in ("--example", sentence)]
-    assert main(["export", "web", str(sources["encoder"]), str(out), "--title", "Similar <sentences>", *examples]) == 0
+    arguments = [str(sources["encoder"]), str(out), "--title", "Similar <sentences>", "--no-verify", *examples]
+    assert main(["export", "web", *arguments]) == 0
     return out
 
 
@@ -141,6 +204,7 @@ def test_gpt_page_is_a_static_space_loading_pinned_transformers_js(gpt_site):
     assert site == {
         "task": "text-generation",
         "transformers_js": TRANSFORMERS_JS_URL,
+        "onnxruntime_wasm": None,
         "model": MODEL_FOLDER,
         "dtypes": ["fp32", "q8"],
         "max_positions": 64,
@@ -160,6 +224,143 @@ def test_tests_install_the_transformers_js_the_page_loads():
     )
     locked = json.loads((JS_DIR / "package-lock.json").read_text())["packages"]
     assert locked["node_modules/@huggingface/transformers"]["version"] == TRANSFORMERS_JS_VERSION
+
+
+def npm_package_folder(node_modules: Path, name: str) -> Path:
+    """Where Node resolves `name` from transformers.js: nested under it if npm put it there, else at the top."""
+    nested = node_modules / "@huggingface/transformers/node_modules" / name
+    return nested if nested.is_dir() else node_modules / name
+
+
+def test_bundle_pins_the_tarballs_tests_js_installs_and_the_wasm_transformers_js_runs(node_modules):
+    """The bundled versions and tarball digests are npm's (package-lock.json); the onnxruntime-web is the one
+    transformers.js depends on and whose version its browser build carries, so the wasm matches its JavaScript."""
+    locked = json.loads((JS_DIR / "package-lock.json").read_text())["packages"]
+    for package in WEB_BUNDLE:
+        entry = locked[f"node_modules/{package.name}"]
+        assert (entry["version"], entry["integrity"], entry["license"]) == (
+            package.version,
+            package.integrity,
+            package.license,
+        )
+    transformers, onnxruntime = WEB_BUNDLE
+    assert locked["node_modules/@huggingface/transformers"]["dependencies"]["onnxruntime-web"] == onnxruntime.version
+    browser_build = (npm_package_folder(node_modules, transformers.name) / transformers.paths[0]).read_text()
+    assert f'"{onnxruntime.version}"' in browser_build
+
+
+def test_bundled_page_holds_the_npm_files_and_forbids_other_origins(translator_site, node_modules):
+    site = json.loads((translator_site / SITE_FILE).read_text())
+    for package in WEB_BUNDLE:
+        for path in package.paths:
+            vendored = translator_site / VENDOR_FOLDER / package.name / path
+            assert vendored.read_bytes() == (npm_package_folder(node_modules, package.name) / path).read_bytes()
+    transformers, onnxruntime = WEB_BUNDLE
+    assert site["transformers_js"] == f"{VENDOR_FOLDER}/{transformers.name}/dist/transformers.min.js"
+    assert site["onnxruntime_wasm"] == {
+        suffix: f"{VENDOR_FOLDER}/{onnxruntime.name}/dist/ort-wasm-simd-threaded.asyncify.{suffix}"
+        for suffix in ("mjs", "wasm")
+    }
+    page = (translator_site / "index.html").read_text()
+    (policy,) = re.findall(r'<meta http-equiv="Content-Security-Policy" content="([^"]*)">', page)
+    directives = dict(directive.strip().split(" ", 1) for directive in policy.split(";"))
+    assert directives["default-src"] == "'self'"
+    for name, sources in directives.items():  # every source list: this origin or none, wasm compiled by the page
+        assert set(sources.split()) <= {"'self'", "'none'", "'wasm-unsafe-eval'"}, name
+    for name in ("index.html", "app.js", "worker.js", SITE_FILE):  # no address of another site to load from
+        text = (translator_site / name).read_text()
+        assert "cdn." not in text and not re.search(r"(src|import|fetch)\W+https?:", text), name
+    readme = (translator_site / VENDOR_FOLDER / "README.md").read_text()
+    assert all(package.integrity in readme for package in WEB_BUNDLE)
+    assert "Content-Security-Policy" in SpaceCard.load(translator_site / "README.md").text
+
+
+def npm_tarball(package_folder: Path, paths: tuple[str, ...], tampered: bool = False) -> bytes:
+    """An npm tarball (files under `package/`) holding `paths` of an installed package."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as archive:
+        for path in paths:
+            data = (package_folder / path).read_bytes() + (b"\n// changed" if tampered else b"")
+            info = tarfile.TarInfo(f"package/{path}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def loopback_registry(tmp_path, monkeypatch, node_modules):
+    """An npm registry on a loopback port serving tarballs of tests/js's packages, with WEB_BUNDLE pinning their
+    digests, the npm cache in a temporary folder. Yields a function writing the registry's tarballs."""
+    registry = tmp_path / "registry"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def publish(tampered: bool = False) -> None:
+        pinned = []
+        for package in WEB_BUNDLE:
+            original = npm_tarball(npm_package_folder(node_modules, package.name), package.paths)
+            digest = base64.b64encode(hashlib.sha512(original).digest()).decode()
+            pinned.append(package._replace(integrity=f"sha512-{digest}"))
+            served = (
+                npm_tarball(npm_package_folder(node_modules, package.name), package.paths, True)
+                if tampered
+                else original
+            )
+            tarball = registry / package.name / "-" / f"{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
+            tarball.parent.mkdir(parents=True, exist_ok=True)
+            tarball.write_bytes(served)
+        monkeypatch.setattr(web, "WEB_BUNDLE", tuple(pinned))
+
+    registry.mkdir()
+    with StaticServer(registry) as server:
+        monkeypatch.setenv("npm_config_registry", server.url)
+        yield publish
+
+
+def test_bundle_downloads_each_package_once_and_checks_its_tarball(loopback_registry, tmp_path, node_modules):
+    loopback_registry()
+    files = bundled_files()
+    for package in WEB_BUNDLE:
+        for path in package.paths:
+            expected = (npm_package_folder(node_modules, package.name) / path).read_bytes()
+            assert files[f"{VENDOR_FOLDER}/{package.name}/{path}"].read_bytes() == expected
+    for tarball in (tmp_path / "registry").rglob("*.tgz"):
+        tarball.unlink()  # the second export reads the cache
+    assert bundled_files() == files
+
+
+def test_bundle_refuses_a_tarball_that_is_not_the_pinned_one(loopback_registry, tmp_path):
+    loopback_registry(tampered=True)
+    with pytest.raises(ValueError, match="is not the pinned .* digest differs"):
+        bundled_files()
+    assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]
+
+
+def test_bundle_without_network_says_to_bundle_from_node_modules(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with StaticServer(tmp_path) as server:
+        closed = server.url
+    monkeypatch.setenv("npm_config_registry", closed)
+    with pytest.raises(ValueError, match="could not download .* pass --bundle-from a node_modules folder"):
+        bundled_files()
+
+
+@pytest.mark.parametrize(
+    "installed, words",
+    [
+        ({}, ["no @huggingface/transformers package", "npm install @huggingface/transformers@"]),
+        ({"@huggingface/transformers": "4.0.0"}, ["@huggingface/transformers is 4.0.0", TRANSFORMERS_JS_VERSION]),
+        ({"@huggingface/transformers": TRANSFORMERS_JS_VERSION}, ["lacks dist/transformers.min.js"]),
+    ],
+)
+def test_bundle_from_a_node_modules_without_the_pinned_packages_is_refused(tmp_path, capsys, sources, installed, words):
+    node_modules = tmp_path / "node_modules"
+    for name, version in installed.items():
+        (node_modules / name).mkdir(parents=True)
+        (node_modules / name / "package.json").write_text(json.dumps({"name": name, "version": version}))
+    out = tmp_path / "site"
+    status, _, err = run_cli(["export", "web", sources["gpt"], out, "--bundle-from", tmp_path], capsys)
+    assert_one_line_error(status, err, "minitf export web: error:", *words)
+    assert not out.exists()
 
 
 def test_gpt_page_model_generates_in_node_as_minitf(gpt_site, sources, node_modules):
@@ -185,10 +386,55 @@ def test_encoder_page_model_embeds_in_node_as_sentence_transformer(encoder_site,
         assert cosines.min() >= 0.9999, dtype
 
 
-def test_seq2seq_is_refused_and_nothing_is_written(tmp_path, capsys):
+def minitf_translations(folder: Path, texts: list[str], max_new_tokens: int | None = None) -> list[dict]:
+    """MiniTF's greedy translations of `texts`: the source ids, the target ids (`generate()`, start token first) and
+    the text `minitf translate` prints (the translation pipeline, its default length without `max_new_tokens`)."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    translate = pipeline(TRANSLATION, model=model, tokenizer=tokenizer)
+    options = {} if max_new_tokens is None else {"max_new_tokens": max_new_tokens}
+    # generate()'s own length when none is given: the generation config's, else (as the pipeline) the positions'
+    length = {"max_length": model.generation_config.max_length or model.config.max_position_embeddings}
+    results = []
+    for text in texts:
+        with torch.no_grad():
+            inputs = tokenizer(text, return_tensors="pt")
+            ids = model.generate(**inputs, num_beams=1, do_sample=False, **(options or length))
+        (output,) = translate([text], num_beams=1, **options)
+        results.append(
+            {"sourceIds": tokenizer(text).input_ids, "ids": ids[0].tolist(), "text": output["translation_text"]}
+        )
+    return results
+
+
+def test_translator_page_translates_in_node_as_minitf(translator_site, sources):
+    """The page's own translator.js, in Node: the same source ids (accented words too), target ids and text as
+    MiniTF, at the model's default length and at a few new tokens."""
+    expected = minitf_translations(sources["seq2seq"], SOURCE_TEXTS)
+    expected_short = minitf_translations(sources["seq2seq"], SOURCE_TEXTS, max_new_tokens=5)
+    with NodeRunner("translate", translator_site) as node:
+        answers = node.ask({"texts": SOURCE_TEXTS, "max_new_tokens": None})["result"]
+        short = node.ask({"texts": SOURCE_TEXTS, "max_new_tokens": 5})["result"]
+    for answer, reference in zip(answers + short, expected + expected_short):
+        assert {key: answer[key] for key in reference} == reference
+    assert len(set(expected[2]["sourceIds"])) > 5 and 0 not in expected[2]["sourceIds"][:4]  # accented words known
+    assert len({token for reference in expected for token in reference["ids"]}) > 8  # a real comparison: many ids
+    site = json.loads((translator_site / SITE_FILE).read_text())
+    assert site["task"] == "translation" and site["examples"] == SOURCE_TEXTS[:1]
+    assert site["dtypes"] == ["fp32", "q8"] and site["translator"]["max_positions"] == 64
+    with NodeRunner("translate", translator_site, "q8") as node:  # the 8-bit graphs run (their text may differ)
+        assert node.ask({"texts": SOURCE_TEXTS[:1], "max_new_tokens": 5})["result"][0]["text"]
+
+
+def test_a_translator_the_onnx_export_refuses_is_refused_and_nothing_is_written(tmp_path, capsys):
+    """A translator whose generation config recomputes the whole prefix (hkproj's untrained model) has no cached
+    graphs that reproduce it: the page is refused as `export onnx` refuses it."""
+    folder = make_seq2seq(tmp_path / "uncached")
+    generation = json.loads((folder / "generation_config.json").read_text())
+    (folder / "generation_config.json").write_text(json.dumps({**generation, "use_cache": False}))
     out = tmp_path / "site"
-    status, _, err = run_cli(["export", "web", model_folder("seq2seq", "layer_norm"), out], capsys)
-    assert_one_line_error(status, err, "minitf export web: error:", "seq2seq", "transformers.js")
+    status, _, err = run_cli(["export", "web", folder, out], capsys)
+    assert_one_line_error(status, err, "minitf export web: error:", "use_cache=False")
     assert not out.exists()
 
 
@@ -222,18 +468,22 @@ def test_gpt_page_streams_the_text_of_minitf_generate_in_chromium(gpt_site, sour
     assert "stopped at the model's 64 positions" in answers[-1]["status"]
     assert "tokens/s" in quantized["status"] and quantized["text"]
     assert screenshot.stat().st_size > 10_000
+    assert quantized["offsite"] and all(url.startswith("https://cdn.jsdelivr.net/npm/") for url in quantized["offsite"])
 
 
 @pytest.mark.browser
-def test_encoder_page_shows_sentence_transformers_similarities_in_chromium(
-    encoder_site, sources, node_modules, tmp_path
+def test_bundled_translator_page_streams_minitf_translations_with_every_other_origin_refused_in_chromium(
+    translator_site, sources, node_modules, tmp_path
 ):
-    model = SentenceTransformer(str(sources["encoder"]))
-    embeddings = model.encode([SOURCE_SENTENCE, *OTHER_SENTENCES])
-    expected = model.similarity(embeddings[:1], embeddings[1:])[0].tolist()
-    screenshot = tmp_path / "encoder_page.png"
-    with StaticServer(encoder_site) as server, BrowserPage(server.url) as page:
-        answer = page.ask({"source": SOURCE_SENTENCE, "sentences": OTHER_SENTENCES, "screenshot": str(screenshot)})
-    assert np.abs(np.array(answer["scores"]) - expected).max() <= 1e-5, answer["status"]
-    assert answer["shown"] == [f"{score:.4f}" for score in answer["scores"]]
+    """Requests off the page's server are refused and host names resolve nowhere; the server sends the page's own
+    policy as a header, which holds the model's worker to it too."""
+    expected = minitf_translations(sources["seq2seq"], SOURCE_TEXTS, max_new_tokens=12)
+    screenshot = tmp_path / "translator_page.png"
+    with StaticServer(translator_site) as server, BrowserPage(server.url, offline=True) as page:
+        answers = [page.ask({"text": text, "max_new_tokens": 12}) for text in SOURCE_TEXTS[:-1]]
+        answers.append(page.ask({"text": SOURCE_TEXTS[-1], "max_new_tokens": 12, "screenshot": str(screenshot)}))
+    for answer, reference in zip(answers, expected):
+        assert answer["text"] == reference["text"], answer["status"]
+        assert f"{len(reference['ids']) - 1} tokens in" in answer["status"]
+    assert answers[-1]["offsite"] == [] and answers[-1]["violations"] == []
     assert screenshot.stat().st_size > 10_000

@@ -1,29 +1,52 @@
 // Drives the page written by `minitf export web` in the system's Chromium, headless, for the tests and the
-// benchmark:  node browser.mjs URL
+// benchmark:  node browser.mjs URL [--offline]
 // Prints {"ready": true} once the page has loaded its model, then answers one JSON request per stdin line:
 //   {"prompt": "...", "max_new_tokens": N}       types the prompt, clicks Generate, waits for the streamed text
 //   {"source": "...", "sentences": ["...", ...]}  fills the similarity box, clicks Compare, reads the scores
+//   {"text": "...", "max_new_tokens": N}          types the text, clicks Translate, waits for the streamed translation
 // with "dtype" to switch the weights first and "screenshot" (a path) to take one afterwards. The answer:
-// {"status", "seconds" (as the page measured the model), "text" or "scores" (the full numbers) and "shown"}.
+// {"status", "seconds" (as the page measured the model), "text" or "scores" (the full numbers), "shown",
+// "offsite" (every URL the page asked of another origin so far) and "violations" (the browser's
+// Content-Security-Policy reports)}.
 // The page loads transformers.js and onnxruntime-web from the jsDelivr URLs it names; those requests are answered
 // from node_modules beside this script (same package and version, or a 404 saying what differs), every other
-// request off the page's own server is refused: nothing reaches the network.
+// request off the page's own server is refused: nothing reaches the network. With --offline (a bundled page) every
+// request off the page's own server is refused, host names resolve nowhere, and the server's files come with the
+// page's own Content-Security-Policy (its meta tag) as a header, which holds the worker to it too.
 import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
-const [url] = process.argv.slice(2);
+const [url, mode] = process.argv.slice(2);
+const offline = mode === '--offline';
 const NODE_MODULES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node_modules');
 const CDN = /^https:\/\/cdn\.jsdelivr\.net\/npm\/(@huggingface\/transformers|onnxruntime-web)@([^/]+)\/(.+)$/;
 const CONTENT_TYPES = { '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm' };
 const CHROMIUM_FLAGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
+const offsite = [];
+let policy = null;
+
+/** The Content-Security-Policy of the page's meta tag (an --offline page must have one). */
+async function pagePolicy() {
+  const page = await (await fetch(url)).text();
+  const tag = /<meta http-equiv="Content-Security-Policy" content="([^"]*)">/.exec(page);
+  if (!tag) throw new Error(`${url} has no Content-Security-Policy meta tag`);
+  return tag[1].replaceAll('&#x27;', "'").replaceAll('&quot;', '"').replaceAll('&amp;', '&');
+}
+
 async function answerFromNodeModules(route) {
   const requested = route.request().url();
-  if (requested.startsWith(new URL(url).origin)) return route.continue();
+  if (requested.startsWith(new URL(url).origin)) {
+    if (!offline) return route.continue();
+    const response = await route.fetch();
+    return route.fulfill({ response, headers: { ...response.headers(), 'content-security-policy': policy } });
+  }
+  offsite.push(requested);
+  if (offline) return route.abort('blockedbyclient');
   const match = CDN.exec(requested);
   if (!match) return route.abort('blockedbyclient');
   const [, name, version, file] = match;
@@ -36,13 +59,22 @@ async function answerFromNodeModules(route) {
 
 const userDataDir = fs.mkdtempSync(path.join(process.env.TMPDIR ?? '/tmp', 'minitf-chromium-'));
 const context = await chromium.launchPersistentContext(userDataDir, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true, args: CHROMIUM_FLAGS,
+  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  headless: true,
+  args: offline ? [...CHROMIUM_FLAGS, '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1'] : CHROMIUM_FLAGS,
 });
 const log = [];
+const violations = [];
 try {
+  if (offline) policy = await pagePolicy();
   await context.route('**/*', answerFromNodeModules);
   const page = context.pages()[0] ?? await context.newPage();
-  page.on('console', (message) => log.push(`${message.type()}: ${message.text()}`));
+  const onConsole = (message) => {
+    log.push(`${message.type()}: ${message.text()}`);
+    if (message.text().includes('Content Security Policy')) violations.push(message.text());
+  };
+  page.on('console', onConsole);
+  page.on('worker', (worker) => worker.on('console', onConsole));
   page.on('pageerror', (error) => log.push(`page error: ${error.message}`));
   await page.goto(url);
   const form = await page.waitForSelector('form:not([hidden])', { timeout: 30000 });
@@ -72,6 +104,10 @@ try {
       await page.fill('#prompt', request.prompt);
       await page.fill('#max-new-tokens', String(request.max_new_tokens));
       status = await finished(() => page.click(`${formId} button[type=submit]`));
+    } else if ('text' in request) {
+      await page.fill('#source-text', request.text);
+      await page.fill('#translation-max-new-tokens', String(request.max_new_tokens));
+      status = await finished(() => page.click(`${formId} button[type=submit]`));
     } else {
       await page.fill('#source-sentence', request.source);
       await page.fill('#sentences', request.sentences.join('\n'));
@@ -81,9 +117,11 @@ try {
     console.log(JSON.stringify({
       status,
       seconds: Number(await form.getAttribute('data-seconds')),
-      text: await page.textContent('#completion .generated'),
+      text: await page.textContent(formId === '#translation' ? '#translated' : '#completion .generated'),
       scores: await page.$$eval('#scores td.score', (cells) => cells.map((cell) => Number(cell.dataset.score))),
       shown: await page.$$eval('#scores td.score', (cells) => cells.map((cell) => cell.textContent)),
+      offsite,
+      violations,
     }));
   }
 } catch (error) {

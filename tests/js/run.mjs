@@ -1,11 +1,18 @@
 // Runs a MiniTF ONNX export with transformers.js in Node, for the tests and the benchmark.
 //   node run.mjs generate FOLDER DTYPE   stdin lines {"prompts": [...], "max_new_tokens": N}
 //   node run.mjs embed FOLDER DTYPE      stdin lines {"sentences": [...]}
+//   node run.mjs translate SITE DTYPE    stdin lines {"texts": [...], "max_new_tokens": N or null}
 // Prints {"ready": true} once the model is loaded, then one line per request: {"seconds", "result"}, the result
-// being the new token ids of each prompt (greedy) or the sentence embeddings (mean pooling, normalized).
-import { AutoModelForCausalLM, AutoTokenizer, env, pipeline } from '@huggingface/transformers';
+// being the new token ids of each prompt (greedy), the sentence embeddings (mean pooling, normalized), or each
+// text's translation {"ids", "text"} (greedy). `translate` runs the page `minitf export web` wrote in SITE: its
+// own translator.js on its site.json and model folder.
+import * as transformers from '@huggingface/transformers';
+import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
+import { pathToFileURL } from 'node:url';
+
+const { AutoModelForCausalLM, AutoTokenizer, env, pipeline } = transformers;
 
 const [task, folder, dtype] = process.argv.slice(2);
 env.allowRemoteModels = false;
@@ -31,7 +38,20 @@ async function embedder() {
   return async ({ sentences }) => (await extractor(sentences, { pooling: 'mean', normalize: true })).tolist();
 }
 
-const TASKS = { generate: generator, embed: embedder };
+async function translator() {
+  const site = JSON.parse(fs.readFileSync(path.join(folder, 'site.json'), 'utf8'));
+  const page = await import(pathToFileURL(path.resolve(folder, 'translator.js')).href);
+  env.localModelPath = path.resolve(folder);
+  const readJSON = async (file) => JSON.parse(fs.readFileSync(path.join(folder, site.model, file), 'utf8'));
+  const model = await page.loadTranslator(transformers, { site, model: site.model, dtype, readJSON });
+  return async ({ texts, max_new_tokens }) => {
+    const results = [];
+    for (const text of texts) results.push(await page.translate(model, text, { maxNewTokens: max_new_tokens }));
+    return results;
+  };
+}
+
+const TASKS = { generate: generator, embed: embedder, translate: translator };
 if (!TASKS[task]) throw new Error(`task must be one of ${Object.keys(TASKS).join(', ')}, got ${task}`);
 const run = await TASKS[task]();
 console.log(JSON.stringify({ ready: true }));

@@ -1,9 +1,11 @@
-// The page: a prompt box with streamed greedy generation for a GPT, a sentence-similarity box for an encoder.
-// worker.js runs the model; this file only sends it requests and shows the answers.
+// The page: a prompt box with streamed greedy generation for a GPT, a sentence-similarity box for an encoder, a
+// text box with the streamed translation for a seq2seq translator. worker.js runs the model; this file only sends
+// it requests and shows the answers.
 const site = await (await fetch('site.json')).json();
 const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
 const status = document.getElementById('status');
-const form = document.getElementById(site.task === 'text-generation' ? 'generation' : 'similarity');
+const FORMS = { 'text-generation': 'generation', 'sentence-similarity': 'similarity', translation: 'translation' };
+const form = document.getElementById(FORMS[site.task]);
 const button = form.querySelector('button');
 const dtypeSelect = form.querySelector('.dtype');
 let onText = () => {};
@@ -51,6 +53,19 @@ async function generate() {
   status.textContent = `${newTokens} tokens in ${seconds.toFixed(2)} s (${(newTokens / seconds).toFixed(1)} tokens/s${stopped}).`;
 }
 
+async function translate() {
+  const text = document.getElementById('source-text').value;
+  const maxNewTokens = Number(document.getElementById('translation-max-new-tokens').value);
+  const translated = document.getElementById('translated');
+  translated.textContent = '';
+  onText = (translation) => { translated.textContent = translation; };
+  status.textContent = 'Translating...';
+  const { newTokens, seconds, stoppedAtContext } = await request({ type: 'translate', text, maxNewTokens });
+  const stopped = stoppedAtContext ? `, stopped at the model's ${site.translator.max_positions} positions` : '';
+  form.dataset.seconds = String(seconds);
+  status.textContent = `${newTokens} tokens in ${seconds.toFixed(2)} s (${(newTokens / seconds).toFixed(1)} tokens/s${stopped}).`;
+}
+
 async function compare() {
   const source = document.getElementById('source-sentence').value.trim();
   const sentences = document.getElementById('sentences').value.split('\n').map((s) => s.trim()).filter(Boolean);
@@ -89,6 +104,9 @@ async function run(step) {
 for (const dtype of site.dtypes) dtypeSelect.add(new Option(dtype, dtype));
 if (site.task === 'text-generation') {
   document.getElementById('prompt').value = site.examples[0] ?? '';
+} else if (site.task === 'translation') {
+  document.getElementById('source-text').value = site.examples[0] ?? '';
+  document.getElementById('translation-max-new-tokens').value = String(site.translator.max_length - 1);
 } else {
   const [source = '', ...others] = site.examples;
   document.getElementById('source-sentence').value = source;
@@ -97,7 +115,7 @@ if (site.task === 'text-generation') {
 dtypeSelect.addEventListener('change', () => run(load));
 form.addEventListener('submit', (event) => {
   event.preventDefault();
-  run(site.task === 'text-generation' ? generate : compare);
+  run({ 'text-generation': generate, 'sentence-similarity': compare, translation: translate }[site.task]);
 });
 form.hidden = false;
 await run(load);

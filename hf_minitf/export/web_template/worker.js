@@ -1,9 +1,17 @@
 // Runs the model in model/ with transformers.js, off the page's thread: the page repaints while tokens stream in.
-// site.json (written by `minitf export web`) names the task, the weight variants, the context length and the
-// pinned transformers.js URL.
+// site.json (written by `minitf export web`) names the task, the weight variants, the context length, the pinned
+// transformers.js (a jsDelivr URL, or its copy beside the page) and, for a bundled page, onnxruntime-web's wasm files
+// beside the page (else transformers.js fetches them from jsDelivr).
+const here = (path) => new URL(path, self.location.href).href;
 const ready = fetch('site.json').then((response) => response.json()).then(async (site) => {
-  const transformers = await import(site.transformers_js);
+  const transformers = await import(here(site.transformers_js));
   const { env } = transformers;
+  if (site.onnxruntime_wasm) {
+    // Loaded by ONNX Runtime itself, from this server: not pre-fetched into a blob: URL (the cache transformers.js
+    // keeps), which a page's Content-Security-Policy would have to allow.
+    env.backends.onnx.wasm.wasmPaths = { mjs: here(site.onnxruntime_wasm.mjs), wasm: here(site.onnxruntime_wasm.wasm) };
+    env.useWasmCache = false;
+  }
   // The model is served beside the page: fetched by path (transformers.js reads local models by path, not by URL)
   // and not kept in Cache Storage, which would hide a re-exported model behind the old one.
   env.allowLocalModels = true;
@@ -12,17 +20,34 @@ const ready = fetch('site.json').then((response) => response.json()).then(async 
   env.useBrowserCache = false;
   return { site, transformers };
 });
-let tokenizer, model, extractor;
+let tokenizer, model, extractor, translatorCode, translator;
 
 async function load({ dtype }) {
   const { site, transformers } = await ready;
   if (site.task === 'text-generation') {
     tokenizer ??= await transformers.AutoTokenizer.from_pretrained(site.model);
     model = await transformers.AutoModelForCausalLM.from_pretrained(site.model, { dtype });
+  } else if (site.task === 'translation') {
+    translatorCode ??= await import('./translator.js');
+    const readJSON = async (name) => {
+      const response = await fetch(`${site.model}/${name}`);
+      if (!response.ok) throw new Error(`${site.model}/${name}: ${response.status} ${response.statusText}`);
+      return response.json();
+    };
+    translator = await translatorCode.loadTranslator(transformers, { site, model: site.model, dtype, readJSON });
   } else {
     extractor = await transformers.pipeline('feature-extraction', site.model, { dtype });
   }
   return {};
+}
+
+async function translate({ text, maxNewTokens }) {
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new Error('New tokens: give a whole number, 1 or more.');
+  const started = performance.now();
+  const { ids, stoppedAtContext } = await translatorCode.translate(translator, text, {
+    maxNewTokens, onText: (translated) => postMessage({ type: 'text', text: translated }),
+  });
+  return { newTokens: ids.length - 1, seconds: (performance.now() - started) / 1000, stoppedAtContext };
 }
 
 async function generate({ prompt, maxNewTokens }) {
@@ -58,7 +83,7 @@ async function compare({ source, sentences }) {
   return { scores: rest.map((vector) => transformers.cos_sim(first, vector)), seconds };
 }
 
-const HANDLERS = { load, generate, compare };
+const HANDLERS = { load, generate, compare, translate };
 
 self.onmessage = async ({ data }) => {
   try {
