@@ -126,13 +126,18 @@ def worker(spec: dict) -> None:
     """Load one case, run it once to warm up, then time it on each "go" line from stdin (after `pause` s)."""
     import hf_minitf  # noqa: F401 (registers the MiniTF classes with the Auto classes)
 
-    run = make_case(spec)
-    result = run()
+    serve(make_case(spec), spec["pause"])
+
+
+def serve(run, pause: float) -> None:
+    """A worker's loop: run once (warm-up), say so, then time `run` on each "go" line from stdin (after `pause` s)
+    and print its seconds and result as one JSON line."""
+    run()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         if line.strip() != "go":
             break
-        time.sleep(spec["pause"])
+        time.sleep(pause)
         start = time.perf_counter()
         result = run()
         print(json.dumps({"seconds": time.perf_counter() - start, "result": result}), flush=True)
@@ -279,10 +284,11 @@ def agreement(reference, result, family: str) -> str:
     return f"{equal}/{len(reference)} rows equal"
 
 
-def start_worker(spec: dict) -> subprocess.Popen:
-    """A worker process for one case, returned once it has loaded the case and run it once."""
+def start_worker(spec: dict, script: str = __file__) -> subprocess.Popen:
+    """A worker process for one case (`script --worker`, reading `spec` from stdin), returned once it has loaded
+    the case and run it once."""
     process = subprocess.Popen(
-        [sys.executable, __file__, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, script, "--worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     process.stdin.write(json.dumps(spec) + "\n")
     process.stdin.flush()

@@ -305,6 +305,25 @@ def make_gpt_sources(root: Path) -> dict[str, Path]:
     return sources
 
 
+def make_chat_gpt_sources(root: Path) -> dict[str, Path]:
+    """name -> GPT folder with a chat template: "chatml" (a BPE GPT), "simple" (a character GPT whose vocabulary
+    spells the role names), "frawdllm" (FrawdLLM's RoPE fixture converted with a chat tokenizer: its own format)."""
+    from helpers import write_frawdllm_tokenizer
+
+    from hf_minitf import set_chat_template
+    from hf_minitf.conversion.frawdllm import convert_frawdllm
+
+    root.mkdir(parents=True, exist_ok=True)
+    bpe = train_bpe_tokenizer([EXPORT_TEXT], vocab_size=300, min_frequency=1)
+    chatml = _random_gpt(root / "chatml", bpe, 1)
+    set_chat_template(chatml, "chatml")
+    simple = _random_gpt(root / "simple", char_tokenizer(EXPORT_TEXT + "System: User: Assistant:"), 3)
+    set_chat_template(simple, "simple")
+    tokenizer = write_frawdllm_tokenizer(root / "frawdllm_chat_tokenizer.json", chat=True)
+    convert_frawdllm(DATA / "frawdllm_rope/checkpoint.pt", root / "frawdllm", tokenizer=tokenizer)
+    return {"chatml": chatml, "simple": simple, "frawdllm": root / "frawdllm"}
+
+
 def make_encoder_sources(root: Path) -> dict[str, Path]:
     """name -> MiniTF encoder folder (SentenceTransformer folders, as conversion and training write them)."""
     root.mkdir(parents=True, exist_ok=True)
@@ -364,6 +383,30 @@ def ctranslate2_export(family: str, kind: str, quantization: str = "float32") ->
     )
 
 
+ENCODER_ACCENTED_TEXT = "a naïve café, 42 times: déjà vu"
+"""Words with accents, digits and punctuation in the engine encoders' vocabularies."""
+ENCODER_KINDS = ("miniembed", "learned", "quickstart")
+"""The encoders the engine exports of embeddings are checked on (`engine_encoder`)."""
+
+
+@functools.cache
+def engine_encoder(kind: str) -> Path:
+    """An encoder folder of ENCODER_KINDS: "miniembed", the converted MiniEmbed fixture; "learned", learned
+    positions, unscaled embeddings, no attention bias, wide init; "quickstart", the quickstart's size (the encoder
+    preset "tiny": 2 layers x 128, 4 heads, FFN 256, 64 positions), random, with a word vocabulary."""
+    if kind == "miniembed":
+        return model_folder("encoder", "miniembed")
+    texts = SENTENCES + [ENGINE_TEXT, ENCODER_ACCENTED_TEXT] + [source for source, _ in PAIRS]
+    if kind == "learned":
+        tokenizer = train_wordlevel_tokenizer(texts, vocab_size=64, min_frequency=1, max_length=24)
+        fields = dict(TINY_SIZES["encoder"], hidden_size=32, num_attention_heads=4, initializer_range=0.3)
+        fields |= dict(position_embedding_type="learned", scale_embeddings=False, attention_bias=False)
+    else:
+        tokenizer = train_wordlevel_tokenizer(texts, vocab_size=200, min_frequency=1, max_length=64)
+        fields = preset_fields("encoder", "tiny", initializer_range=0.2)
+    return random_model_folder("encoder", workspace() / f"encoder_{kind}", tokenizer, 1, **fields)
+
+
 @functools.cache
 def onnx_export(quantize: tuple[str, ...] = ("q8",)) -> Path:
     """The converted MiniEmbed fixture exported to ONNX with the variants `quantize`."""
@@ -386,6 +429,16 @@ def onnx_gpt_export(name: str, quantize: tuple[str, ...] = ()) -> Path:
     from hf_minitf.export.onnx import export_onnx
 
     return export_onnx(gpt_source(name), workspace() / f"gpt_{name}_onnx_{'_'.join(quantize)}", quantize=quantize)
+
+
+@functools.cache
+def onnx_translator_export(kind: str = "layer_norm", quantize: tuple[str, ...] = ()) -> Path:
+    """The tiny seq2seq folder `model_folder("seq2seq", kind)` exported to ONNX with the variants `quantize`."""
+    from hf_minitf.export.onnx import export_onnx
+
+    return export_onnx(
+        model_folder("seq2seq", kind), workspace() / f"seq2seq_{kind}_onnx_{'_'.join(quantize)}", quantize=quantize
+    )
 
 
 # --- prompts and MiniTF's own greedy tokens, which the exports are compared with -------------------------------------

@@ -21,6 +21,10 @@ class ExportFormat(NamedTuple):
     """The model families it takes."""
     summary: str
     description: str
+    exact_precisions: tuple[str, ...] = ()
+    """The precisions (the export's weight type: --dtype, --quantization, an ONNX file's dtype) at which the format
+    claims the MiniTF model's outputs: greedy tokens, translations, embeddings within
+    `catalog.verification.EXACT_EMBEDDING_DIFFERENCE`; `minitf verify` exits 1 when such an export is not."""
 
 
 EXPORT_DESCRIPTION = "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express exactly is refused with one line naming the config field. `FORMAT --help` says what each format is."
@@ -41,51 +45,118 @@ The folder loads with AutoModelForCausalLM / SentenceTransformer without trust_r
 native encoder-decoder is exact), a learned-position GPT with context_overflow="crop" (set "error" to export
 it), an encoder without pad_token_id."""
 
-GGUF_DESCRIPTION = """\
+GGUF_AGREEMENT_TEXT = (
+    "The quick brown fox jumps over the lazy dog.\n"
+    "Hello world, this is a small language model.\n"
+    "342: three hundred forty-two\n"
+    "Once upon a time there was a little town by the sea.\n"
+    "The weather today is sunny with a light breeze.\n"
+    "She opened the door and looked outside.\n"
+    "In 1969, people first walked on the moon.\n"
+    "Water boils at one hundred degrees.\n"
+)
+"""What `minitf export gguf` measures agreement on without --agreement-text: each line's first tokens are a prompt,
+the whole text the held-out text of the perplexity."""
+GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS, GGUF_AGREEMENT_NEW_TOKENS = 8, 4, 64
+"""Prompts (the first lines of the text), tokens of each prompt, greedy tokens generated after each."""
+GGUF_DESCRIPTION = f"""\
 Write a GPT model as one GGUF file for llama.cpp, Ollama and LM Studio: llama.cpp's `gpt2` architecture for
 learned positions, `gptneox` for rotary positions, with the tokenizer inside (byte-level BPE as llama.cpp's
 `gpt2` tokenizer model; a character tokenizer is rewritten as a byte-level vocabulary with the merges that
 build its multi-byte characters), the context length, the special tokens and the chat template if the
 tokenizer has one.
 
---dtype: f32 (exact weights), f16 (half-precision weights), q8_0 (8-bit blocks of 32 with a scale, llama.cpp's
-Q8_0; norms and biases stay f32). Refused: encoder and seq2seq models, activations other than gelu (llama.cpp's
-GPT-2 and GPT-NeoX graphs compute GELU only), and what `export native` refuses."""
+An encoder becomes an embedding model for llama.cpp (`llama-server --embeddings`, llama-cpp-python's
+`Llama(path, embedding=True)`): llama.cpp's `gpt2` graph, the MiniTF encoder layer exactly, with
+`attention.causal = false` and `pooling_type = mean`, the sinusoid as the position table, and MiniEmbed's
+word-level tokenizer as llama.cpp's WordPiece (`bert`) tokenizer model, lowercasing, [CLS] ... [SEP]. Cosine to
+SentenceTransformer's embeddings: at least 0.999999 in f32 and f16 (llama.cpp's GELU is the tanh form). Its
+tokens differ from MiniEmbed's on `_` inside words, combining marks, non-ASCII symbols against a word, CJK runs
+and control characters. Keep texts within the context length (llama-cpp-python: n_ctx, n_batch and n_ubatch set
+to it; llama.cpp reads no position past the table). Refused: other tokenizers, pooling other than mean; no
+agreement is printed for an encoder (the engine tests measure it).
+
+--dtype: f32 (exact weights), f16 (half-precision weights), or a llama.cpp quantization, each tensor typed by
+llama.cpp's rules (llama-quant.cpp): q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32); q4_k_m, q5_k_m (Ollama's
+mixes: Q4_K / Q5_K, Q6_K for attn_qkv and ffn_down of some layers) and q6_k (blocks of 256). The output head
+(the token embedding when tied) takes Q6_K, Q8_0 where its rows are no multiple of 256; the position table
+stays f16, norms and biases f32. A matrix whose rows do not fit its type's blocks falls back as llama.cpp's
+quantizer does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else f16). The gguf package writes Q4_0, Q4_1,
+Q5_0, Q5_1 and Q8_0, not the K-quants: Q6_K falls back to Q8_0 too, and q4_k_m, q5_k_m, q6_k are refused
+where a matrix keeps Q4_K, Q5_K or Q6_K (rows of 256 or more: export f16 and run llama.cpp's
+`llama-quantize`); on small models every matrix falls back and the file is written. The export lists each
+fallback.
+
+The export then reads the file back, dequantizes it, runs those weights in MiniTF (float32) and prints their
+agreement with the MiniTF folder: greedy tokens over {GGUF_AGREEMENT_PROMPTS} prompts x {GGUF_AGREEMENT_NEW_TOKENS} new tokens (where they first differ) and
+perplexity on held-out text beside float32's (--agreement-text FILE, one prompt per line; default: a short
+English text). This measures the weights' rounding, not llama.cpp's kernels. Refused: seq2seq models,
+activations other than gelu (llama.cpp's GPT-2 and GPT-NeoX graphs compute GELU only), and what
+`export native` refuses."""
+
+OLLAMA_DESCRIPTION = """\
+Write a GPT as a folder for Ollama: model.gguf (what `export gguf` writes, default --dtype q8_0), a Modelfile
+(FROM ./model.gguf; TEMPLATE, the tokenizer's chat template in Ollama's Go template syntax; PARAMETER stop for
+the token that ends an answer; PARAMETER num_ctx, the context length) and README.md (the card, with the
+agreement `export gguf` measures). Then: `ollama create NAME -f OUT/Modelfile`.
+
+The chat templates translated are those that wrap each message by its role (text before and after the
+content) and end with a generation prompt: the package's chatml and simple, FrawdLLM's. Roles the template
+refuses (FrawdLLM's system messages) are dropped by Ollama. A tokenizer without a chat template gets no
+TEMPLATE (Ollama passes the prompt as it is: text continuation); any other chat template is refused, since a
+wrong TEMPLATE would silently change what the model reads."""
+
+OLLAMA_GGUF_FILE, OLLAMA_MODELFILE = "model.gguf", "Modelfile"
+"""The files of `minitf export ollama`'s folder (beside README.md)."""
 
 CTRANSLATE2_DESCRIPTION = """\
-Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder (the C++
-inference engine: `pip install ctranslate2`), with the tokenizer files and a README. `minitf generate` /
-`minitf translate` run such a folder in CTranslate2 and print what the MiniTF folder prints.
+Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder, an encoder
+as a CTranslate2 Encoder folder (the C++ inference engine: `pip install ctranslate2`), with the tokenizer files
+and a README. `minitf generate` / `minitf translate` / `minitf embed` run such a folder in CTranslate2 and print
+what the MiniTF folder prints.
 
 - GPT: learned positions as the position table, rotary positions as CTranslate2's rotary attention
   (interleaved pairs or halves, as the model has them)
 - seq2seq: pre-norm Transformer, ReLU, separate source and target vocabularies, the interleaved sinusoid
   as an explicit position table, the norms' eps from the config (hkproj's first norm as the exact LayerNorm)
+- encoder: pre-norm Transformer encoder, the sinusoid or learned positions as the position table; the token
+  states are mean-pooled and normalized as the SentenceTransformer folder does (embeddings within 1e-5)
 
---quantization: float32 (MiniTF's greedy tokens), int8, int8_float32 (8-bit weights; measure before using:
-they can change tokens), bfloat16. Refused (nothing written): encoder models (use `export onnx`),
-context_overflow="crop", a generation config with use_cache=False, hkproj's "std + eps" norms,
-activations CTranslate2 lacks."""
+--quantization: float32 (MiniTF's greedy tokens and embeddings), int8, int8_float32 (8-bit weights; measure
+before using: they can change tokens; an encoder's embeddings kept a cosine of 0.99997 to float32's on
+MiniEmbed's dims), bfloat16. Refused (nothing written): context_overflow="crop", a generation config with
+use_cache=False, hkproj's "std + eps" norms, activations CTranslate2 lacks, an encoder's pooling other than
+mean."""
 
 ONNX_DESCRIPTION = """\
-Write a GPT or an encoder as ONNX (torch.onnx.export with dynamo) for ONNX Runtime and transformers.js:
-onnx/model.onnx in float32, the same outputs as the MiniTF model (GPT: its greedy tokens; encoder: embeddings
-within 1e-5). `minitf generate` / `minitf embed` run the folder in ONNX Runtime.
+Write a GPT, an encoder or a seq2seq translator as ONNX (torch.onnx.export with dynamo) for ONNX Runtime and
+transformers.js: float32 graphs giving the MiniTF model's outputs (GPT: its greedy tokens; encoder: embeddings
+within 1e-5; translator: its greedy and beam-search translations). `minitf generate` / `minitf embed` /
+`minitf translate` run the folder in ONNX Runtime.
 
-- GPT: one decoder graph with a KV cache, inputs input_ids, attention_mask, position_ids and
+- GPT: onnx/model.onnx, one decoder graph with a KV cache, inputs input_ids, attention_mask, position_ids and
   past_key_values.{i}.key/.value, outputs logits and present.{i}.key/.value (batch, length and cache length
   dynamic; optimum's and transformers.js's layout), beside config.json of the native architecture (gpt2 for
   learned positions, gpt_neox for rotary ones), the tokenizer and a generation config that stops at a learned
   position table
-- encoder: inputs input_ids and attention_mask, output last_hidden_state, in a copy of the SentenceTransformer
-  folder; the README has the ONNX Runtime code (tokenizer, session, masked mean, normalize) that needs no optimum
+- encoder: onnx/model.onnx, inputs input_ids and attention_mask, output last_hidden_state, in a copy of the
+  SentenceTransformer folder; the README has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
+  that needs no optimum
+- seq2seq: optimum's seq2seq files: onnx/encoder_model.onnx (input_ids, attention_mask -> last_hidden_state),
+  onnx/decoder_model.onnx (the first step: input_ids, encoder_attention_mask, encoder_hidden_states -> logits and
+  present.{i}.decoder.key/.value, present.{i}.encoder.key/.value, the cross-attention keys and values computed
+  once) and onnx/decoder_with_past_model.onnx (the next steps: past_key_values.{i}.decoder/.encoder.key/.value
+  in, logits and present.{i}.decoder.key/.value out), beside the paired tokenizer and the generation config;
+  `minitf translate` searches (greedy, or --num-beams with the generation config's length_penalty and
+  early_stopping) in numpy as transformers' generate() does
 
 --quantize q8 fp16 q4 adds the files transformers.js loads for these dtypes: onnx/model_quantized.onnx (dynamic
 8-bit matrix products; an encoder's also as onnx/model_quint8_avx2.onnx, sentence-transformers' name, which
-`minitf embed` then runs), onnx/model_fp16.onnx (float16), onnx/model_q4.onnx (4-bit weight blocks). They can
-change greedy tokens; measure before using them. Refused: seq2seq models (their paired tokenizer has no
-transformers.js counterpart; use `export ctranslate2`), what `export native` refuses for a GPT
-(context_overflow="crop"), an encoder's pooling other than mean."""
+`minitf embed` then runs), onnx/model_fp16.onnx (float16), onnx/model_q4.onnx (4-bit weight blocks); a
+translator gets each of its three graphs so (onnx/encoder_model_quantized.onnx, ...). They can change greedy
+tokens; measure before using them. Refused: what `export native` refuses for a GPT (context_overflow="crop"),
+an encoder's pooling other than mean, a translator whose generation config does not cache (hkproj's untrained
+model) or sets what the runner does not reproduce (no_repeat_ngram_size, repetition_penalty, sampling, ...)."""
 
 TRANSFORMERS_JS_VERSION = "4.3.2"
 """The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
@@ -94,25 +165,70 @@ TRANSFORMERS_JS_URL = (
 )
 """Where the page loads it from: jsDelivr's copy of the npm package."""
 
-TRANSFORMERS_JS_VERSION = "4.3.2"
-"""The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
-TRANSFORMERS_JS_URL = (
-    f"https://cdn.jsdelivr.net/npm/@huggingface/transformers@{TRANSFORMERS_JS_VERSION}/dist/transformers.min.js"
+
+class NpmFiles(NamedTuple):
+    """Files of one npm package that `minitf export web --bundle` copies beside the page, as
+    `vendor/{name}/{path}`."""
+
+    name: str
+    version: str
+    integrity: str
+    """npm's Subresource Integrity of the package's tarball (what package-lock.json records), checked on download."""
+    license: str
+    paths: tuple[str, ...]
+    """Paths inside the package."""
+
+
+WEB_BUNDLE = (
+    NpmFiles(
+        "@huggingface/transformers",
+        TRANSFORMERS_JS_VERSION,
+        "sha512-V3+dqf3iWlRYJ9I9GreM3zGQd0lAXnnoPeddmkOQYWAEE4l/+Fi6p7tx/qVUJlKQgLXGim2W76rTOzz+eC0i7g==",
+        "Apache-2.0",
+        ("dist/transformers.min.js", "LICENSE"),
+    ),
+    # The onnxruntime-web that transformers.js 4.3.2 pins; its browser build fetches this wasm (and the .mjs that
+    # loads it) at run time, from jsDelivr unless `env.backends.onnx.wasm.wasmPaths` says where.
+    NpmFiles(
+        "onnxruntime-web",
+        "1.31.0-dev.20260914-8d85527a0",
+        "sha512-Iy7rtadoBgxS/LLvDr3QW38DB1PNXRnr0GJMcL0TAt7c9qjgVQl83UlGCVyeAnK2InpmW8Uc3PL8XIuqtDeF6g==",
+        "MIT",
+        ("dist/ort-wasm-simd-threaded.asyncify.mjs", "dist/ort-wasm-simd-threaded.asyncify.wasm"),
+    ),
 )
-"""Where the page loads it from: jsDelivr's copy of the npm package."""
+"""What a bundled page runs instead of the CDN's copies: the pinned transformers.js and the onnxruntime-web files it
+loads (tests/js/package-lock.json pins the same versions and tarballs)."""
+NPM_REGISTRY = "https://registry.npmjs.org"
+"""Where `--bundle` downloads the packages from, unless the environment names a mirror as npm reads it
+(`npm_config_registry`)."""
+WEB_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; worker-src 'self'; "
+    "img-src 'self'; style-src 'self'; object-src 'none'; base-uri 'self'; form-action 'none'"
+)
+"""The bundled page's policy: nothing from another origin (the worker compiles the wasm, hence 'wasm-unsafe-eval')."""
 
 WEB_DESCRIPTION = f"""\
-Write a GPT or an encoder as a static web page that runs it in the browser with transformers.js
-{TRANSFORMERS_JS_VERSION} (from jsDelivr), ready to open (serve the folder: python -m http.server) or to publish
-as a Hugging Face static Space (README.md says sdk: static; `minitf push SRC REPO --space` exports and uploads):
+Write a model as a static web page that runs it in the browser with transformers.js {TRANSFORMERS_JS_VERSION},
+ready to open (serve the folder: python -m http.server) or to publish as a Hugging Face static Space (README.md
+says sdk: static; `minitf push SRC REPO --space` exports and uploads):
 
 - GPT: a prompt box with streamed greedy generation, stopped at the model's position table
 - encoder: a sentence-similarity box (cosine of the mean-pooled, normalized embeddings)
+- seq2seq: a text box with the streamed greedy translation (the source and target tokenizers run by
+  transformers.js, the encoder and decoder graphs by its ONNX Runtime Web, the loop in translator.js)
 
 OUT holds index.html, app.js, worker.js, style.css, site.json, README.md and model/, the folder `minitf
 export onnx` writes (float32 and the --quantize variant; the page offers each). --example fills the boxes: a
-GPT's prompt; an encoder's source sentence, then the sentences to compare. Refused: seq2seq models
-(transformers.js has no counterpart of their paired tokenizer), and what `export onnx` refuses."""
+GPT's prompt or a text to translate; an encoder's source sentence, then the sentences to compare. Refused: what
+`export onnx` refuses.
+
+The page loads transformers.js and the wasm of ONNX Runtime Web from jsDelivr. --bundle copies them into
+OUT/vendor and adds a Content-Security-Policy that forbids other origins: the page then runs offline, air-gapped
+or behind a strict policy. The npm packages come from --bundle-from DIR (a node_modules folder, after `npm install
+@huggingface/transformers@{TRANSFORMERS_JS_VERSION}`), else from the npm registry (or the mirror
+npm_config_registry names), downloaded once with each tarball's pinned integrity checked and kept in
+~/.cache/minitf/npm."""
 
 EXPORTS: dict[str, ExportFormat] = {
     "native": ExportFormat(
@@ -121,34 +237,46 @@ EXPORTS: dict[str, ExportFormat] = {
         ("gpt", "encoder"),
         "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer: loads without trust_remote_code",
         NATIVE_DESCRIPTION,
+        exact_precisions=("float32",),
     ),
     "gguf": ExportFormat(
-        "gguf",
+        "gguf_encoder",  # the entry point: encoders written there, GPTs by hf_minitf.export.gguf
         "export_gguf",
-        ("gpt",),
-        "GPT -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
+        ("gpt", "encoder"),
+        "GPT or encoder -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
         GGUF_DESCRIPTION,
+        exact_precisions=("f32",),
+    ),
+    "ollama": ExportFormat(
+        "ollama",
+        "export_ollama",
+        ("gpt",),
+        "GPT -> a folder for `ollama create`: the GGUF file, a Modelfile with the chat template as TEMPLATE, a card",
+        OLLAMA_DESCRIPTION,
     ),
     "ctranslate2": ExportFormat(
         "ctranslate2",
         "export_ctranslate2",
-        ("gpt", "seq2seq"),
-        "GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator folder",
+        ("gpt", "seq2seq", "encoder"),
+        "GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator, encoder -> ctranslate2.Encoder folder",
         CTRANSLATE2_DESCRIPTION,
+        exact_precisions=("float32",),
     ),
     "onnx": ExportFormat(
         "onnx",
         "export_onnx",
-        ("gpt", "encoder"),
-        "GPT -> ONNX decoder with KV cache, encoder -> ONNX in a SentenceTransformer folder, for ONNX Runtime and transformers.js",
+        ("gpt", "encoder", "seq2seq"),
+        "GPT -> ONNX decoder with KV cache, encoder -> ONNX in a SentenceTransformer folder, seq2seq -> ONNX encoder and cached decoder graphs, for ONNX Runtime and transformers.js",
         ONNX_DESCRIPTION,
+        exact_precisions=("fp32",),
     ),
     "web": ExportFormat(
         "web",
         "export_web",
-        ("gpt", "encoder"),
-        "GPT or encoder -> a static web page running it with transformers.js (a Hugging Face static Space)",
+        ("gpt", "encoder", "seq2seq"),
+        "GPT, encoder or translator -> a static web page running it with transformers.js (a Hugging Face static Space)",
         WEB_DESCRIPTION,
+        exact_precisions=("fp32",),
     ),
 }
 
@@ -160,6 +288,22 @@ EXPORT_FILE = "minitf_export.json"
 # `present.{layer}.key/.value` (the names of optimum and transformers.js; hf_minitf.export.onnx_decoder writes them,
 # hf_minitf.engines.onnx reads them).
 PAST_PREFIX, PRESENT_PREFIX = "past_key_values.", "present."
+
+# The ONNX translator's graphs, by optimum's seq2seq file names (hf_minitf.export.onnx_seq2seq writes them,
+# hf_minitf.engines.onnx_translator runs them): the encoder, the first decoder step (which computes the
+# cross-attention keys and values) and the next decoder steps (which read them from the cache).
+ONNX_TRANSLATOR_GRAPHS = {
+    "encoder": "onnx/encoder_model.onnx",
+    "decoder": "onnx/decoder_model.onnx",
+    "decoder_with_past": "onnx/decoder_with_past_model.onnx",
+}
+# What transformers.js appends to a graph's file name for each of its dtypes (`--quantize` writes q8, fp16, q4).
+ONNX_DTYPE_SUFFIXES = {"fp32": "", "q8": "_quantized", "fp16": "_fp16", "q4": "_q4"}
+
+
+def onnx_variant_file(graph: str, dtype: str) -> str:
+    """The file of `graph` (e.g. onnx/model.onnx) in transformers.js's `dtype` (fp32, q8, fp16, q4)."""
+    return graph.removesuffix(".onnx") + ONNX_DTYPE_SUFFIXES[dtype] + ".onnx"
 
 
 class ExportInfoField(NamedTuple):
@@ -212,6 +356,9 @@ def context_limit(config: Any) -> int | None:
 
 __all__ = [
     "EVERY_KIND",
+    "ONNX_DTYPE_SUFFIXES",
+    "ONNX_TRANSLATOR_GRAPHS",
+    "onnx_variant_file",
     "NATIVE_POSITIONS",
     "context_limit",
     "positions_of",
@@ -219,8 +366,18 @@ __all__ = [
     "EXPORT_DESCRIPTION",
     "EXPORT_FILE",
     "EXPORT_INFO_FIELDS",
+    "GGUF_AGREEMENT_NEW_TOKENS",
+    "GGUF_AGREEMENT_PROMPTS",
+    "GGUF_AGREEMENT_PROMPT_TOKENS",
+    "GGUF_AGREEMENT_TEXT",
+    "OLLAMA_GGUF_FILE",
+    "OLLAMA_MODELFILE",
+    "NPM_REGISTRY",
     "TRANSFORMERS_JS_URL",
     "TRANSFORMERS_JS_VERSION",
+    "WEB_BUNDLE",
+    "WEB_CONTENT_SECURITY_POLICY",
     "ExportFormat",
     "ExportInfoField",
+    "NpmFiles",
 ]

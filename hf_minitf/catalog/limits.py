@@ -32,6 +32,9 @@ MAX_NEW_TOKENS = 10**6
 MAX_BEAMS = 1000
 """Widest beam search: 10**9 beams hold the machine for hours."""
 MAX_PORT = 65535
+MAX_EVAL_DATA_BYTES = 256 * 2**20
+"""The largest file `minitf eval --data` reads (256 MiB): evaluation holds the data in memory, and a file this large
+already takes hours on a CPU; give a sample of a larger one."""
 
 MAX_REQUEST_BYTES = 8 * 2**20
 """`minitf serve --max-request-bytes`'s default: the largest request body (8 MiB) the server reads; a larger one is
@@ -53,8 +56,8 @@ lets the requests in flight finish for this long, then cancels them and exits.""
 
 DTYPE_NAMES = ("float32", "float16", "bfloat16")
 """The dtypes weights are converted to, loaded in or served in (besides `auto`, the saved weights')."""
-GGUF_DTYPES = ("f32", "f16", "q8_0")
-"""The weight types `minitf export gguf` writes."""
+GGUF_DTYPES = ("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k")
+"""The weight types `minitf export gguf` writes (a quantization names llama.cpp's file type: its mix of tensor types)."""
 CTRANSLATE2_QUANTIZATIONS = ("float32", "int8", "int8_float32", "bfloat16")
 """The weight types `minitf export ctranslate2` stores."""
 HKPROJ_NORM_TYPES = ("auto", *(norm for norm in NORM_TYPES if norm != "layer_norm"))
@@ -74,6 +77,7 @@ __all__ = [
     "HKPROJ_NORM_TYPES",
     "MAX_BEAMS",
     "MAX_EPOCHS",
+    "MAX_EVAL_DATA_BYTES",
     "MAX_NEW_TOKENS",
     "MAX_PORT",
     "MAX_REQUEST_BYTES",

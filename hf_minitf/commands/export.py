@@ -10,7 +10,8 @@ from pathlib import Path
 from hf_minitf.catalog.exports import EXPORT_DESCRIPTION, EXPORTS
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS, GGUF_DTYPES, ONNX_QUANTIZATIONS
 from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT
-from hf_minitf.commands.common import add_license, reports_errors
+from hf_minitf.catalog.verification import NO_VERIFY_HELP
+from hf_minitf.commands.common import CommandError, add_license, reports_errors
 
 HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
 
@@ -32,15 +33,32 @@ def _add_native_export_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT model folder (nothing else)")
 
 
-def _add_gguf_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_export_source(parser, "the .gguf file to write (must not exist unless --overwrite)")
+def _add_gguf_options(parser: argparse.ArgumentParser, default_dtype: str) -> None:
     parser.add_argument(
         "--dtype",
-        default="f16",
+        default=default_dtype,
         choices=GGUF_DTYPES,
-        help="weight type of the matrices (default: f16); norms and biases stay f32",
+        help=f"weight type of the matrices, a llama.cpp file type (default: {default_dtype}); norms and biases stay f32",
     )
+    parser.add_argument(
+        "--agreement-text",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="UTF-8 text the file's agreement is measured on: its first lines' first tokens are the prompts, the "
+        "whole text the held-out text of the perplexity (default: a short English text)",
+    )
+
+
+def _add_gguf_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_export_source(parser, "the .gguf file to write (must not exist unless --overwrite)")
+    _add_gguf_options(parser, "f16")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT GGUF file (nothing else)")
+
+
+def _add_ollama_export_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_native_export_arguments(parser)
+    _add_gguf_options(parser, "q8_0")
 
 
 def _add_ctranslate2_export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -78,16 +96,32 @@ def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="TEXT",
-        help="text put in the page's boxes (repeat it): a GPT's prompt; an encoder's source sentence, then the "
-        "sentences to compare with it",
+        help="text put in the page's boxes (repeat it): a GPT's prompt or a text to translate; an encoder's source "
+        "sentence, then the sentences to compare with it",
     )
     parser.add_argument("--title", default=None, help="the page's title (default: the model folder's name)")
+    parser.add_argument(
+        "--bundle",
+        action="store_true",
+        help="copy transformers.js and onnxruntime-web's wasm into OUT/vendor, with a Content-Security-Policy "
+        "forbidding other origins: the page runs offline (default: loaded from jsDelivr); the npm packages are "
+        "downloaded once, integrity-checked, unless --bundle-from names them",
+    )
+    parser.add_argument(
+        "--bundle-from",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a node_modules folder (or the folder holding one) with the pinned @huggingface/transformers and its "
+        "onnxruntime-web, to bundle from without network access; implies --bundle",
+    )
 
 
 # Each format's arguments.
 FORMAT_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "native": _add_native_export_arguments,
     "gguf": _add_gguf_export_arguments,
+    "ollama": _add_ollama_export_arguments,
     "ctranslate2": _add_ctranslate2_export_arguments,
     "onnx": _add_onnx_export_arguments,
     "web": _add_web_export_arguments,
@@ -106,6 +140,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         FORMAT_ARGUMENTS[name](parser)
+        parser.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
         parser.set_defaults(run=run)
     return export
 
@@ -117,13 +152,55 @@ def write_native(args: argparse.Namespace) -> str:
     return f"Exported {args.source} to {out} (native transformers architecture, no remote code)"
 
 
-def write_gguf(args: argparse.Namespace) -> str:
-    from hf_minitf.export.gguf import export_gguf
+def _agreement_text(args: argparse.Namespace) -> str:
+    from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT
 
-    out = export_gguf(
-        args.source, args.out, dtype=args.dtype, overwrite=args.overwrite, revision=args.revision, license=args.license
+    path = args.agreement_text
+    if path is None:
+        return GGUF_AGREEMENT_TEXT
+    if not path.is_file():
+        raise CommandError(f"--agreement-text {path}: no such file; give a UTF-8 text file, one prompt per line.")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise CommandError(f"--agreement-text {path} is not UTF-8 text ({error}); save it as UTF-8.") from None
+
+
+def write_gguf(args: argparse.Namespace) -> str:
+    from hf_minitf.export.gguf_encoder import export_gguf_report  # a GPT or an encoder
+
+    written = export_gguf_report(
+        args.source,
+        args.out,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+        revision=args.revision,
+        license=args.license,
+        agreement_text=_agreement_text(args),
     )
-    return f"Exported {args.source} to {out} (GGUF, {args.dtype})"
+    return "\n".join([f"Exported {args.source} to {written.path} (GGUF, {args.dtype})", *written.report_lines()])
+
+
+def write_ollama(args: argparse.Namespace) -> str:
+    from hf_minitf.export.ollama import export_ollama
+
+    written = export_ollama(
+        args.source,
+        args.out,
+        dtype=args.dtype,
+        overwrite=args.overwrite,
+        revision=args.revision,
+        license=args.license,
+        agreement_text=_agreement_text(args),
+    )
+    return "\n".join(
+        [
+            f"Exported {args.source} to {args.out} (GGUF {args.dtype} with an Ollama Modelfile)",
+            *written.gguf.report_lines(),
+            *written.notes,
+            f"Create the Ollama model: ollama create {written.name} -f {Path(args.out) / written.modelfile}",
+        ]
+    )
 
 
 def write_ctranslate2(args: argparse.Namespace) -> str:
@@ -167,6 +244,8 @@ def write_web(args: argparse.Namespace) -> str:
         overwrite=args.overwrite,
         revision=args.revision,
         license=args.license,
+        bundle=args.bundle,
+        bundle_from=args.bundle_from,
     )
     return f"Exported {args.source} to {out} (a static web page with transformers.js; serve it: python -m http.server --directory {out})"
 
@@ -175,6 +254,7 @@ def write_web(args: argparse.Namespace) -> str:
 WRITERS: dict[str, Callable[[argparse.Namespace], str]] = {
     "native": write_native,
     "gguf": write_gguf,
+    "ollama": write_ollama,
     "ctranslate2": write_ctranslate2,
     "onnx": write_onnx,
     "web": write_web,
@@ -189,4 +269,8 @@ def run(args: argparse.Namespace) -> int:
     logging.set_verbosity_error()  # loading bars and notes of the source model: nothing the user acts on
     logging.disable_progress_bar()
     print(WRITERS[args.format](args))
-    return 0
+    if args.no_verify:
+        return 0
+    from hf_minitf.commands.verify import verify_after_export
+
+    return verify_after_export(args.out, args.source, args.revision, f"export {args.format}")

@@ -16,18 +16,23 @@ from typing import Literal, overload
 
 from hf_minitf.catalog.exports import EVERY_KIND, EXPORT_FILE, EXPORT_INFO_FIELDS
 from hf_minitf.catalog.wording import with_article
-from hf_minitf.engines.ctranslate2 import CTranslate2Generator, CTranslate2Translator
+from hf_minitf.engines.ctranslate2 import CTranslate2Embedder, CTranslate2Generator, CTranslate2Translator
 from hf_minitf.engines.folders import AGAIN, ExportFolderError, folder_json
 from hf_minitf.engines.onnx import OnnxEmbedder, OnnxGenerator
+from hf_minitf.engines.onnx_translator import OnnxTranslator
 from hf_minitf.safety.files import UnsafeFileError, confined_path, links_leaving
 
-Engine = CTranslate2Generator | CTranslate2Translator | OnnxEmbedder | OnnxGenerator
+Engine = (
+    CTranslate2Embedder | CTranslate2Generator | CTranslate2Translator | OnnxEmbedder | OnnxGenerator | OnnxTranslator
+)
 
 ENGINES: dict[tuple[str, str], type[Engine]] = {
+    ("ctranslate2", "embedder"): CTranslate2Embedder,
     ("ctranslate2", "generator"): CTranslate2Generator,
     ("ctranslate2", "translator"): CTranslate2Translator,
     ("onnxruntime", "embedder"): OnnxEmbedder,
     ("onnxruntime", "generator"): OnnxGenerator,
+    ("onnxruntime", "translator"): OnnxTranslator,
 }
 
 
@@ -91,9 +96,11 @@ def load_engine(
     folder: str | os.PathLike, kind: Literal["generator"]
 ) -> CTranslate2Generator | OnnxGenerator | None: ...
 @overload
-def load_engine(folder: str | os.PathLike, kind: Literal["translator"]) -> CTranslate2Translator | None: ...
+def load_engine(
+    folder: str | os.PathLike, kind: Literal["translator"]
+) -> CTranslate2Translator | OnnxTranslator | None: ...
 @overload
-def load_engine(folder: str | os.PathLike, kind: Literal["embedder"]) -> OnnxEmbedder | None: ...
+def load_engine(folder: str | os.PathLike, kind: Literal["embedder"]) -> CTranslate2Embedder | OnnxEmbedder | None: ...
 def load_engine(folder: str | os.PathLike, kind: str) -> Engine | None:
     """The runner of the export folder `folder` when it is one, None for a MiniTF folder; a ValueError when it is
     an export of another kind (`kind`: generator, translator or embedder)."""

@@ -16,8 +16,9 @@ _MODULE_OF = {export.function: export.module for export in EXPORTS.values()} | {
 
 if TYPE_CHECKING:
     from hf_minitf.export.ctranslate2 import export_ctranslate2
-    from hf_minitf.export.gguf import export_gguf
+    from hf_minitf.export.gguf_encoder import export_gguf
     from hf_minitf.export.native import export_native
+    from hf_minitf.export.ollama import export_ollama
     from hf_minitf.export.onnx import export_onnx
     from hf_minitf.export.source import ExportRefused
     from hf_minitf.export.web import export_web
@@ -29,4 +30,12 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
 
 
-__all__ = ["ExportRefused", "export_ctranslate2", "export_gguf", "export_native", "export_onnx", "export_web"]
+__all__ = [
+    "ExportRefused",
+    "export_ctranslate2",
+    "export_gguf",
+    "export_native",
+    "export_ollama",
+    "export_onnx",
+    "export_web",
+]

@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import save_file
 
 from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
@@ -354,6 +355,7 @@ def write_native_card(
         + (["sentence-transformers", "feature-extraction"] if encoder else []),
         **export_card_data(source.folder, license),
     )
+    data[SOURCE_CARD_FIELD] = source.name  # what `minitf verify` measures the export against
     title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = ModelCard.from_template(
         data,

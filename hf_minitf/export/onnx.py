@@ -1,7 +1,7 @@
-"""Export a MiniTF GPT or encoder to ONNX, for ONNX Runtime and transformers.js.
+"""Export a MiniTF model to ONNX, for ONNX Runtime and transformers.js.
 
-Both graphs are written by `torch.onnx.export(dynamo=True)` as `onnx/model.onnx`, where transformers.js, optimum and
-sentence-transformers look for them:
+The graphs are written by `torch.onnx.export(dynamo=True)`; a GPT's and an encoder's as `onnx/model.onnx`, where
+transformers.js, optimum and sentence-transformers look for them:
 
 - GPT: one decoder graph with a KV cache (`onnx_decoder`), in a folder with the native architecture's config.json
   (gpt2 or gpt_neox, as `export native` writes it), the tokenizer and a generation config that stops at a learned
@@ -9,8 +9,12 @@ sentence-transformers look for them:
 - encoder: inputs `input_ids` and `attention_mask` (dynamic batch and sequence axes), output `last_hidden_state`,
   in a copy of the SentenceTransformer folder; `minitf embed FOLDER` runs it (tokenizer -> session -> masked mean
   -> normalize).
+- seq2seq: an encoder graph and two decoder graphs with a KV cache, in optimum's seq2seq layout (`onnx_seq2seq`),
+  beside the paired tokenizer and the generation config; `minitf translate FOLDER` runs them, with greedy or beam
+  search as `generate()` searches.
 
-`quantize` adds the variants transformers.js picks by its `dtype` option (`QUANTIZED_FILES`): `q8` ONNX Runtime's
+`quantize` adds the variants transformers.js picks by its `dtype` option (`QUANTIZED_FILES`; a translator's graphs
+each get theirs, named by `onnx_variant_file`): `q8` ONNX Runtime's
 dynamic 8-bit quantization of the matrix products (for the encoder also under sentence-transformers' name for
 these settings, `onnx/model_quint8_avx2.onnx`), `fp16` the graph in float16 (inputs and outputs too), `q4` ONNX
 Runtime's 4-bit block quantization of the matrix weights (MatMulNBits, blocks of 32).
@@ -33,7 +37,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hf_minitf.catalog.exports import EXPORTS
+from hf_minitf.catalog.exports import EXPORTS, ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.export.source import AGAIN, EXPORT_FILE, SourceFileError, accepts_src, open_source_of, read_json
 from hf_minitf.safety.files import confined_path
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 
 MODEL_FILE = "onnx/model.onnx"
 # The file of each variant, named as transformers.js looks for its `dtype` option (q8, fp16, q4).
-QUANTIZED_FILES = {"q8": "onnx/model_quantized.onnx", "fp16": "onnx/model_fp16.onnx", "q4": "onnx/model_q4.onnx"}
+QUANTIZED_FILES = {name: onnx_variant_file(MODEL_FILE, name) for name in ONNX_QUANTIZATIONS}
 # sentence-transformers' name for the q8 settings (`export_dynamic_quantized_onnx_model(..., "avx2")`).
 SENTENCE_TRANSFORMERS_Q8_FILE = "onnx/model_quint8_avx2.onnx"
 # What the card says of each file, by transformers.js's dtype.
@@ -105,21 +109,23 @@ def export_onnx(
     revision: str | None = None,
     license: str | None = None,
 ) -> Path:
-    """Export the MiniTF GPT or encoder at `source` (a folder or a Hub repo id, at `revision`) to the folder `out`:
-    `onnx/model.onnx` (float32), the variants named in `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
+    """Export the MiniTF model at `source` (a folder or a Hub repo id, at `revision`) to the folder `out`:
+    `onnx/model.onnx` (float32; a translator's three graphs, `ONNX_TRANSLATOR_GRAPHS`), the variants named in
+    `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
     `minitf_export.json` and a model card on running it, with the source card's license (`license` overrides it)
     and held-out figures. Returns the folder; nothing is written on an error.
 
     A GPT folder holds the native config.json, tokenizer and generation config beside the graph; an encoder folder
-    is a copy of its SentenceTransformer folder. Refused with a ValueError: seq2seq models (see `SEQ2SEQ_REFUSAL`),
-    what `export native` refuses for a GPT, pooling other than mean for an encoder.
+    is a copy of its SentenceTransformer folder; a translator's holds its paired tokenizer and generation config.
+    Refused with a ValueError: what `export native` refuses for a GPT, pooling other than mean for an encoder, a
+    translator whose generation the cached graphs and the runner cannot reproduce (`check_translator`).
     """
     import onnx  # noqa: F401 (a clear ImportError before any work when the engines extra is missing)
     import onnxruntime  # noqa: F401
     import onnxscript  # noqa: F401 (torch's ONNX exporter)
 
     variants = quantization_names(quantize)
-    opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", SEQ2SEQ_REFUSAL, revision)
+    opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", "every MiniTF family", revision)
     model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
     inputs = [] if opened.repo_id else [opened.folder]
     target = output_folder(out, overwrite=overwrite, inputs=inputs)
@@ -129,12 +135,18 @@ def export_onnx(
             from hf_minitf.export.onnx_decoder import write_decoder_folder
 
             write_decoder_folder(opened, model, tokenizer, work, MODEL_FILE)
+        elif opened.family == "seq2seq":
+            from hf_minitf.export.onnx_seq2seq import write_translator_folder
+
+            write_translator_folder(model, tokenizer, work)
         else:
             write_encoder_folder(opened, model, tokenizer, work, Path(staging))
-        files = [MODEL_FILE]
+        graphs = list(ONNX_TRANSLATOR_GRAPHS.values()) if opened.family == "seq2seq" else [MODEL_FILE]
+        files = list(graphs)
         for name in variants:
-            QUANTIZERS[name](work / MODEL_FILE, work / QUANTIZED_FILES[name])
-            files.append(QUANTIZED_FILES[name])
+            for graph in graphs:
+                QUANTIZERS[name](work / graph, work / onnx_variant_file(graph, name))
+                files.append(onnx_variant_file(graph, name))
             if name == "q8" and opened.family == "encoder":
                 shutil.copyfile(work / QUANTIZED_FILES[name], work / SENTENCE_TRANSFORMERS_Q8_FILE)
                 files.append(SENTENCE_TRANSFORMERS_Q8_FILE)
@@ -146,17 +158,13 @@ def export_onnx(
                 "position_embedding_type": model.config.position_embedding_type,
                 "max_position_embeddings": model.config.max_position_embeddings,
             }
+        elif opened.family == "seq2seq":
+            info |= {"kind": "translator", "max_position_embeddings": model.config.max_position_embeddings}
         else:
             info |= {"kind": "embedder", "default_file": QUANTIZED_FILES["q8"] if "q8" in variants else MODEL_FILE}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         write_onnx_card(work, Path(out), opened, model.config, files, license)
     return Path(out)
-
-
-SEQ2SEQ_REFUSAL = (
-    "seq2seq models go to CTranslate2: minitf export ctranslate2; their paired source and target tokenizer, "
-    "MiniTFSeq2SeqTokenizer, has no transformers.js counterpart"
-)
 
 
 def quantization_names(quantize: str | Sequence[str] | None) -> list[str]:
@@ -313,16 +321,21 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
 
 def write_onnx_card(work: Path, out: Path, source, config, files: list[str], license: str | None = None) -> None:
     """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
-    model_cards/onnx_export.md; an encoder's SentenceTransformer card gets the ONNX Runtime and transformers.js
-    sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
+    model_cards/onnx_export.md, a translator from model_cards/onnx_translator_export.md; an encoder's
+    SentenceTransformer card gets the ONNX Runtime and transformers.js sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     from hf_minitf.cards import card_template, export_card_data
 
     family = source.family
+    carried = export_card_data(source.folder, license)
+    if family == "seq2seq":
+        from hf_minitf.export.onnx_seq2seq import write_translator_card
+
+        write_translator_card(work, out, source, config, files, carried)
+        return
     js = transformers_js_section(family, out, files, config)
     card = work / "README.md"
-    carried = export_card_data(source.folder, license)
     if family == "encoder":
         previous = ModelCard(card.read_text(encoding="utf-8") if card.is_file() else "")
         data = previous.data

@@ -15,23 +15,34 @@ from bad_inputs import (
     native_gpt_folder,
     write,
 )
-from factories import ctranslate2_export, onnx_export, onnx_gpt_export
+from factories import ctranslate2_export, onnx_export, onnx_gpt_export, onnx_translator_export
 
+CT2_ENCODER = ("ctranslate2", "encoder")
 CT2_GPT = ("ctranslate2", "gpt")
 CT2_SEQ2SEQ = ("ctranslate2", "seq2seq")
 ONNX_ENCODER = ("onnx", "encoder")
 ONNX_GPT = ("onnx", "gpt")
-COMMANDS = {CT2_GPT: "generate", CT2_SEQ2SEQ: "translate", ONNX_ENCODER: "embed", ONNX_GPT: "generate"}
+ONNX_SEQ2SEQ = ("onnx", "seq2seq")
+COMMANDS = {
+    CT2_ENCODER: "embed",
+    CT2_GPT: "generate",
+    CT2_SEQ2SEQ: "translate",
+    ONNX_ENCODER: "embed",
+    ONNX_GPT: "generate",
+    ONNX_SEQ2SEQ: "translate",
+}
 TEXT = {"generate": "the qu", "translate": "the cat sat", "embed": "the quick brown fox"}
 
 
 def export_of(which: tuple[str, str]) -> Path:
     """The real tiny export `which` (made once per test process)."""
     return {
+        CT2_ENCODER: lambda: ctranslate2_export("encoder", "miniembed"),
         CT2_GPT: lambda: ctranslate2_export("gpt", "learned"),
         CT2_SEQ2SEQ: lambda: ctranslate2_export("seq2seq", "layer_norm"),
         ONNX_ENCODER: lambda: onnx_export(),
         ONNX_GPT: lambda: onnx_gpt_export("learned"),
+        ONNX_SEQ2SEQ: lambda: onnx_translator_export(),
     }[which]()
 
 
@@ -133,6 +144,13 @@ def extra_token(folder: Path, tmp: Path) -> None:
         | {"normalized": False, "special": False}
     )
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+
+
+def more_words(tokenizer: dict) -> dict:
+    """A word-level tokenizer file's vocabulary with five more words, at ids past its last."""
+    vocabulary = tokenizer["model"]["vocab"]
+    vocabulary |= {f"extra{index}": len(vocabulary) + index for index in range(5)}
+    return tokenizer
 
 
 def native_with_metadata_of(which: tuple[str, str]):
@@ -275,7 +293,56 @@ BAD_INPUTS = [
         r"exit 2: .*native: its minitf_export.json says it is an onnxruntime generator export, but it has no "
         r"onnx/model.onnx",
     ),
+    bad(
+        "embed-ctranslate2-model-bin-missing",
+        tampered(CT2_ENCODER, lambda folder, tmp: (folder / "model.bin").unlink()),
+        CommandFailed,
+        r"exit 2: .*export: its minitf_export.json says it is a ctranslate2 embedder export, but it has no "
+        r"model.bin, which such an export holds",
+    ),
+    bad(
+        "embed-ctranslate2-max-positions-a-string",
+        tampered(CT2_ENCODER, metadata(max_position_embeddings="24")),
+        CommandFailed,
+        r"exit 2: .*export/minitf_export.json: max_position_embeddings is \"24\", not a positive integer",
+    ),
+    bad(
+        "translate-onnx-decoder-graph-missing",
+        tampered(ONNX_SEQ2SEQ, lambda folder, tmp: (folder / "onnx/decoder_with_past_model.onnx").unlink()),
+        CommandFailed,
+        r"exit 2: .*export: its minitf_export.json says it is an onnxruntime translator export, but it has no "
+        r"onnx/decoder_with_past_model.onnx, which such an export holds",
+    ),
+    bad(
+        "translate-onnx-decoder-graph-without-its-inputs",
+        tampered(
+            ONNX_SEQ2SEQ,
+            lambda folder, tmp: shutil.copy(folder / "onnx/encoder_model.onnx", folder / "onnx/decoder_model.onnx"),
+        ),
+        CommandFailed,
+        r"exit 2: .*export/onnx/decoder_model.onnx has no input encoder_attention_mask, encoder_hidden_states, "
+        r"which the graph of an ONNX translator has",
+    ),
+    bad(
+        "translate-onnx-no-end-token",
+        tampered(ONNX_SEQ2SEQ, json_file("generation_config.json", lambda config: {**config, "eos_token_id": None})),
+        CommandFailed,
+        r"exit 2: .*export/generation_config.json must hold eos_token_id and one decoder_start_token_id",
+    ),
     # Vocabularies shorter than the tokenizer: ids past the model's embedding.
+    bad(
+        "translate-onnx-target-vocabulary-past-the-decoder",
+        tampered(ONNX_SEQ2SEQ, json_file("target_tokenizer.json", more_words)),
+        CommandFailed,
+        r"exit 2: .*export: the tokenizer has \d+ tokens but onnx/decoder_model.onnx holds a vocabulary of \d+",
+    ),
+    bad(
+        "embed-ctranslate2-vocabulary-cut",
+        tampered(CT2_ENCODER, json_file("vocabulary.json", lambda tokens: tokens[:5])),
+        CommandFailed,
+        r"exit 2: .*export: the tokenizer has \d+ tokens but vocabulary.json holds a vocabulary of 5, so some token "
+        r"ids lie past the model's",
+    ),
     bad(
         "generate-ctranslate2-vocabulary-cut",
         tampered(CT2_GPT, json_file("vocabulary.json", lambda tokens: tokens[:5])),
@@ -299,6 +366,12 @@ BAD_INPUTS = [
     bad(
         "generate-ctranslate2-model-bin-cut",
         tampered(CT2_GPT, cut("model.bin")),
+        CommandFailed,
+        rf"exit 2: .*export: CTranslate2 cannot load model.bin \(.*\); {AGAIN}",
+    ),
+    bad(
+        "embed-ctranslate2-model-bin-cut",
+        tampered(CT2_ENCODER, cut("model.bin")),
         CommandFailed,
         rf"exit 2: .*export: CTranslate2 cannot load model.bin \(.*\); {AGAIN}",
     ),
@@ -346,7 +419,9 @@ BAD_INPUTS = [
 test_bad_input_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)
 
 
-@pytest.mark.parametrize("which", [CT2_GPT, CT2_SEQ2SEQ, ONNX_ENCODER, ONNX_GPT], ids="-".join)
+@pytest.mark.parametrize(
+    "which", [CT2_ENCODER, CT2_GPT, CT2_SEQ2SEQ, ONNX_ENCODER, ONNX_GPT, ONNX_SEQ2SEQ], ids="-".join
+)
 def test_the_untampered_copies_run(tmp_path, which):
     """The rows' starting point: each copied export runs, so what a row refuses is what it broke."""
     tampered(which, lambda folder, tmp: None)(tmp_path)

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bad_inputs import CommandFailed, bad, bad_input_tests, char_gpt_folder, minitf, write
+from bad_inputs import CommandFailed, bad, bad_input_tests, char_gpt_folder, minitf, refused_arguments, write
 from factories import make_encoder, make_seq2seq
 from safetensors import SafetensorError
 
@@ -62,6 +62,17 @@ def with_merges(count: int):
         data = json.loads(text)
         data["model"]["merges"] = ["a b"] * count
         return json.dumps(data)
+
+    return edit
+
+
+# A chat template writing a header once, before the first message: no per-role wrapping, no exact Ollama TEMPLATE.
+HEADER_TEMPLATE = "chat:{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
+
+
+def with_chat_template(template: str):
+    def edit(text: str) -> str:
+        return json.dumps({**json.loads(text), "chat_template": template})
 
     return edit
 
@@ -126,7 +137,7 @@ BAD_INPUTS = [
             CommandFailed,
             too_small(fmt),
         )
-        for fmt in ("native", "gguf", "ctranslate2", "onnx", "web")
+        for fmt in ("native", "gguf", "ollama", "ctranslate2", "onnx", "web")
     ),
     bad(
         "native-encoder-vocab-size-below-tokenizer",
@@ -198,6 +209,52 @@ BAD_INPUTS = [
         lambda tmp: export("onnx", edited(encoder(tmp), "1_Pooling/config.json", lambda text: "[]"), tmp),
         CommandFailed,
         r"exit 2: minitf export onnx: error: .*encoder/1_Pooling/config.json holds a JSON array, not an object",
+    ),
+    # GGUF types and Ollama templates: what the export cannot write exactly is refused before anything is written.
+    bad(
+        "gguf-unknown-dtype",
+        lambda tmp: refused_arguments("export", "gguf", gpt(tmp), tmp / "out.gguf", "--dtype", "q3_k_s"),
+        CommandFailed,
+        r"exit 2: .*argument --dtype: invalid choice: 'q3_k_s'",
+    ),
+    bad(
+        "gguf-k-quant-the-gguf-package-cannot-write",
+        lambda tmp: minitf(
+            "export", "gguf", char_gpt_folder(tmp, hidden_size=256), tmp / "out.gguf", "--dtype", "q6_k"
+        ),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: cannot export to GGUF at q6_k: \d+ tensor\(s\) \(first token_embd.weight\) "
+        r"take Q6_K, which the gguf package [\d.]+ cannot quantize .*llama-quantize FILE.gguf OUT.gguf Q6_K`\.\n$",
+    ),
+    bad(
+        "gguf-agreement-text-missing",
+        lambda tmp: minitf("export", "gguf", gpt(tmp), tmp / "out.gguf", "--agreement-text", tmp / "none.txt"),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: --agreement-text .*none.txt: no such file; give a UTF-8 text file",
+    ),
+    bad(
+        "gguf-agreement-text-without-prompts",
+        lambda tmp: minitf(
+            "export", "gguf", gpt(tmp), tmp / "out.gguf", "--agreement-text", write(tmp / "short.txt", "ab\nc\n")
+        ),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: the agreement text has no line of 4 tokens or more; give text with one "
+        r"prompt per line\.\n$",
+    ),
+    bad(
+        "ollama-chat-template-not-wrapping-by-role",
+        lambda tmp: export(
+            "ollama", edited(gpt(tmp), "tokenizer_config.json", with_chat_template(HEADER_TEMPLATE)), tmp
+        ),
+        CommandFailed,
+        r"exit 2: minitf export ollama: error: cannot translate the tokenizer's chat template to an Ollama TEMPLATE: "
+        r"it writes user otherwise than message by message; .*Write the Modelfile's TEMPLATE by hand",
+    ),
+    bad(
+        "ollama-encoder",
+        lambda tmp: export("ollama", encoder(tmp), tmp),
+        CommandFailed,
+        r"exit 2: minitf export ollama: error: cannot export to Ollama: model_type='minitf_encoder'",
     ),
     # 3. A tokenizer file claiming more entries than any vocabulary has: refused before any per-entry work.
     bad(
@@ -278,6 +335,36 @@ BAD_INPUTS = [
         CommandFailed,
         r"exit 2: minitf export web: error: the disk is full \(No space left on device\): nothing was written to "
         r"OUT [^ ]*/out;",
+    ),
+    # The encoder in CTranslate2 and GGUF: the same checks as the other families'.
+    *(
+        bad(
+            f"{fmt}-encoder-vocab-size-below-tokenizer",
+            lambda tmp, fmt=fmt: export(fmt, encoder(tmp, vocab_size=3), tmp),
+            CommandFailed,
+            rf"exit 2: minitf export {fmt}: error: .*encoder: the tokenizer has \d+ tokens \(added tokens included\) "
+            r"but config.json's vocab_size is \d+",
+        )
+        for fmt in ("ctranslate2", "gguf")
+    ),
+    bad(
+        "ctranslate2-encoder-pooling-config-a-list",
+        lambda tmp: export("ctranslate2", edited(encoder(tmp), "1_Pooling/config.json", lambda text: "[]"), tmp),
+        CommandFailed,
+        r"exit 2: minitf export ctranslate2: error: .*encoder/1_Pooling/config.json holds a JSON array, not an object",
+    ),
+    bad(
+        "gguf-encoder-modules-json-truncated",
+        lambda tmp: export("gguf", edited(encoder(tmp), "modules.json", halved), tmp),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: .*encoder/modules.json is not JSON \(",
+    ),
+    bad(
+        "gguf-encoder-disk-full",
+        disk_full("gguf.GGUFWriter.write_tensors_to_file", lambda tmp: export("gguf", encoder(tmp), tmp), SHORT_WRITE),
+        CommandFailed,
+        r"exit 2: minitf export gguf: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out.gguf;",
     ),
 ]
 

@@ -20,7 +20,7 @@ def stdout_of(*args: str) -> str:
 
 def test_export_ctranslate2_command_and_generate(capsys):
     source, out = model_folder("gpt", "rope_interleaved"), workspace() / "cli_gpt_ct2"
-    assert minitf_main(["export", "ctranslate2", str(source), str(out)]) == 0
+    assert minitf_main(["export", "ctranslate2", str(source), str(out), "--no-verify"]) == 0
     assert str(out) in capsys.readouterr().out and (out / "model.bin").is_file()
     command = ["--max-new-tokens", "20", *GPT_PROMPTS[:2]]
     expected = stdout_of("generate", str(source), *command)
@@ -37,7 +37,7 @@ def test_translate_runs_the_ctranslate2_export():
 
 def test_export_onnx_command_and_embed():
     source, out = model_folder("encoder", "miniembed"), workspace() / "cli_onnx"
-    assert minitf_main(["export", "onnx", str(source), str(out)]) == 0
+    assert minitf_main(["export", "onnx", str(source), str(out), "--no-verify"]) == 0
     texts = ["the cat sat on the mat", "what time is it", "hello"]
     expected = np.array([json.loads(line) for line in stdout_of("embed", str(source), *texts).splitlines()])
     vectors = np.array([json.loads(line) for line in stdout_of("embed", str(out), *texts).splitlines()])
@@ -49,14 +49,6 @@ def test_export_onnx_command_and_embed():
     "args,message",
     [
         (
-            ["export", "onnx", "SEQ2SEQ", "OUT"],
-            "paired source and target tokenizer, MiniTFSeq2SeqTokenizer, has no transformers.js counterpart",
-        ),
-        (
-            ["export", "ctranslate2", "ENCODER", "OUT", "--quantization", "int8"],
-            "encoders go to ONNX: minitf export onnx",
-        ),
-        (
             ["translate", "GPT_EXPORT", "some text"],
             "is a ctranslate2 generator export of a minitf_gpt model, which "
             "`minitf translate` does not run; use `minitf generate` with it",
@@ -67,8 +59,6 @@ def test_export_onnx_command_and_embed():
 def test_wrong_folders_are_one_line_errors(capsys, args, message):
     names = {
         "GPT": str(model_folder("gpt", "learned")),
-        "ENCODER": str(model_folder("encoder", "miniembed")),
-        "SEQ2SEQ": str(model_folder("seq2seq", "layer_norm")),
         "OUT": str(workspace() / "refused"),
         "GPT_EXPORT": str(ctranslate2_export("gpt", "learned")),
     }

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import onnx
 import pytest
-from factories import GPT_FIXTURES, gpt_source, minitf_greedy, model_folder, onnx_gpt_export, prompt_ids, workspace
+from factories import GPT_FIXTURES, gpt_source, minitf_greedy, onnx_gpt_export, prompt_ids, workspace
 from helpers import run_minitf, run_python
 from transformers_js import NodeRunner
 
@@ -227,8 +227,6 @@ def test_refusals_write_nothing(tmp_path):
     (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
     with pytest.raises(ValueError, match="context_overflow='crop'"):
         export_onnx(crop, tmp_path / "out")
-    with pytest.raises(ValueError, match="no transformers.js counterpart"):
-        export_onnx(model_folder("seq2seq", "layer_norm"), tmp_path / "out")
     with pytest.raises(ValueError, match="quantize takes q8, fp16, q4; got 'q2'"):
         export_onnx(gpt_source("frawdllm_rope"), tmp_path / "out", quantize=["q8", "q2"])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["crop"]

@@ -103,7 +103,7 @@ modules = {type(gpt).__module__, type(AutoModelForSeq2SeqLM.from_pretrained("q/s
 assert all(name.startswith("hf_minitf.modeling.") for name in modules), modules
 PY
 
-step "the base commands: train (every family), generate, embed, translate, info, convert"
+step "the base commands: train (every family), generate, embed, translate, eval, info, convert"
 printf 'abcdefghijklmnopqrstuvwxyz\n%.0s' {1..40} >letters.txt
 printf 'a cat sits\ta cat is sitting\na dog runs\ta dog is running\nthe sun shines\tthe sun is shining\n%.0s' {1..8} >pairs.tsv
 printf '{"source": "one two", "target": "uno due"}\n{"source": "two three", "target": "due tre"}\n%.0s' {1..8} >pairs.jsonl
@@ -113,6 +113,8 @@ printf '{"source": "one two", "target": "uno due"}\n{"source": "two three", "tar
 "$BIN/minitf" generate q/gpt "342:" --max-new-tokens 30
 "$BIN/minitf" embed q/encoder "a cat sits" "a dog runs" --similarity
 "$BIN/minitf" translate q/seq2seq "the cat sleeps"
+"$BIN/minitf" eval my_gpt --data letters.txt --no-progress
+"$BIN/minitf" eval my_encoder --data pairs.tsv --no-progress
 "$BIN/minitf" info q/gpt
 "$BIN/minitf" convert char-gpt "$REPO/tests/data/char_gpt/checkpoint.pt" --vocab "$REPO/tests/data/char_gpt/vocab.json" \
     --num-heads 4 --out char_gpt_hf
@@ -123,6 +125,7 @@ step "the commands of an extra say which to install, in one line"
 expect_error 2 'pip install "hf-minitf[serve]"' "$BIN/minitf" serve q/gpt --port 1
 expect_error 2 'pip install "hf-minitf[engines]"' "$BIN/minitf" export onnx q/gpt gpt_onnx
 expect_error 2 'pip install "hf-minitf[engines]"' "$BIN/minitf" export ctranslate2 q/gpt gpt_ct2
+expect_error 2 'pip install "hf-minitf[eval]"' "$BIN/minitf" eval my_translator --data pairs.jsonl --no-progress
 
 step "the README's examples and the fresh-process tests, from the wheel (pytest and TRL added)"
 "$BIN/python" -m pip install --quiet pytest trl 2>&1 | grep -v "^WARNING: Location" || true
