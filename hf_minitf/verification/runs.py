@@ -136,10 +136,12 @@ def onnx_embedder(folder: str, file: str, info: dict) -> EmbedderRun:
 
 def onnx_translator(folder: str, file: str, info: dict) -> TranslatorRun:
     """An ONNX translator export's three graphs of `file`'s dtype (its encoder graph) in ONNX Runtime, greedy."""
+    from hf_minitf.catalog.exports import ONNX_DTYPE_SUFFIXES, ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
     from hf_minitf.engines.onnx_translator import OnnxTranslator
-    from hf_minitf.verification.runners import onnx_precision
 
-    return TranslatorRun(OnnxTranslator(Path(folder), info, onnx_precision(file)).translate)
+    encoder = ONNX_TRANSLATOR_GRAPHS["encoder"]
+    dtype = next(dtype for dtype in ONNX_DTYPE_SUFFIXES if onnx_variant_file(encoder, dtype) == file)
+    return TranslatorRun(OnnxTranslator(Path(folder), info, dtype).translate)
 
 
 def ctranslate2_generator(folder: str, file: str, info: dict) -> GeneratorRun:
