@@ -24,13 +24,17 @@ Encode = Callable[[list[str]], Any]
 def _evaluator(pairs: Sequence[tuple[str, str]], progress: bool, encode: Encode | None):
     """sentence-transformers' evaluator over the pairs; with `encode`, one that embeds with it instead of a
     SentenceTransformer's `encode_query` / `encode_document`."""
-    from sentence_transformers.evaluation import InformationRetrievalEvaluator
     from sentence_transformers.util import cos_sim
+
+    try:  # sentence-transformers 6 moved it (the old path warns); 5.x has only the old one
+        from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+    except ImportError:
+        from sentence_transformers.evaluation import InformationRetrievalEvaluator  # type: ignore[no-redef]
 
     corpus_ids: dict[str, str] = {}
     for _, positive in pairs:
         corpus_ids.setdefault(positive, f"d{len(corpus_ids)}")
-    queries = {f"q{index}": query for index, (query, _) in enumerate(pairs)}
+    queries: dict[str, Any] = {f"q{index}": query for index, (query, _) in enumerate(pairs)}
     relevant = {f"q{index}": {corpus_ids[positive]} for index, (_, positive) in enumerate(pairs)}
 
     class Evaluator(InformationRetrievalEvaluator):
@@ -41,9 +45,10 @@ def _evaluator(pairs: Sequence[tuple[str, str]], progress: bool, encode: Encode 
 
             return torch.as_tensor(encode(list(sentences)))
 
+    corpus: dict[str, Any] = {identifier: text for text, identifier in corpus_ids.items()}
     return Evaluator(
         queries,
-        {identifier: text for text, identifier in corpus_ids.items()},
+        corpus,
         relevant,
         accuracy_at_k=list(ACCURACY_AT),
         precision_recall_at_k=list(RECALL_AT),

@@ -13,10 +13,14 @@ import torch
 from factories import ENGINE_TEXT, PAIRS, ctranslate2_export, model_folder, onnx_export, onnx_gpt_export
 from helpers import run_cli, run_minitf
 from sentence_transformers import SentenceTransformer
-from sentence_transformers.evaluation import InformationRetrievalEvaluator
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf.export import export_native
+
+try:  # sentence-transformers 6 moved it; 5.x has only the old path
+    from sentence_transformers.sentence_transformer.evaluation import InformationRetrievalEvaluator
+except ImportError:
+    from sentence_transformers.evaluation import InformationRetrievalEvaluator
 
 TEXT = ENGINE_TEXT * 3 + "the lazy dog saves a stitch.\n" * 4
 RETRIEVAL_PAIRS = [
