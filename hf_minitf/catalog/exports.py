@@ -73,8 +73,8 @@ word-level tokenizer as llama.cpp's WordPiece (`bert`) tokenizer model, lowercas
 SentenceTransformer's embeddings: at least 0.999999 in f32 and f16 (llama.cpp's GELU is the tanh form). Its
 tokens differ from MiniEmbed's on `_` inside words, combining marks, non-ASCII symbols against a word, CJK runs
 and control characters. Keep texts within the context length (llama-cpp-python: n_ctx, n_batch and n_ubatch set
-to it; llama.cpp reads no position past the table). Refused: other tokenizers, pooling other than mean; no
-agreement is printed for an encoder (the engine tests measure it).
+to it; llama.cpp reads no position past the table). Refused: other tokenizers, pooling other than mean. An
+encoder's file claims no exactness: its verification (llama-cpp-python installed) prints the least cosine.
 
 --dtype: f32 (exact weights), f16 (half-precision weights), or a llama.cpp quantization, each tensor typed by
 llama.cpp's rules (llama-quant.cpp): q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32); q4_k_m, q5_k_m (Ollama's

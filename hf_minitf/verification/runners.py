@@ -38,6 +38,9 @@ class Runner(NamedTuple):
     """The format of `catalog.exports.EXPORTS` whose `exact_precisions` say which of its files claim exactness."""
     loader: str
     """`module:function` returning the file's run (see `runs`)."""
+    exact: bool = True
+    """Whether the runtime can give the MiniTF outputs at all: False where its graph computes something else (so
+    none of its files claims exactness, whatever its precision)."""
 
 
 RUNNERS: dict[tuple[str, str], Runner] = {
@@ -52,6 +55,8 @@ RUNNERS: dict[tuple[str, str], Runner] = {
         "sentence-transformers", "embedder", "native", f"{RUNS}:native_embedder"
     ),
     ("llama.cpp", "generator"): Runner("llama.cpp", "generator", "gguf", f"{RUNS}:llama_cpp_generator"),
+    # llama.cpp's embedding graph computes GELU's tanh form: cosine 0.999999 to MiniTF in f32, not within 1e-5
+    ("llama.cpp", "embedder"): Runner("llama.cpp", "embedder", "gguf", f"{RUNS}:llama_cpp_embedder", exact=False),
 }
 
 
@@ -77,7 +82,7 @@ class Target:
     @property
     def claims_exact(self) -> bool:
         runner = self.runner
-        return runner is not None and self.precision in EXPORTS[runner.export_format].exact_precisions
+        return runner is not None and runner.exact and self.precision in EXPORTS[runner.export_format].exact_precisions
 
 
 @dataclass
@@ -113,8 +118,9 @@ def onnx_translator_graphs(files: list[str]) -> list[tuple[str, tuple[str, ...]]
     return runs
 
 
-def gguf_facts(path: Path) -> tuple[str, str | None, int]:
-    """A GGUF file's precision (its file type: f32, f16, q8_0, ...), the source it names, its context length."""
+def gguf_facts(path: Path) -> tuple[str, str, str | None, int]:
+    """A GGUF file's kind (an embedder where it pools its states, else a generator), precision (its file type: f32,
+    f16, q8_0, ...), the source it names, and its context length."""
     from gguf import GGUFReader, LlamaFileType
 
     reader = GGUFReader(str(path))
@@ -126,7 +132,8 @@ def gguf_facts(path: Path) -> tuple[str, str | None, int]:
     file_type = value("general.file_type")
     precision = LlamaFileType(file_type).name.removeprefix("ALL_").removeprefix("MOSTLY_").lower()
     architecture = value("general.architecture")
-    return precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512)
+    kind = "embedder" if value(f"{architecture}.pooling_type") else "generator"
+    return kind, precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512)
 
 
 # ------------------------------------------------------------------------------------------------------- layouts
@@ -134,9 +141,9 @@ def gguf_targets(folder: Path, names: list[str], prefix: str = "") -> tuple[list
     """The GGUF files `names` of `folder`, and the source the first one names."""
     targets, source = [], None
     for name in names:
-        precision, named, context = gguf_facts(folder / name)
+        kind, precision, named, context = gguf_facts(folder / name)
         source = source or named
-        targets.append(Target("llama.cpp", "generator", folder, name, precision, {"context": context}, prefix + name))
+        targets.append(Target("llama.cpp", kind, folder, name, precision, {"context": context}, prefix + name))
     return targets, source
 
 

@@ -205,6 +205,25 @@ def llama_cpp_generator(folder: str, file: str, info: dict) -> GeneratorRun:
     return GeneratorRun(generate, logits)
 
 
+def llama_cpp_embedder(folder: str, file: str, info: dict) -> EmbedderRun:
+    """An encoder's GGUF file in llama.cpp as an embedding model (mean pooling read from the file), normalized. The
+    whole context is one batch: non-causal attention needs every token of a text in one ubatch."""
+    import importlib
+
+    from hf_minitf.catalog.verification import RUNTIMES
+
+    context = info.get("context", 512)
+    llm = importlib.import_module(RUNTIMES["llama.cpp"].module).Llama(
+        model_path=str(Path(folder) / file),
+        embedding=True,
+        n_ctx=context,
+        n_batch=context,
+        n_ubatch=context,
+        verbose=False,
+    )
+    return EmbedderRun(lambda texts: np.asarray([llm.embed(text, normalize=True) for text in texts], np.float32))
+
+
 def load_run(loader: str, folder: str, file: str, info: dict[str, Any]) -> Run:
     """The run a loader named `module:function` returns."""
     import importlib
@@ -221,6 +240,7 @@ __all__ = [
     "ctranslate2_embedder",
     "ctranslate2_generator",
     "ctranslate2_translator",
+    "llama_cpp_embedder",
     "llama_cpp_generator",
     "load_run",
     "native_embedder",

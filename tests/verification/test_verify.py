@@ -192,6 +192,31 @@ def test_gguf_agrees_in_llama_cpp(gpt, tmp_path, capsys):
     assert run["runtime"] == "llama.cpp" and run["claims_exact"] and run["agrees"], run
 
 
+def test_an_encoder_gguf_is_an_embedder_that_claims_no_exactness(tmp_path):
+    from hf_minitf.verification.runners import find_export
+
+    gguf = export_gguf(make_encoder(tmp_path / "encoder"), tmp_path / "encoder.gguf", dtype="f32")
+    (target,) = find_export(gguf).targets
+    assert (target.engine, target.kind, target.precision) == ("llama.cpp", "embedder", "f32")
+    assert target.runner is not None and not target.claims_exact  # llama.cpp's GELU is the tanh form
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+def test_encoder_gguf_keeps_the_embeddings_direction_in_llama_cpp(tmp_path, capsys):
+    encoder = make_encoder(tmp_path / "encoder")
+    status, printed, err = run_cli(["export", "gguf", encoder, tmp_path / "encoder.gguf", "--dtype", "f32"], capsys)
+    assert status == 0, err
+    assert "verified: llama.cpp encoder.gguf (f32): embeddings within" in err
+    (row,) = card_table(ModelCard.load(encoder / "README.md").text)
+    assert (row["Runtime"], row["Precision"]) == ("llama.cpp", "f32")
+    status, printed, err = run_cli(["verify", tmp_path / "encoder.gguf", "--prompts", "5", "--json"], capsys)
+    assert status == 0, err
+    (run,) = json.loads(printed)["runs"]
+    assert run["runtime"] == "llama.cpp" and not run["claims_exact"], run
+    assert run["texts"] == 5 and 0.9999 <= run["least_cosine"] <= 1.0, run
+
+
 def test_bad_inputs_are_one_line_errors(gpt, ct2, tmp_path, capsys):
     assert_one_line_error(*run_cli(["verify", gpt], capsys)[::2], "--source")  # a MiniTF folder is a source
     assert_one_line_error(*run_cli(["verify", tmp_path / "absent"], capsys)[::2], "does not exist")
