@@ -7,6 +7,7 @@ not flip them). Conversion and export code is imported inside the functions that
 
 import atexit
 import functools
+import inspect
 import json
 import shutil
 import tempfile
@@ -190,6 +191,21 @@ SEQ2SEQ_KINDS = {
 }
 
 
+def once_per_process(function):
+    """`functools.cache` keyed on the arguments as bound, defaults applied: `f(a)` and `f(a, default)` are one call
+    (with plain `functools.cache` they are two, and the second writes the same folder again)."""
+    signature = inspect.signature(function)
+    cached = functools.cache(function)
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return cached(*bound.args, **bound.kwargs)
+
+    return call
+
+
 @functools.cache
 def workspace() -> Path:
     """One folder per test process for the models and exports the engine test modules share (made once)."""
@@ -198,7 +214,7 @@ def workspace() -> Path:
     return root
 
 
-@functools.cache
+@once_per_process
 def model_folder(family: str, kind: str) -> Path:
     """A tiny MiniTF folder: family gpt (GPT_KINDS), seq2seq (SEQ2SEQ_KINDS) or encoder (kind "tiny", or
     "miniembed": the converted MiniEmbed fixture)."""
@@ -374,7 +390,7 @@ def make_seq2seq_source(root: Path) -> Path:
 # --- engine exports: made once per test process in workspace() -------------------------------------------------------
 
 
-@functools.cache
+@once_per_process
 def ctranslate2_export(family: str, kind: str, quantization: str = "float32") -> Path:
     from hf_minitf.export.ctranslate2 import export_ctranslate2
 
@@ -389,7 +405,7 @@ ENCODER_KINDS = ("miniembed", "learned", "quickstart")
 """The encoders the engine exports of embeddings are checked on (`engine_encoder`)."""
 
 
-@functools.cache
+@once_per_process
 def engine_encoder(kind: str) -> Path:
     """An encoder folder of ENCODER_KINDS: "miniembed", the converted MiniEmbed fixture; "learned", learned
     positions, unscaled embeddings, no attention bias, wide init; "quickstart", the quickstart's size (the encoder
@@ -407,7 +423,7 @@ def engine_encoder(kind: str) -> Path:
     return random_model_folder("encoder", workspace() / f"encoder_{kind}", tokenizer, 1, **fields)
 
 
-@functools.cache
+@once_per_process
 def onnx_export(quantize: tuple[str, ...] = ("q8",)) -> Path:
     """The converted MiniEmbed fixture exported to ONNX with the variants `quantize`."""
     from hf_minitf.export.onnx import export_onnx
@@ -417,13 +433,13 @@ def onnx_export(quantize: tuple[str, ...] = ("q8",)) -> Path:
     )
 
 
-@functools.cache
+@once_per_process
 def gpt_source(name: str) -> Path:
     """A GPT conversion fixture (GPT_FIXTURES) converted, or a tiny GPT of GPT_KINDS."""
     return convert_gpt_fixture(workspace() / "fixtures", name) if name in GPT_FIXTURES else model_folder("gpt", name)
 
 
-@functools.cache
+@once_per_process
 def onnx_gpt_export(name: str, quantize: tuple[str, ...] = ()) -> Path:
     """`gpt_source(name)` exported to ONNX with the variants `quantize`."""
     from hf_minitf.export.onnx import export_onnx
@@ -431,7 +447,7 @@ def onnx_gpt_export(name: str, quantize: tuple[str, ...] = ()) -> Path:
     return export_onnx(gpt_source(name), workspace() / f"gpt_{name}_onnx_{'_'.join(quantize)}", quantize=quantize)
 
 
-@functools.cache
+@once_per_process
 def onnx_translator_export(kind: str = "layer_norm", quantize: tuple[str, ...] = ()) -> Path:
     """The tiny seq2seq folder `model_folder("seq2seq", kind)` exported to ONNX with the variants `quantize`."""
     from hf_minitf.export.onnx import export_onnx

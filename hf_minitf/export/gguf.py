@@ -30,7 +30,6 @@ import functools
 import json
 import math
 import os
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ from hf_minitf.catalog.exports import (
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
-from hf_minitf.safety.output_folders import OutputDiskFull, check_output_file, disk_full
+from hf_minitf.safety.output_folders import check_output_file, output_file
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
@@ -657,18 +656,9 @@ def export_gguf_report(
         raise ExportRefused(refusal)
     if agreement_text is not None:  # a text without prompts is refused before the file is written
         agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
+    with output_file(out) as partial:
         _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
         agreement = None if agreement_text is None else measure_agreement(partial, opened, tokenizer, agreement_text)
-        os.replace(partial, out)
-    except Exception as error:
-        if disk_full(error):
-            raise OutputDiskFull(out, "the output file") from error
-        raise
-    finally:
-        partial.unlink(missing_ok=True)
     fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
     return GGUFExport(out, dtype, types, agreement, out.stat().st_size, fallbacks)
 

@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +63,7 @@ from hf_minitf.export.gguf import (
 from hf_minitf.export.gguf import export_gguf_report as export_gpt_gguf_report
 from hf_minitf.export.onnx import check_sentence_transformer_folder
 from hf_minitf.export.source import ExportRefused, MiniTFSource, open_source
-from hf_minitf.safety.output_folders import OutputDiskFull, check_output_file, disk_full
+from hf_minitf.safety.output_folders import check_output_file, output_file
 from hf_minitf.tokenization.miniembed import CLS, SEP, SPECIAL_TOKENS, miniembed_tokenizer
 
 ENCODER_ARCHITECTURE = "gpt2"  # llama.cpp's graph that computes the MiniTF encoder layer (see the module docstring)
@@ -234,17 +233,8 @@ def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: st
     refusal = _unwritable_refusal(dtype, types)
     if refusal is not None:
         raise ExportRefused(refusal)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
+    with output_file(out) as partial:
         _write_encoder_gguf(partial, opened, model, tokenizer, vocabulary, tensors, types, dtype, file_license)
-        os.replace(partial, out)
-    except Exception as error:
-        if disk_full(error):
-            raise OutputDiskFull(out, "the output file") from error
-        raise
-    finally:
-        partial.unlink(missing_ok=True)
     fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
     return GGUFExport(out, dtype, types, None, out.stat().st_size, fallbacks)
 

@@ -319,6 +319,23 @@ def check_output_file(out: str | os.PathLike, overwrite: bool, magic: bytes, kin
     return out
 
 
+@contextmanager
+def output_file(out: Path) -> Iterator[Path]:
+    """A partial file beside `out` for the block to write: put in place as `out` when the block ends, removed when
+    it fails (a full disk raised as OutputDiskFull naming `out`), so `out` is never half-written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.parent / f".{out.name}.writing-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        yield partial
+        os.replace(partial, out)
+    except Exception as error:
+        if disk_full(error):
+            raise OutputDiskFull(out, "the output file") from error
+        raise
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def existing_paths(*values) -> list[Path]:
     """The values (or items of list values) that name existing files or folders: what an output must not hold."""
     flat = [item for value in values for item in (value if isinstance(value, (list, tuple)) else [value])]
@@ -537,6 +554,7 @@ __all__ = [
     "exchange_paths",
     "existing_paths",
     "nearest_existing",
+    "output_file",
     "output_folder",
     "replace_refusal",
     "size_text",
