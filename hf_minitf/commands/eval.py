@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "ctranslate2": "CTranslate2"}
+"""How the card names the runtime of an engine export (minitf_export.json's `engine`)."""
+
+
 def _onnx_scorer(engine):
     """The log-probabilities of a window from an ONNX generator's graph: its logits at every position, from an
     empty cache."""
@@ -110,13 +114,14 @@ def _evaluate_export(folder: Path, info: dict, args: argparse.Namespace, columns
         else:
             scorer, measured_by = _onnx_scorer(engine), f"ONNX Runtime logits ({info.get('default_file', 'onnx')})"
         return evaluate_gpt(scorer, engine.tokenizer, data, engine.max_positions, args.stride, progress, measured_by)
+    runtime = ENGINE_NAMES.get(info["engine"], info["engine"])
     if info["kind"] == "embedder":
-        return evaluate_encoder(data, encode=engine.encode, progress=progress, measured_by="ONNX Runtime embeddings")
+        return evaluate_encoder(data, encode=engine.encode, progress=progress, measured_by=f"{runtime} embeddings")
     return evaluate_translator(
         data,
         lambda texts: engine.translate(texts, num_beams=1),
         progress,
-        measured_by="CTranslate2 Translator (greedy)",
+        measured_by=f"{runtime} translations (greedy)",
     )
 
 

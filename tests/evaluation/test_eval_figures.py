@@ -10,7 +10,15 @@ import math
 import pytest
 import sacrebleu
 import torch
-from factories import ENGINE_TEXT, PAIRS, ctranslate2_export, model_folder, onnx_export, onnx_gpt_export
+from factories import (
+    ENGINE_TEXT,
+    PAIRS,
+    ctranslate2_export,
+    model_folder,
+    onnx_export,
+    onnx_gpt_export,
+    onnx_translator_export,
+)
 from helpers import run_cli, run_minitf
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
@@ -152,6 +160,9 @@ def test_encoder_figures_are_sentence_transformers_evaluators(tmp_path, capsys):
     onnx = evaluate_in_process_of_its_own(onnx_export(()), data)
     assert onnx["measured_by"] == "ONNX Runtime embeddings"
     assert onnx["figures"] == pytest.approx(report["figures"], rel=1e-5)
+    ct2 = evaluate_in_process_of_its_own(ctranslate2_export("encoder", "miniembed"), data)
+    assert ct2["measured_by"] == "CTranslate2 embeddings"
+    assert ct2["figures"] == pytest.approx(report["figures"], rel=1e-5)
 
 
 def test_translator_figures_are_sacrebleus_on_greedy_translations(tmp_path, capsys):
@@ -183,4 +194,6 @@ def test_translator_figures_are_sacrebleus_on_greedy_translations(tmp_path, caps
     assert figures["exact_match"] == 1.0 and figures["chrf"] == pytest.approx(100.0)
 
     engine = evaluate_in_process_of_its_own(ctranslate2_export("seq2seq", "layer_norm"), data)
-    assert engine["measured_by"] == "CTranslate2 Translator (greedy)" and engine["figures"] == report["figures"]
+    assert engine["measured_by"] == "CTranslate2 translations (greedy)" and engine["figures"] == report["figures"]
+    onnx = evaluate_in_process_of_its_own(onnx_translator_export(), data)
+    assert onnx["measured_by"] == "ONNX Runtime translations (greedy)" and onnx["figures"] == report["figures"]
