@@ -636,8 +636,9 @@ def export_gguf_report(
     opened = open_source(source, revision)
     if opened.family != "gpt":
         raise ExportRefused(
-            f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers "
-            "the GPT family (llama.cpp's gpt2 and gptneox); use `minitf export native`."
+            f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers GPTs and "
+            "encoders; llama.cpp's only encoder-decoder graph is T5's (RMSNorm, relative position buckets), which "
+            "has no form for a MiniTF translator: use `minitf export ctranslate2` or `minitf export onnx`."
         )
     file_license = export_card_data(opened.folder, license)["license"]
     config = MiniTFGPTConfig.from_pretrained(opened.folder)

@@ -425,7 +425,10 @@ def export_native(
             write_native_card(work, opened, config, kind, model_id, gguf_files, license)
         return out
     if gguf_dtypes:
-        raise ExportRefused("cannot export an encoder to GGUF: GGUF export covers the GPT family; drop the GGUF types.")
+        raise ExportRefused(
+            "cannot add GGUF files to an encoder's native export (only a GPT's carries them); drop the GGUF types "
+            "and write the encoder's GGUF with `minitf export gguf`."
+        )
     with (
         tempfile.TemporaryDirectory() as staging_dir,
         atomic_output_dir(target) as work,

@@ -270,6 +270,13 @@ def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_pa
     assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
 
 
+def test_an_encoders_native_export_carries_no_gguf_files_and_says_where_to_write_one(refused_sources, tmp_path):
+    encoder = refused_sources["no_pad"].parent / "encoder" / "learned_encoder"  # what no_pad was copied from
+    with pytest.raises(ExportRefused, match="encoder's native export.*`minitf export gguf`"):
+        export_native(encoder, tmp_path / "out", gguf_dtypes=("f16",))
+    assert not (tmp_path / "out").exists()
+
+
 def test_command_line_exports_and_refuses_in_one_line(refused_sources, exported, tmp_path, capsys):
     source = str(exported["sources"]["frawdllm_rope"])
     assert minitf_main(["export", "native", source, str(tmp_path / "ok"), "--no-verify"]) == 0
