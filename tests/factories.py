@@ -387,6 +387,33 @@ def make_seq2seq_source(root: Path) -> Path:
     return root / "seq2seq"
 
 
+TRANSLATOR_EOS_BOOST = 3.0
+"""Added to the random quickstart-like translator's [EOS] logit, so that its translations end at varied lengths."""
+
+
+@once_per_process
+def hkproj_source() -> Path:
+    """hkproj's trained-like conversion fixture (its first norm, the -1e9 mask, log-softmax outputs), once."""
+    return make_seq2seq_source(workspace() / "hkproj_source")
+
+
+@once_per_process
+def quickstart_like_source() -> Path:
+    """A tiny translator with the quickstart's vocabularies (its English-Italian task), random weights, once."""
+    from hf_minitf.training.tasks import english_italian_pairs
+
+    pairs = english_italian_pairs(train=300, held_out=10).train
+    tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=24)
+    sizes = {key: value for key, value in TINY_SIZES["seq2seq"].items() if not key.endswith("vocab_size")}
+    fields = dict(sizes, max_position_embeddings=24, initializer_range=0.3)
+    folder = random_model_folder("seq2seq", workspace() / "quickstart_like", tokenizer, seed=5, **fields)
+    model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(folder)
+    with torch.no_grad():
+        model.lm_head.bias[model.config.eos_token_id] += TRANSLATOR_EOS_BOOST
+    model.save_pretrained(folder)
+    return folder
+
+
 # --- engine exports: made once per test process in workspace() -------------------------------------------------------
 
 

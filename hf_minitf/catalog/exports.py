@@ -39,11 +39,15 @@ generation config and a model card (no .py files, no auto_map):
   interleaved rotary pairs permuted to rotate-half order)
 - encoder               -> a SentenceTransformer folder (Transformer + mean Pooling + Normalize) around
   XLMRobertaXLModel (word embeddings pre-scaled, positions at XLM-R's padding_idx + 1 offset)
+- seq2seq (translator)  -> PegasusForConditionalGeneration (pre-LN, the position table as its weight; the two
+  vocabularies as one joint tokenizer.json, target tokens after the source ids; the residual stream scaled
+  so that Pegasus's fixed LayerNorm eps 1e-5 computes MiniTF's eps)
 
-The folder loads with AutoModelForCausalLM / SentenceTransformer without trust_remote_code, in transformers
-4.x too, and serves with `transformers serve` or vLLM. Refused (nothing written): the seq2seq family (no
-native encoder-decoder is exact), a learned-position GPT with context_overflow="crop" (set "error" to export
-it), an encoder without pad_token_id."""
+The folder loads with AutoModelForCausalLM / SentenceTransformer / AutoModelForSeq2SeqLM without
+trust_remote_code, and a GPT serves with `transformers serve` or vLLM. Refused (nothing written): a
+learned-position GPT with context_overflow="crop" (set "error" to export it), an encoder without pad_token_id,
+a translator whose norms divide by std + eps (hkproj's later norms) or whose generation config does not cache
+(hkproj's untrained model)."""
 
 GGUF_AGREEMENT_TEXT = (
     "The quick brown fox jumps over the lazy dog.\n"
@@ -234,8 +238,8 @@ EXPORTS: dict[str, ExportFormat] = {
     "native": ExportFormat(
         "native",
         "export_native",
-        ("gpt", "encoder"),
-        "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer: loads without trust_remote_code",
+        ("gpt", "encoder", "seq2seq"),
+        "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer, translator -> PegasusForConditionalGeneration: loads without trust_remote_code",
         NATIVE_DESCRIPTION,
         exact_precisions=("float32",),
     ),
@@ -338,6 +342,8 @@ EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
 # The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
 # fails inside torch's embedding lookup).
 NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
+NATIVE_TRANSLATOR_MODEL_TYPE = "pegasus"
+"""The model_type of a translator's native export (`hf_minitf.export.native_seq2seq`)."""
 
 
 def positions_of(config: Any) -> str | None:
@@ -360,6 +366,7 @@ __all__ = [
     "ONNX_TRANSLATOR_GRAPHS",
     "onnx_variant_file",
     "NATIVE_POSITIONS",
+    "NATIVE_TRANSLATOR_MODEL_TYPE",
     "context_limit",
     "positions_of",
     "EXPORTS",

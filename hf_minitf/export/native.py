@@ -7,6 +7,7 @@ transformers.js, and (through `export_gguf`) llama.cpp and Ollama.
 | GPT, learned positions | `GPT2LMHeadModel` | Conv1D weights are the transposed Linear weights; `[q|k|v]` kept |
 | GPT, rotary positions | `GPTNeoXForCausalLM` (sequential residual, full rotary) | fused qkv regrouped per head `[q_h, k_h, v_h]`; FrawdLLM's interleaved rotary pairs permuted to rotate-half order within each head's q/k rows |
 | encoder | `XLMRobertaXLModel` in a SentenceTransformer folder | word embeddings times sqrt(d) when scaled; positions at XLM-R's `padding_idx + 1` offset; zero token types |
+| seq2seq (translator) | `PegasusForConditionalGeneration` | one joint vocabulary and tokenizer; the residual stream scaled for Pegasus's fixed LayerNorm eps (`native_seq2seq`) |
 
 A config with no exact native form is refused with one line naming the field (`native_refusal`): nothing is
 exported approximately. The written config.json and tokenizer files also read correctly in transformers 4.x.
@@ -26,13 +27,25 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from hf_minitf.catalog.exports import NATIVE_TRANSLATOR_MODEL_TYPE
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
+from hf_minitf.export.native_seq2seq import save_native_seq2seq_files
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
-NATIVE_ARCHITECTURES = {"learned": "GPT2LMHeadModel", "rope": "GPTNeoXForCausalLM", "encoder": "XLMRobertaXLModel"}
-NATIVE_MODEL_TYPES = {"learned": "gpt2", "rope": "gpt_neox", "encoder": "xlm-roberta-xl"}
+NATIVE_ARCHITECTURES = {
+    "learned": "GPT2LMHeadModel",
+    "rope": "GPTNeoXForCausalLM",
+    "encoder": "XLMRobertaXLModel",
+    "seq2seq": "PegasusForConditionalGeneration",
+}
+NATIVE_MODEL_TYPES = {
+    "learned": "gpt2",
+    "rope": "gpt_neox",
+    "encoder": "xlm-roberta-xl",
+    "seq2seq": NATIVE_TRANSLATOR_MODEL_TYPE,
+}
 # A tokenizer class every transformers release since 4.0 knows and loads from tokenizer.json alone
 # (5.x writes `TokenizersBackend`, which 4.x cannot resolve).
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
@@ -349,7 +362,7 @@ def write_native_card(
     encoder = kind == "encoder"
     data = ModelCardData(
         library_name="sentence-transformers" if encoder else "transformers",
-        pipeline_tag="sentence-similarity" if encoder else "text-generation",
+        pipeline_tag={"encoder": "sentence-similarity", "seq2seq": "translation"}.get(kind, "text-generation"),
         base_model=source.repo_id,
         tags=["minitf", "minitf-export", NATIVE_MODEL_TYPES[kind]]
         + (["sentence-transformers", "feature-extraction"] if encoder else []),
@@ -409,7 +422,7 @@ def export_native(
     state = model.state_dict()
     if opened.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
         state = {f"model.{name}": tensor for name, tensor in state.items()}
-    dtype = state["model.embed_tokens.weight"].dtype
+    dtype = next(model.parameters()).dtype
     out = Path(out)
     inputs = [opened.folder] if opened.repo_id is None else []
     target = output_folder(out, overwrite=overwrite, inputs=inputs)
@@ -425,10 +438,23 @@ def export_native(
             write_native_card(work, opened, config, kind, model_id, gguf_files, license)
         return out
     if gguf_dtypes:
+        where = " and write the encoder's GGUF with `minitf export gguf`" if opened.family == "encoder" else ""
         raise ExportRefused(
-            "cannot add GGUF files to an encoder's native export (only a GPT's carries them); drop the GGUF types "
-            "and write the encoder's GGUF with `minitf export gguf`."
+            f"cannot add GGUF files to a {opened.family} model's native export (only a GPT's carries them); drop "
+            f"the GGUF types{where}."
         )
+    if opened.family == "seq2seq":
+        if model.generation_config.use_cache is False:
+            raise ExportRefused(
+                "cannot export to a native architecture: generation_config.use_cache=False: this translator's "
+                "outputs need the whole prefix recomputed at each step (hkproj's -1e9 mask overflowing under its "
+                "first norm), which Pegasus's cached decoding cannot reproduce; export a trained model whose "
+                "generation config caches."
+            )
+        with atomic_output_dir(target) as work:
+            save_native_seq2seq_files(opened, model, tokenizer, work)
+            write_native_card(work, opened, config, "seq2seq", model_id or str(out), license=license)
+        return out
     with (
         tempfile.TemporaryDirectory() as staging_dir,
         atomic_output_dir(target) as work,

@@ -102,12 +102,14 @@ def native_refusal(config: Any) -> str | None:
     """
     model_type = config.model_type
     family = family_of_model_type(model_type)
-    if family is FAMILIES["seq2seq"]:
-        return (
-            f"model_type={model_type!r}: no native transformers encoder-decoder matches hkproj's "
-            "pytorch-transformer exactly (Marian and FSMT are post-LN; M2M100 and Pegasus share one vocabulary "
-            "and differ in positions and eps); it stays a MiniTF model."
-        )
+    if family is FAMILIES["seq2seq"]:  # as Pegasus (hf_minitf.export.native_seq2seq)
+        if config.norm_type not in ("layer_norm", "scalar_std_times_eps"):
+            return (
+                f"norm_type={config.norm_type!r} divides by std + eps, which no LayerNorm (sqrt(var + eps)) "
+                "computes exactly; models with norm_type='layer_norm' or hkproj's first norm "
+                "('scalar_std_times_eps') export."
+            )
+        return None
     if family is FAMILIES["gpt"]:
         if config.position_embedding_type == "learned" and config.context_overflow == "crop":
             return (

@@ -18,6 +18,7 @@ from typing import NamedTuple
 from hf_minitf.catalog.exports import (
     EXPORTS,
     NATIVE_POSITIONS,
+    NATIVE_TRANSLATOR_MODEL_TYPE,
     ONNX_DTYPE_SUFFIXES,
     ONNX_TRANSLATOR_GRAPHS,
     onnx_variant_file,
@@ -54,6 +55,7 @@ RUNNERS: dict[tuple[str, str], Runner] = {
     ("sentence-transformers", "embedder"): Runner(
         "sentence-transformers", "embedder", "native", f"{RUNS}:native_embedder"
     ),
+    ("transformers", "translator"): Runner("transformers", "translator", "native", f"{RUNS}:native_translator"),
     ("llama.cpp", "generator"): Runner("llama.cpp", "generator", "gguf", f"{RUNS}:llama_cpp_generator"),
     # llama.cpp's embedding graph computes GELU's tanh form: cosine 0.999999 to MiniTF in f32, not within 1e-5
     ("llama.cpp", "embedder"): Runner("llama.cpp", "embedder", "gguf", f"{RUNS}:llama_cpp_embedder", exact=False),
@@ -217,6 +219,8 @@ def native_folder(path: Path) -> Export | None:
     precision = str(config.get("dtype") or config.get("torch_dtype") or "float32")
     if model_type in NATIVE_POSITIONS and (path / weights).is_file():
         targets.insert(0, Target("transformers", "generator", path, weights, precision, label=weights))
+    elif model_type == NATIVE_TRANSLATOR_MODEL_TYPE and (path / weights).is_file():
+        targets.insert(0, Target("transformers", "translator", path, weights, precision, label=weights))
     elif (path / "modules.json").is_file() and model_type == "xlm-roberta-xl":
         targets.insert(0, Target("sentence-transformers", "embedder", path, weights, precision, label=weights))
     if not targets:

@@ -108,6 +108,23 @@ def native_embedder(folder: str, file: str, info: dict) -> EmbedderRun:
     return EmbedderRun(lambda texts: np.asarray(model.encode(texts, convert_to_numpy=True), dtype=np.float32))
 
 
+def native_translator(folder: str, file: str, info: dict) -> TranslatorRun:
+    """A translator's native export (Pegasus, its joint tokenizer) in transformers: each text translated alone
+    with the folder's generation config, as the MiniTF translation pipeline does."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=False, use_safetensors=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+
+    @torch.no_grad()
+    def translate(texts: list[str]) -> list[str]:
+        outputs = [model.generate(**tokenizer(text, return_tensors="pt"))[0] for text in texts]
+        return [str(tokenizer.decode(output, skip_special_tokens=True)) for output in outputs]
+
+    return TranslatorRun(translate)
+
+
 # ------------------------------------------------------------------------------------------------- engine exports
 def onnx_generator(folder: str, file: str, info: dict) -> GeneratorRun:
     """An ONNX GPT export's graph `file` in ONNX Runtime (hf_minitf.engines' runner, as `minitf generate` runs it);
@@ -245,6 +262,7 @@ __all__ = [
     "load_run",
     "native_embedder",
     "native_generator",
+    "native_translator",
     "onnx_embedder",
     "onnx_generator",
     "onnx_translator",

@@ -192,6 +192,19 @@ BAD_INPUTS = [
         r"exit 2: minitf export ctranslate2: error: .*seq2seq/source_tokenizer.json is not JSON \(",
     ),
     bad(
+        "native-seq2seq-target-tokenizer-truncated",
+        lambda tmp: export("native", edited(seq2seq(tmp), "target_tokenizer.json", halved), tmp),
+        CommandFailed,
+        r"exit 2: minitf export native: error: .*seq2seq/target_tokenizer.json is not JSON \(",
+    ),
+    bad(
+        "native-seq2seq-vocab-size-below-target-tokenizer",
+        lambda tmp: export("native", seq2seq(tmp, vocab_size=1), tmp),
+        CommandFailed,
+        r"seq2seq: the target tokenizer \(target_tokenizer.json\) has \d+ tokens \(added tokens included\) but "
+        r"config.json's vocab_size is \d+",
+    ),
+    bad(
         "native-config-a-string",
         lambda tmp: export("native", edited(gpt(tmp), "config.json", lambda text: '"x"'), tmp),
         CommandFailed,
@@ -280,6 +293,13 @@ BAD_INPUTS = [
     bad(
         "native-gpt-disk-full",
         disk_full("hf_minitf.export.native.save_file", lambda tmp: export("native", gpt(tmp), tmp)),
+        CommandFailed,
+        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
+        r"OUT .*/out; free some space there and run again",
+    ),
+    bad(
+        "native-seq2seq-disk-full",
+        disk_full("hf_minitf.export.native_seq2seq.save_file", lambda tmp: export("native", seq2seq(tmp), tmp)),
         CommandFailed,
         r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
         r"OUT .*/out; free some space there and run again",

@@ -257,12 +257,19 @@ def refused_sources(tmp_path_factory):
     shutil.copytree(make_encoder_sources(root / "encoder")["learned_encoder"], no_pad)
     config = json.loads((no_pad / "config.json").read_text())
     (no_pad / "config.json").write_text(json.dumps({**config, "pad_token_id": None}))
-    return {"seq2seq": make_seq2seq_source(root), "crop": crop, "no_pad": no_pad}
+    later_norm = make_seq2seq_source(root / "seq2seq")  # hkproj's later norms: std + eps
+    config = json.loads((later_norm / "config.json").read_text())
+    (later_norm / "config.json").write_text(json.dumps({**config, "norm_type": "scalar_std_plus_eps"}))
+    return {"seq2seq": later_norm, "crop": crop, "no_pad": no_pad}
 
 
 @pytest.mark.parametrize(
     "name,field",
-    [("seq2seq", "model_type='minitf_seq2seq'"), ("crop", "context_overflow='crop'"), ("no_pad", "pad_token_id=null")],
+    [
+        ("seq2seq", "norm_type='scalar_std_plus_eps'"),
+        ("crop", "context_overflow='crop'"),
+        ("no_pad", "pad_token_id=null"),
+    ],
 )
 def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_path, name, field):
     with pytest.raises(ExportRefused, match=field):
@@ -272,7 +279,7 @@ def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_pa
 
 def test_an_encoders_native_export_carries_no_gguf_files_and_says_where_to_write_one(refused_sources, tmp_path):
     encoder = refused_sources["no_pad"].parent / "encoder" / "learned_encoder"  # what no_pad was copied from
-    with pytest.raises(ExportRefused, match="encoder's native export.*`minitf export gguf`"):
+    with pytest.raises(ExportRefused, match="encoder model's native export.*`minitf export gguf`"):
         export_native(encoder, tmp_path / "out", gguf_dtypes=("f16",))
     assert not (tmp_path / "out").exists()
 
@@ -283,7 +290,7 @@ def test_command_line_exports_and_refuses_in_one_line(refused_sources, exported,
     assert (tmp_path / "ok" / "model.safetensors").is_file() and "Exported" in capsys.readouterr().out
     assert minitf_main(["export", "native", str(refused_sources["seq2seq"]), str(tmp_path / "no")]) == 2
     error = capsys.readouterr().err
-    assert error.startswith("minitf export native: error: ") and error.count("\n") == 1 and "seq2seq" in error
+    assert error.startswith("minitf export native: error: ") and error.count("\n") == 1 and "norm_type=" in error
     assert minitf_main(["export", "native", str(tmp_path / "absent"), str(tmp_path / "no")]) == 2
     assert "neither a model folder nor a Hub repo id" in capsys.readouterr().err
     assert not (tmp_path / "no").exists()

@@ -11,12 +11,11 @@ import json
 import onnx
 import pytest
 import torch
-from factories import TINY_SIZES, make_seq2seq, make_seq2seq_source, random_model_folder, workspace
+from factories import hkproj_source, make_seq2seq, quickstart_like_source, workspace
 from helpers import run_cli, run_minitf, run_python
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_minitf import MiniTFSeq2SeqForConditionalGeneration, train_translation_tokenizers
 from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.export.onnx import export_onnx
 from hf_minitf.export.onnx_seq2seq import DECODER_INPUTS, ENCODER_INPUTS, past_names, present_names
@@ -25,28 +24,6 @@ from hf_minitf.training.tasks import english_italian_pairs
 # (num_beams, length_penalty, early_stopping): greedy, and beam search under each stopping rule transformers has.
 SEARCHES = [(1, 1.0, False), (2, 1.0, False), (3, 1.0, False), (4, 0.5, True), (3, 2.0, "never"), (5, -1.0, False)]
 VARIANTS = ("q8", "fp16", "q4")
-EOS_BOOST = 3.0  # added to the random translator's [EOS] logit, so that its translations end at varied lengths
-
-
-@functools.cache
-def hkproj_source():
-    """hkproj's trained-like conversion fixture (its first norm, the -1e9 mask, log-softmax outputs)."""
-    return make_seq2seq_source(workspace() / "hkproj_onnx_source")
-
-
-@functools.cache
-def quickstart_like_source():
-    """A tiny translator with the quickstart's vocabularies (its English-Italian task), random weights."""
-    pairs = english_italian_pairs(train=300, held_out=10).train
-    tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=24)
-    sizes = {key: value for key, value in TINY_SIZES["seq2seq"].items() if not key.endswith("vocab_size")}
-    fields = dict(sizes, max_position_embeddings=24, initializer_range=0.3)
-    folder = random_model_folder("seq2seq", workspace() / "quickstart_like", tokenizer, seed=5, **fields)
-    model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(folder)
-    with torch.no_grad():
-        model.lm_head.bias[model.config.eos_token_id] += EOS_BOOST
-    model.save_pretrained(folder)
-    return folder
 
 
 @functools.cache

@@ -2,6 +2,8 @@
 one commit, the card names the repo with llama.cpp / Ollama commands, the pushed repo exports again by repo id, and
 refusals upload nothing."""
 
+import json
+
 import pytest
 from factories import EXPORT_TEXT, _random_gpt, make_seq2seq_source
 
@@ -51,9 +53,11 @@ def test_a_pushed_minitf_repo_exports_by_repo_id_without_its_code(hub, rope_gpt,
 
 def test_push_native_refusals_upload_nothing(hub, rope_gpt, tmp_path, capsys):
     uploads = len(hub.uploads)
-    seq2seq = make_seq2seq_source(tmp_path)
+    seq2seq = make_seq2seq_source(tmp_path)  # with hkproj's later norms (std + eps), which no LayerNorm computes
+    config = json.loads((seq2seq / "config.json").read_text())
+    (seq2seq / "config.json").write_text(json.dumps({**config, "norm_type": "scalar_std_plus_eps"}))
     assert minitf_main(["push", str(seq2seq), "org/refused", "--native"]) == 2
-    assert "model_type='minitf_seq2seq'" in capsys.readouterr().err
+    assert "norm_type='scalar_std_plus_eps'" in capsys.readouterr().err
     assert minitf_main(["push", str(rope_gpt), "org/refused", "--gguf", "q8_0"]) == 2
     assert "--native" in capsys.readouterr().err
     assert minitf_main(["push", str(rope_gpt), "org/refused", "--native", "--gguf", "q4"]) == 2
