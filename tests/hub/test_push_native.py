@@ -51,6 +51,24 @@ def test_a_pushed_minitf_repo_exports_by_repo_id_without_its_code(hub, rope_gpt,
     assert "org/tiny-minitf" in (out / "README.md").read_text()  # the card names where it came from
 
 
+def test_push_native_of_a_translator_uploads_pegasus_and_its_verification(hub, tmp_path, capsys):
+    translator = make_seq2seq_source(tmp_path)
+    assert minitf_main(["push", str(translator), "org/tiny-translator", "--native"]) == 0
+    assert set(hub.uploads[-1].paths) == {
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
+    assert json.loads(hub.read("org/tiny-translator", "config.json"))["model_type"] == "pegasus"
+    card = hub.read("org/tiny-translator", "README.md").decode()
+    assert "pipeline_tag: translation" in card
+    assert 'AutoModelForSeq2SeqLM.from_pretrained("org/tiny-translator")' in card
+    assert "translations equal" in card  # the Runs in table of the verification the push ran
+
+
 def test_push_native_refusals_upload_nothing(hub, rope_gpt, tmp_path, capsys):
     uploads = len(hub.uploads)
     seq2seq = make_seq2seq_source(tmp_path)  # with hkproj's later norms (std + eps), which no LayerNorm computes
