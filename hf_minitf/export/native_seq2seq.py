@@ -39,6 +39,9 @@ STD_TIMES_EPS_RESIDUAL_SCALE_SQUARED = 1e7
 """c^2 for hkproj's first norm: the LayerNorm it equals has eps 0, approached here as 1e-5 / 1e7 = 1e-12."""
 JOINT_MARK = "\u2581"
 """Marks target tokens in the joint vocabulary (sentencepiece's word boundary, which Metaspace decodes)."""
+TYPED_MARK = "\ufffd"
+"""What the joint tokenizer reads a JOINT_MARK typed in a source text as: a character no vocabulary holds, so the
+text gets [UNK] where the source tokenizer alone gives it."""
 TOKEN_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
 
 
@@ -160,11 +163,11 @@ def joint_tokenizer_json(source: dict[str, Any], target: dict[str, Any], source_
                 f"cannot export to a native architecture: the {side} tokenizer is a {model.get('type')} model; the "
                 "joint vocabulary is built for hkproj's word-level vocabularies (WordLevel)"
             )
-        marked = next((token for token in model["vocab"] if JOINT_MARK in token), None)
+        marked = next((token for token in model["vocab"] if JOINT_MARK in token or TYPED_MARK in token), None)
         if marked is not None:
             raise ExportRefused(
-                f"cannot export to a native architecture: the {side} token {marked!r} holds {JOINT_MARK!r}, "
-                "which the joint vocabulary uses to mark target tokens"
+                f"cannot export to a native architecture: the {side} token {marked!r} holds {JOINT_MARK!r} or "
+                f"{TYPED_MARK!r}, which the joint vocabulary uses to mark target tokens (and a typed mark)"
             )
     if target.get("decoder") is not None:
         raise ExportRefused(
@@ -176,11 +179,17 @@ def joint_tokenizer_json(source: dict[str, Any], target: dict[str, Any], source_
         **source["model"]["vocab"],
         **{JOINT_MARK + token: index + source_size for token, index in target["model"]["vocab"].items()},
     }
+    # The normalizer reads a JOINT_MARK typed in a source text as TYPED_MARK, so that a word never reaches a target
+    # id (the source tokenizer alone gives it [UNK]). Added tokens are matched on the raw text: the target's special
+    # tokens typed with their mark ("\u2581[EOS]") are the one text read otherwise (docs/export.md says so).
     added = [
         {**token, "id": token["id"] + source_size, "content": JOINT_MARK + token["content"]}
         for token in target.get("added_tokens", [])
     ]
     joint["added_tokens"] = list(source.get("added_tokens", [])) + added
+    unmark = {"type": "Replace", "pattern": {"String": JOINT_MARK}, "content": TYPED_MARK}
+    normalizer = source.get("normalizer")
+    joint["normalizer"] = unmark if normalizer is None else {"type": "Sequence", "normalizers": [unmark, normalizer]}
     joint["decoder"] = {"type": "Metaspace", "replacement": JOINT_MARK, "prepend_scheme": "always", "split": True}
     return joint
 

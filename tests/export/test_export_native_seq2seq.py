@@ -12,6 +12,7 @@ import pytest
 import torch
 from factories import hkproj_source, quickstart_like_source
 from helpers import run_cli
+from tokenizers import models, pre_tokenizers
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf import MiniTFSeq2SeqForConditionalGeneration
@@ -142,3 +143,19 @@ def test_the_joint_vocabulary_refuses_what_it_cannot_hold():
         joint_tokenizer_json(word_level({f"{JOINT_MARK}x": 0}), word_level({"a": 0}), 1)
     with pytest.raises(ExportRefused, match="decoder"):
         joint_tokenizer_json(word_level({"a": 0}), {**word_level({"a": 0}), "decoder": {"type": "BPEDecoder"}}, 1)
+
+
+def test_a_mark_typed_in_a_source_text_never_reaches_a_target_id():
+    from tokenizers import Tokenizer
+
+    def word_level(vocab: dict[str, int]) -> dict:
+        tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+        return json.loads(tokenizer.to_str())
+
+    source, target = word_level({"[UNK]": 0, "a": 1}), word_level({"[UNK]": 0, ",": 1})
+    joint = Tokenizer.from_str(json.dumps(joint_tokenizer_json(source, target, 2)))
+    alone = Tokenizer.from_str(json.dumps(source))
+    for text in ("a , a", f"a {JOINT_MARK}, a", f"a{JOINT_MARK},"):
+        assert joint.encode(text).ids == alone.encode(text).ids, text
+    assert joint.decode([3, 3]) == ", ,"  # target ids decode to the target's text
