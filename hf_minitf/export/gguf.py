@@ -375,6 +375,24 @@ def _encoded(array: np.ndarray, type_name: str) -> tuple[np.ndarray, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------- the file
+def gguf_writer(path: Path, arch: str, source: MiniTFSource, config: Any, license: str):
+    """A GGUFWriter for `arch` holding what every MiniTF GGUF file says first: its name, license and source (what
+    `minitf verify` measures it against), and the transformer's sizes."""
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(path), arch)
+    writer.add_name(Path(source.name).name or source.name)
+    writer.add_license(license)  # general.license: a GGUF file's card
+    writer.add_string(GGUF_SOURCE_KEY, source.name)
+    writer.add_context_length(config.max_position_embeddings)
+    writer.add_embedding_length(config.hidden_size)
+    writer.add_block_count(config.num_hidden_layers)
+    writer.add_feed_forward_length(config.intermediate_size)
+    writer.add_head_count(config.num_attention_heads)
+    writer.add_layer_norm_eps(config.layer_norm_eps)
+    return writer
+
+
 def _write_gguf(
     path: Path,
     source: MiniTFSource,
@@ -386,19 +404,10 @@ def _write_gguf(
     vocabulary: tuple[list[str], list[int], list[str]],
     license: str,
 ) -> None:
-    from gguf import GGUFWriter, LlamaFileType
+    from gguf import LlamaFileType
 
     arch = GGUF_ARCHITECTURES[config.position_embedding_type]
-    writer = GGUFWriter(str(path), arch)
-    writer.add_name(Path(source.name).name or source.name)
-    writer.add_license(license)  # general.license: a GGUF file's card
-    writer.add_string(GGUF_SOURCE_KEY, source.name)  # what `minitf verify` measures it against
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_layer_norm_eps(config.layer_norm_eps)
+    writer = gguf_writer(path, arch, source, config, license)
     if arch == "gptneox":
         writer.add_rope_dimension_count(config.hidden_size // config.num_attention_heads)
         writer.add_rope_freq_base(float(config.rope_theta))

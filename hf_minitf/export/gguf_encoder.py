@@ -49,7 +49,6 @@ import torch
 from hf_minitf.cards import export_card_data
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT
 from hf_minitf.catalog.limits import GGUF_DTYPES
-from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
 from hf_minitf.export.gguf import (
     FILE_TYPES,
     GELU_NAMES,
@@ -57,6 +56,7 @@ from hf_minitf.export.gguf import (
     GGUFExport,
     _encoded,
     _unwritable_refusal,
+    gguf_writer,
     tensor_types,
     unwritable_types,
 )
@@ -165,19 +165,10 @@ def encoder_gguf_tensors(model) -> dict[str, torch.Tensor]:
 def _write_encoder_gguf(
     path: Path, source: MiniTFSource, model, tokenizer, vocabulary, tensors, types, dtype: str, license: str
 ) -> None:
-    from gguf import GGUFWriter, LlamaFileType, PoolingType
+    from gguf import LlamaFileType, PoolingType
 
     config = model.config
-    writer = GGUFWriter(str(path), ENCODER_ARCHITECTURE)
-    writer.add_name(Path(source.name).name or source.name)
-    writer.add_license(license)  # general.license: a GGUF file's card
-    writer.add_string(GGUF_SOURCE_KEY, source.name)  # what `minitf verify` measures it against
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_layer_norm_eps(config.layer_norm_eps)
+    writer = gguf_writer(path, ENCODER_ARCHITECTURE, source, config, license)
     writer.add_causal_attention(False)
     writer.add_pooling_type(PoolingType.MEAN)
     writer.add_file_type(LlamaFileType[FILE_TYPES[dtype][0]])
