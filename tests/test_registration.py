@@ -30,14 +30,9 @@ def run_fresh(code: str, cwd: Path, hook: bool = True, timeout: int = 300, pytho
     env.pop(DISABLE_VARIABLE, None)
     if not hook:
         env[DISABLE_VARIABLE] = "1"
+    command = [sys.executable, *python_options, "-c", textwrap.dedent(code)]
     result = subprocess.run(
-        [sys.executable, *python_options, "-c", textwrap.dedent(code)],
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
     )
     assert result.returncode == 0, f"subprocess failed:\n{result.stdout}\n{result.stderr[-4000:]}"
     assert "could not register" not in result.stderr, result.stderr[-4000:]

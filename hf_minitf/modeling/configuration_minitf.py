@@ -130,6 +130,33 @@ def token_ids(allow_list: bool = False) -> Check:
     return check
 
 
+# What the fields every family has accept; a family adds its own fields' checks (and may override one of these).
+SHARED_FIELD_CHECKS: Mapping[str, Check] = {
+    "vocab_size": integer(),
+    "hidden_size": integer(),
+    "num_hidden_layers": integer(),
+    "num_attention_heads": integer(),
+    "intermediate_size": integer(),
+    "max_position_embeddings": integer(),
+    "hidden_act": activation(),
+    "layer_norm_eps": number(0, above=True),
+    "hidden_dropout": probability(),
+    "attention_dropout": probability(),
+    "attention_bias": boolean(),
+    "initializer_range": number(0),
+    "pad_token_id": token_ids(),
+}
+
+# What the fields of the language-model families (GPT and seq2seq) accept: a tied output projection, the KV cache
+# and generation's special tokens.
+LM_FIELD_CHECKS: Mapping[str, Check] = {
+    "use_cache": boolean(),
+    "tie_word_embeddings": boolean(),
+    "bos_token_id": token_ids(),
+    "eos_token_id": token_ids(allow_list=True),
+}
+
+
 def check_field(config_name: str, checks: Mapping[str, Check], name: str, value: Any) -> None:
     """Raise a ValueError when `checks` has a check for `name` and `value` fails it."""
     check = checks.get(name)
@@ -178,7 +205,7 @@ class MiniTFConfig(PreTrainedConfig):
     fused_qkv = False
     # Which norm the layers use (see layers.make_norm); the seq2seq family makes it a field.
     norm_type = "layer_norm"
-    # hkproj's fixed value for masked attention scores (see layers.fixed_mask_eager_attention_forward); None adds
+    # hkproj's fixed value for masked attention scores (see layers.eager_attention_forward); None adds
     # the mask as usual. The seq2seq family makes it a field.
     attention_mask_value = None
 
@@ -201,6 +228,8 @@ class MiniTFConfig(PreTrainedConfig):
 
 
 __all__ = [
+    "LM_FIELD_CHECKS",
+    "SHARED_FIELD_CHECKS",
     "Check",
     "MiniTFConfig",
     "activation",

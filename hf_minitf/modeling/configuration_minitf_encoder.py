@@ -4,15 +4,12 @@ layer it is built on)."""
 from __future__ import annotations
 
 from .configuration_minitf import (
+    SHARED_FIELD_CHECKS,
     MiniTFConfig,
-    activation,
     boolean,
     check_token_ids_in_vocabulary,
     choice,
-    integer,
-    number,
     probability,
-    token_ids,
 )
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
@@ -26,22 +23,10 @@ AUTO_MAP = {
 
 # What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
-    "vocab_size": integer(),
-    "hidden_size": integer(),
-    "num_hidden_layers": integer(),
-    "num_attention_heads": integer(),
-    "intermediate_size": integer(),
-    "max_position_embeddings": integer(),
+    **SHARED_FIELD_CHECKS,
     "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
     "scale_embeddings": boolean(),
-    "hidden_act": activation(),
-    "layer_norm_eps": number(0, above=True),
-    "hidden_dropout": probability(),
-    "attention_dropout": probability(),
-    "attention_bias": boolean(),
     "classifier_dropout": probability(optional=True),
-    "initializer_range": number(0),
-    "pad_token_id": token_ids(),
 }
 
 

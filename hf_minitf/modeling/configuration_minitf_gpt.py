@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from .configuration_minitf import (
+    LM_FIELD_CHECKS,
+    SHARED_FIELD_CHECKS,
     MiniTFConfig,
-    activation,
     boolean,
     check_heads,
     check_token_ids_in_vocabulary,
     choice,
     integer,
     number,
-    probability,
-    token_ids,
 )
 from .configuration_minitf_limits import check_model_fits
 
@@ -28,27 +27,13 @@ AUTO_MAP = {
 
 # What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
-    "vocab_size": integer(),
-    "hidden_size": integer(),
-    "num_hidden_layers": integer(),
-    "num_attention_heads": integer(),
-    "intermediate_size": integer(optional=True),
-    "max_position_embeddings": integer(),
+    **SHARED_FIELD_CHECKS,
+    **LM_FIELD_CHECKS,
+    "intermediate_size": integer(optional=True),  # None: 4 * hidden_size
     "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
     "context_overflow": choice(CONTEXT_OVERFLOW_MODES),
     "rope_theta": number(0, above=True),
     "rope_interleaved": boolean(),
-    "hidden_act": activation(),
-    "layer_norm_eps": number(0, above=True),
-    "hidden_dropout": probability(),
-    "attention_dropout": probability(),
-    "attention_bias": boolean(),
-    "initializer_range": number(0),
-    "use_cache": boolean(),
-    "tie_word_embeddings": boolean(),
-    "pad_token_id": token_ids(),
-    "bos_token_id": token_ids(),
-    "eos_token_id": token_ids(allow_list=True),
 }
 
 

@@ -4,15 +4,15 @@ later variants."""
 from __future__ import annotations
 
 from .configuration_minitf import (
+    LM_FIELD_CHECKS,
+    SHARED_FIELD_CHECKS,
     MiniTFConfig,
-    activation,
     always,
     boolean,
     check_token_ids_in_vocabulary,
     choice,
     integer,
     number,
-    probability,
     token_ids,
 )
 from .configuration_minitf_limits import NORM_TYPES
@@ -26,31 +26,16 @@ AUTO_MAP = {
 
 # What each field accepts, checked whenever it is set (see configuration_minitf).
 FIELD_CHECKS = {
+    **SHARED_FIELD_CHECKS,
+    **LM_FIELD_CHECKS,
     "src_vocab_size": integer(),
-    "vocab_size": integer(),
-    "hidden_size": integer(),
-    "num_hidden_layers": integer(),
-    "num_attention_heads": integer(),
-    "intermediate_size": integer(),
-    "max_position_embeddings": integer(),
-    "hidden_act": activation(),
-    "hidden_dropout": probability(),
-    "attention_dropout": probability(),
     "norm_type": choice(NORM_TYPES),
-    "layer_norm_eps": number(0, above=True),
-    "attention_bias": boolean(),
     "attention_mask_value": number(maximum=0, optional=True),
     "scale_embedding": boolean(),
     "lm_head_bias": boolean(),
     "output_log_softmax": boolean(),
     "label_smoothing": number(0, 1, below=True),
-    "initializer_range": number(0),
-    "use_cache": boolean(),
     "is_encoder_decoder": always(True),
-    "tie_word_embeddings": boolean(),
-    "pad_token_id": token_ids(),
-    "bos_token_id": token_ids(),
-    "eos_token_id": token_ids(allow_list=True),
     "decoder_start_token_id": token_ids(),
 }
 

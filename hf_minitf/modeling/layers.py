@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -126,15 +125,6 @@ class DecodingLinear(nn.Linear):
         return output.view(*input.shape[:-1], self.out_features)
 
 
-def softmax_attention(
-    module: nn.Module, scores: torch.Tensor, value: torch.Tensor, dropout: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Softmax (in float32) of masked scores, dropout, weighted values as (batch, seq, heads, head_dim)."""
-    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
-    weights = F.dropout(weights, p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
-
-
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -148,38 +138,24 @@ def eager_attention_forward(
     """Softmax attention written out, with the signature of transformers' attention functions.
 
     `attention_mask` is additive (0 or the dtype's lowest value) or boolean (True = attend). Returns the output as
-    (batch, seq, heads, head_dim) and the attention weights.
+    (batch, seq, heads, head_dim) and the attention weights (softmax in float32).
+
+    A module with a `fixed_mask_value` (hkproj's -1e9) SETS masked scores to it, as `masked_fill(mask == 0, -1e9)`
+    in hkproj's pytorch-transformer, instead of adding the mask. The two differ when scores are huge (an untrained
+    hkproj model reaches ~1e12): only setting reproduces the original there.
     """
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    fixed_mask_value = getattr(module, "fixed_mask_value", None)
     if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        if attention_mask.dtype == torch.bool or fixed_mask_value is not None:
+            masked = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < 0
+            fill = torch.finfo(scores.dtype).min
+            scores = scores.masked_fill(masked, fill if fixed_mask_value is None else max(fixed_mask_value, fill))
         else:
             scores = scores + attention_mask
-    return softmax_attention(module, scores, value, dropout)
-
-
-def fixed_mask_eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eager attention that SETS masked scores to `module.fixed_mask_value` (as `masked_fill(mask == 0, -1e9)` in
-    hkproj's pytorch-transformer) instead of adding the mask.
-
-    The two differ when scores are huge (an untrained hkproj model reaches ~1e12): only this reproduces the
-    original there.
-    """
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        masked = ~attention_mask if attention_mask.dtype == torch.bool else attention_mask < 0
-        scores = scores.masked_fill(masked, max(cast(float, module.fixed_mask_value), torch.finfo(scores.dtype).min))
-    return softmax_attention(module, scores, value, dropout)
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 class Attention(nn.Module):
@@ -188,7 +164,7 @@ class Attention(nn.Module):
     From the config: `fused_qkv` projects with one `qkv_proj` laid out `[q | k | v]` (GPT style), otherwise separate
     `q_proj`, `k_proj`, `v_proj` (self-attention only: cross-attention projects queries and keys/values apart);
     `attention_bias` gives the projections biases; `attention_mask_value` (hkproj's -1e9) selects
-    `fixed_mask_eager_attention_forward` whatever the configured implementation. Self-attention keys/values go
+    eager attention (`eager_attention_forward`) whatever the configured implementation. Self-attention keys/values go
     through the cache (dynamic, static or paged); cross-attention ones are computed once and kept in the
     cross-attention half of an `EncoderDecoderCache`.
     """
@@ -265,10 +241,10 @@ class Attention(nn.Module):
                 else:
                     key, value = self_cache.update(key, value, self.layer_idx, kwargs=kwargs)
 
-        if self.fixed_mask_value is not None:
-            attention_function: Callable = fixed_mask_eager_attention_forward
-        elif query.numel() == 0:  # an empty batch: fused kernels cannot reshape zero-size outputs
-            attention_function = eager_attention_forward
+        # A fixed mask value exists only in eager attention; an empty batch too (fused kernels cannot reshape
+        # zero-size outputs).
+        if self.fixed_mask_value is not None or query.numel() == 0:
+            attention_function: Callable = eager_attention_forward
         else:
             attention_function = ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward

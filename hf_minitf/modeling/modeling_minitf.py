@@ -16,9 +16,10 @@ import os
 import shutil
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from transformers import PreTrainedModel
-from transformers.utils import logging
+from transformers.utils import ModelOutput, logging
 
 from .modeling_minitf_hooks import PACKAGE_HOOKS
 from .modeling_minitf_loading import CheckedLoadingMixin
@@ -92,6 +93,12 @@ def prepare_card_for_upload(folder: str | os.PathLike, repo_id: str, source: str
         keep_source_card(folder, source)
 
 
+def carried_outputs(outputs: ModelOutput, *replaced: str) -> dict[str, Any]:
+    """The fields of a base model's output that a head model returns as they are: all but `replaced` (the head
+    computes those from them), keyed by name, for the head's output class."""
+    return {name: value for name, value in outputs.items() if name not in replaced}
+
+
 class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
     """Base of the MiniTF model classes: weight init, attention backends, gradient checkpointing and model cards.
 
@@ -119,6 +126,13 @@ class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
             return "eager"
         return super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
 
+    def _use_cache(self, use_cache: bool | None) -> bool:
+        """Whether a forward pass keeps keys/values in a cache: `use_cache`, else the config's; never while training
+        with gradient checkpointing, which runs each layer again."""
+        if self.gradient_checkpointing and self.training:
+            return False
+        return use_cache if use_cache is not None else self.config.use_cache
+
     def save_pretrained(self, save_directory: str | os.PathLike, *args, **kwargs) -> None:
         """transformers' `save_pretrained`, then the model card: written by hf_minitf when installed, else the
         card of the folder this model was loaded from, copied."""
@@ -143,6 +157,7 @@ class MiniTFPreTrainedModel(CheckedLoadingMixin, PreTrainedModel):
 
 __all__ = [
     "MiniTFPreTrainedModel",
+    "carried_outputs",
     "find_card_writer",
     "give_weights_the_open_mode",
     "is_blank_card",

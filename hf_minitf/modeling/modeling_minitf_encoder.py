@@ -15,7 +15,7 @@ from transformers.utils import can_return_tuple
 from .configuration_minitf_encoder import MiniTFEncoderConfig
 from .input_checks import check_attention_mask, check_ids_or_embeds, check_input_ids, check_position_ids
 from .layers import PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel
+from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -167,7 +167,7 @@ class MiniTFEncoderForSequenceClassification(MiniTFEncoderPreTrainedModel):
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config, **kwargs)
         return SequenceClassifierOutput(
-            loss=loss, logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions
+            loss=loss, logits=logits, **carried_outputs(outputs, "last_hidden_state", "pooler_output")
         )
 
 

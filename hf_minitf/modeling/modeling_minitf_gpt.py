@@ -21,7 +21,7 @@ from .input_checks import (
     check_token_ids,
 )
 from .layers import DecodingLinear, PreNormLayer, RotaryEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel
+from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
 from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
@@ -108,9 +108,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         inputs_embeds = self.embed_tokens(tokens) if input_ids is not None else tokens
         seq_length = inputs_embeds.shape[1]
 
-        use_cache = use_cache if use_cache is not None else config.use_cache
-        if self.gradient_checkpointing and self.training:
-            use_cache = False
+        use_cache = self._use_cache(use_cache)
         if use_cache and cache is None:
             cache = DynamicCache(config=config)
         if position_ids is None:
@@ -196,13 +194,7 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, StopStringsGenerationMixin)
             check_token_ids(labels[labels != -100], self.config.vocab_size, name="labels")
             labels = labels[:, -hidden_states.shape[1] :]
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return CausalLMOutputWithPast(
-            loss=loss,
-            logits=logits,
-            hidden_states=outputs.hidden_states,
-            attentions=outputs.attentions,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
-        )
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **carried_outputs(outputs, "last_hidden_state"))
 
 
 # Saving copies this code beside the weights and writes `auto_map`, so users without hf_minitf load the folder.

@@ -30,7 +30,7 @@ from .input_checks import (
     first_token_outside,
 )
 from .layers import DecodingLinear, PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel
+from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
 from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
@@ -204,9 +204,7 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs encoder_hidden_states (the encoder's output) to attend to.")
         cache = pick_cache(cache, past_key_values)
-        use_cache = use_cache if use_cache is not None else config.use_cache
-        if self.gradient_checkpointing and self.training:
-            use_cache = False
+        use_cache = self._use_cache(use_cache)
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
         self_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
@@ -412,17 +410,7 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, StopSt
             )
             if num_items_in_batch is not None:
                 loss = loss / num_items_in_batch
-        return Seq2SeqLMOutput(
-            loss=loss,
-            logits=logits,
-            decoder_hidden_states=outputs.decoder_hidden_states,
-            decoder_attentions=outputs.decoder_attentions,
-            cross_attentions=outputs.cross_attentions,
-            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
-            encoder_hidden_states=outputs.encoder_hidden_states,
-            encoder_attentions=outputs.encoder_attentions,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
-        )
+        return Seq2SeqLMOutput(loss=loss, logits=logits, **carried_outputs(outputs, "last_hidden_state"))
 
 
 # Saving copies this code beside the weights and writes `auto_map`, so users without hf_minitf load the folder.

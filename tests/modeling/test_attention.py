@@ -65,6 +65,12 @@ def left_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
+def right_padded_batch(lengths=(9, 5, 7)) -> tuple[torch.Tensor, torch.Tensor]:
+    """`left_padded_batch` mirrored: padding on the right, as the encoder's and the source tokenizer pad."""
+    ids, mask = left_padded_batch(lengths)
+    return ids.flip(-1), mask.flip(-1)
+
+
 def close(actual: torch.Tensor, expected: torch.Tensor, tolerance: float = 1e-5) -> bool:
     """Equal within `tolerance` relative to the magnitude of the expected values (at least 1)."""
     return (actual - expected).abs().max().item() <= tolerance * max(1.0, expected.abs().max().item())
@@ -100,8 +106,7 @@ def test_gpt_backends_agree_with_left_padding(position_embedding_type):
 
 
 def test_encoder_backends_agree_with_padding():
-    ids, mask = left_padded_batch()
-    ids, mask = ids.flip(-1), mask.flip(-1)  # the encoder's tokenizer pads on the right
+    ids, mask = right_padded_batch()
     results = outputs_per_backend(encoder, lambda model: model(ids, attention_mask=mask).last_hidden_state)
     real = mask.bool()
     for backend in ("sdpa", "flex_attention"):
@@ -109,10 +114,8 @@ def test_encoder_backends_agree_with_padding():
 
 
 def test_seq2seq_backends_agree_with_padding():
-    source, source_mask = left_padded_batch()
-    source, source_mask = source.flip(-1), source_mask.flip(-1)
-    target, target_mask = left_padded_batch((6, 6, 3))
-    target, target_mask = target.flip(-1), target_mask.flip(-1)
+    source, source_mask = right_padded_batch()
+    target, target_mask = right_padded_batch((6, 6, 3))
     results = outputs_per_backend(
         seq2seq,
         lambda model: (
@@ -158,8 +161,7 @@ def test_gpt_static_cache_equals_dynamic_cache(position_embedding_type, decoding
 @DECODINGS
 def test_seq2seq_static_cache_equals_dynamic_cache(decoding):
     model = seq2seq()
-    source, mask = left_padded_batch()
-    source, mask = source.flip(-1), mask.flip(-1)
+    source, mask = right_padded_batch()
     kwargs = dict(attention_mask=mask, max_new_tokens=10, min_new_tokens=10, **decoding)
     dynamic = model.generate(source, **kwargs)
     static = model.generate(source, cache_implementation="static", **kwargs)
@@ -276,8 +278,7 @@ def test_gpt_loads_and_generates_in_reduced_precision(tmp_path, weights):
 def test_encoder_loads_and_encodes_in_reduced_precision(tmp_path, weights):
     model = encoder()
     reduced = reloaded(model, AutoModel, tmp_path, weights)
-    ids, mask = left_padded_batch()
-    ids, mask = ids.flip(-1), mask.flip(-1)
+    ids, mask = right_padded_batch()
     with torch.no_grad():
         expected = model(ids, attention_mask=mask).pooler_output
         actual = reduced(ids, attention_mask=mask).pooler_output.float()
@@ -289,8 +290,7 @@ def test_encoder_loads_and_encodes_in_reduced_precision(tmp_path, weights):
 def test_seq2seq_loads_and_translates_in_reduced_precision(tmp_path, weights):
     model = seq2seq()
     reduced = reloaded(model, AutoModelForSeq2SeqLM, tmp_path, weights)
-    source, mask = left_padded_batch()
-    source, mask = source.flip(-1), mask.flip(-1)
+    source, mask = right_padded_batch()
     target = left_padded_batch((7, 7, 7))[0]
     with torch.no_grad():
         expected = model(source, attention_mask=mask, decoder_input_ids=target).logits.argmax(-1)

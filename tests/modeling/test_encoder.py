@@ -53,6 +53,24 @@ MINIEMBED_RENAMES = [
 ]
 
 
+# MiniEmbed's config keys that MiniTFEncoderConfig takes as they are (its aliases d_model, num_heads, ... included).
+MINIEMBED_FIELDS = ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_seq_len", "pad_token_id")
+
+
+def quiet_cpu_training(arguments_class, tmp_path, **settings):
+    """`arguments_class` (transformers' or sentence-transformers' TrainingArguments) for a short CPU run that saves
+    nothing, reports nowhere and logs every step."""
+    return arguments_class(
+        output_dir=str(tmp_path / "out"),
+        use_cpu=True,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        disable_tqdm=True,
+        **settings,
+    )
+
+
 def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor, tolerance: float = 1e-5) -> None:
     """Equal within `tolerance` of the expected values' magnitude (at least 1): float32 rounding grows with the
     values, so an absolute 1e-5 on outputs in the tens would depend on the CPU."""
@@ -75,13 +93,7 @@ def load_miniembed(data_dir, attn_implementation):
     folder = data_dir / "minitf_embedding"
     miniembed = json.loads((folder / "config.json").read_text())
     config = MiniTFEncoderConfig(
-        vocab_size=miniembed["vocab_size"],
-        d_model=miniembed["d_model"],
-        num_heads=miniembed["num_heads"],
-        num_layers=miniembed["num_layers"],
-        d_ff=miniembed["d_ff"],
-        max_seq_len=miniembed["max_seq_len"],
-        pad_token_id=miniembed["pad_token_id"],
+        **{name: miniembed[name] for name in MINIEMBED_FIELDS},
         hidden_dropout=miniembed["dropout"],
         attention_dropout=miniembed["dropout"],
     )
@@ -294,17 +306,13 @@ def test_sentence_transformer_training_lowers_loss(tmp_path, tokenizer):
     )
     st_model = SentenceTransformer(folder, device="cpu")
     pairs = Dataset.from_dict({"anchor": TEXTS[0::2], "positive": TEXTS[1::2]})
-    args = SentenceTransformerTrainingArguments(
-        output_dir=str(tmp_path / "out"),
+    args = quiet_cpu_training(
+        SentenceTransformerTrainingArguments,
+        tmp_path,
         per_device_train_batch_size=4,
         per_device_eval_batch_size=4,
         num_train_epochs=8,
         learning_rate=5e-3,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
     )
     trainer = SentenceTransformerTrainer(
         model=st_model, args=args, train_dataset=pairs, eval_dataset=pairs, loss=MultipleNegativesRankingLoss(st_model)
@@ -330,16 +338,8 @@ def test_classification_trainer_and_pipeline(tmp_path, tokenizer):
     labels = [0, 0, 0, 0, 0, 1, 1, 1]
     encoded = tokenizer(TEXTS, truncation=True)
     dataset = Dataset.from_dict({**encoded, "labels": labels})
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=8,
-        num_train_epochs=15,
-        learning_rate=1e-2,
-        use_cpu=True,
-        report_to=[],
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
+    args = quiet_cpu_training(
+        TrainingArguments, tmp_path, per_device_train_batch_size=8, num_train_epochs=15, learning_rate=1e-2
     )
     trainer = Trainer(model=model, args=args, train_dataset=dataset, eval_dataset=dataset, processing_class=tokenizer)
     before = trainer.evaluate()["eval_loss"]

@@ -7,6 +7,7 @@ to a few seconds. Logits are compared relative to their row's scale; generated t
 where no step is a near tie (a tie can fall either way under any rounding change)."""
 
 import tempfile
+from typing import Any
 
 import torch
 from factories import tiny_model
@@ -37,49 +38,42 @@ def sizes(draw, even_head_dim: bool = False) -> dict:
     )
 
 
-@st.composite
-def gpt_models(draw) -> MiniTFGPTForCausalLM:
-    positions = draw(st.sampled_from(["learned", "rope"]))
-    return tiny_model(
-        "gpt",
-        seed=draw(st.integers(0, 2**16)),
-        **draw(sizes(even_head_dim=positions == "rope")),
-        vocab_size=draw(st.integers(8, 40)),
-        max_position_embeddings=32,
-        position_embedding_type=positions,
-        rope_interleaved=draw(st.booleans()),
-        attention_bias=draw(st.booleans()),
-        pad_token_id=PAD,
-    )
+# Each family's own fields, drawn with the sizes, seed and attention bias every family draws (`models`).
+FAMILY_FIELDS = {
+    "gpt": dict(
+        vocab_size=st.integers(8, 40),
+        position_embedding_type=st.sampled_from(["learned", "rope"]),
+        rope_interleaved=st.booleans(),
+        pad_token_id=st.just(PAD),
+    ),
+    "encoder": dict(
+        vocab_size=st.integers(8, 40),
+        position_embedding_type=st.sampled_from(["sinusoidal", "learned"]),
+        scale_embeddings=st.booleans(),
+        pad_token_id=st.just(PAD),
+    ),
+    "seq2seq": dict(
+        src_vocab_size=st.integers(8, 40),
+        vocab_size=st.integers(8, 40),
+        output_log_softmax=st.booleans(),
+        norm_type=st.sampled_from(["layer_norm", "scalar_std_plus_eps", "per_feature_std_plus_eps"]),
+    ),
+}
 
 
 @st.composite
-def encoder_models(draw) -> MiniTFEncoderModel:
+def models(draw, family: str):
+    """A tiny `family` model (32 positions) of drawn sizes, seed, attention bias and family fields."""
+    fields = draw(st.fixed_dictionaries(FAMILY_FIELDS[family]))
+    # Sinusoidal and rotary positions pair features: the seq2seq family and rope need an even head dimension.
+    even_head_dim = family == "seq2seq" or fields.get("position_embedding_type") == "rope"
     return tiny_model(
-        "encoder",
+        family,
         seed=draw(st.integers(0, 2**16)),
-        **draw(sizes()),
-        vocab_size=draw(st.integers(8, 40)),
-        max_position_embeddings=32,
-        position_embedding_type=draw(st.sampled_from(["sinusoidal", "learned"])),
-        scale_embeddings=draw(st.booleans()),
-        attention_bias=draw(st.booleans()),
-        pad_token_id=PAD,
-    )
-
-
-@st.composite
-def seq2seq_models(draw) -> MiniTFSeq2SeqForConditionalGeneration:
-    return tiny_model(
-        "seq2seq",
-        seed=draw(st.integers(0, 2**16)),
-        **draw(sizes(even_head_dim=True)),
-        src_vocab_size=draw(st.integers(8, 40)),
-        vocab_size=draw(st.integers(8, 40)),
+        **draw(sizes(even_head_dim)),
         max_position_embeddings=32,
         attention_bias=draw(st.booleans()),
-        output_log_softmax=draw(st.booleans()),
-        norm_type=draw(st.sampled_from(["layer_norm", "scalar_std_plus_eps", "per_feature_std_plus_eps"])),
+        **fields,
     )
 
 
@@ -98,6 +92,14 @@ def padded(rows: list[list[int]], pad: int, left: bool) -> tuple[torch.Tensor, t
         ids.append(filler + row if left else row + filler)
         mask.append([0] * len(filler) + [1] * len(row) if left else [1] * len(row) + [0] * len(filler))
     return torch.tensor(ids), torch.tensor(mask)
+
+
+def batch_and_rows_alone(model, data, left: bool) -> tuple[list[list[int]], Any, list[Any]]:
+    """Three drawn rows, the outputs of their batch (padded on the left or the right) and those of each row alone."""
+    rows = token_rows(data.draw, model.config.vocab_size, 3)
+    ids, mask = padded(rows, PAD, left=left)
+    with torch.no_grad():
+        return rows, model(ids, attention_mask=mask), [model(torch.tensor([row])) for row in rows]
 
 
 def assert_close_to_scale(actual: torch.Tensor, expected: torch.Tensor) -> None:
@@ -123,7 +125,7 @@ def reload(model, auto_class):
 
 
 @PROPERTY
-@given(model=st.one_of(gpt_models(), encoder_models(), seq2seq_models()), data=st.data())
+@given(model=st.one_of(models("gpt"), models("encoder"), models("seq2seq")), data=st.data())
 def test_save_load_keeps_weights_bit_identical(model, data):
     auto_class = {
         MiniTFGPTForCausalLM: AutoModelForCausalLM,
@@ -149,7 +151,7 @@ def test_save_load_keeps_weights_bit_identical(model, data):
 
 
 @PROPERTY
-@given(model=st.one_of(gpt_models(), seq2seq_models()), data=st.data())
+@given(model=st.one_of(models("gpt"), models("seq2seq")), data=st.data())
 def test_greedy_with_cache_equals_without(model, data):
     config = model.config
     vocab = getattr(config, "src_vocab_size", config.vocab_size)
@@ -171,32 +173,24 @@ def test_greedy_with_cache_equals_without(model, data):
 
 
 @PROPERTY
-@given(model=gpt_models(), data=st.data())
+@given(model=models("gpt"), data=st.data())
 def test_gpt_left_padded_batch_equals_each_row_alone(model, data):
-    rows = token_rows(data.draw, model.config.vocab_size, 3)
-    ids, mask = padded(rows, PAD, left=True)
-    with torch.no_grad():
-        together = model(ids, attention_mask=mask).logits
-        for index, row in enumerate(rows):
-            alone = model(torch.tensor([row])).logits[0]
-            assert_close_to_scale(together[index, ids.shape[1] - len(row) :], alone)
+    rows, together, alone = batch_and_rows_alone(model, data, left=True)
+    for index, row in enumerate(rows):
+        assert_close_to_scale(together.logits[index, -len(row) :], alone[index].logits[0])
 
 
 @PROPERTY
-@given(model=encoder_models(), data=st.data())
+@given(model=models("encoder"), data=st.data())
 def test_encoder_right_padded_batch_equals_each_row_alone(model, data):
-    rows = token_rows(data.draw, model.config.vocab_size, 3)
-    ids, mask = padded(rows, PAD, left=False)
-    with torch.no_grad():
-        together = model(ids, attention_mask=mask)
-        for index, row in enumerate(rows):
-            alone = model(torch.tensor([row]))
-            assert_close_to_scale(together.last_hidden_state[index, : len(row)], alone.last_hidden_state[0])
-            assert_close_to_scale(together.pooler_output[index], alone.pooler_output[0])
+    rows, together, alone = batch_and_rows_alone(model, data, left=False)
+    for index, row in enumerate(rows):
+        assert_close_to_scale(together.last_hidden_state[index, : len(row)], alone[index].last_hidden_state[0])
+        assert_close_to_scale(together.pooler_output[index], alone[index].pooler_output[0])
 
 
 @PROPERTY
-@given(model=seq2seq_models(), data=st.data())
+@given(model=models("seq2seq"), data=st.data())
 def test_seq2seq_padded_sources_equal_each_source_alone(model, data):
     config = model.config
     rows = token_rows(data.draw, config.src_vocab_size, 3, low=4)
@@ -210,7 +204,7 @@ def test_seq2seq_padded_sources_equal_each_source_alone(model, data):
 
 
 @PROPERTY
-@given(model=st.one_of(gpt_models(), encoder_models(), seq2seq_models()), data=st.data())
+@given(model=st.one_of(models("gpt"), models("encoder"), models("seq2seq")), data=st.data())
 def test_forward_is_finite_for_valid_inputs(model, data):
     config = model.config
     vocab = getattr(config, "src_vocab_size", config.vocab_size)
