@@ -4,6 +4,7 @@ card) atomically."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -20,7 +21,7 @@ from transformers.dynamic_module_utils import custom_object_save
 from hf_minitf.cards import relicense_card
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES
-from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
 from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
 from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
 from hf_minitf.safety.output_folders import OutputFolder, atomic_output_dir, existing_paths, output_folder
@@ -139,8 +140,11 @@ def sinusoidal_length(checkpoint: Checkpoint, key: str, hidden_size: int) -> int
     return shape[-2]
 
 
-def read_json(path: str | Path | None, what: str) -> dict[str, Any]:
-    """A JSON object from a file (or {} for None), with a clear error naming the file."""
+def read_json(path: str | Path | Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """A JSON object from a file, with a clear error naming the file; a mapping given instead is copied, None
+    gives {}."""
+    if isinstance(path, Mapping):
+        return dict(path)
     if path is None:
         return {}
     path = Path(path)
@@ -248,6 +252,20 @@ def map_weights(
     return plans
 
 
+def plan_weights(
+    checkpoint: Checkpoint,
+    model_class: type[PreTrainedModel],
+    config: PreTrainedConfig,
+    rules: Sequence[Rule],
+    ignore: Sequence[str] = (),
+    dtype: str = "auto",
+) -> list[TensorPlan]:
+    """Every weight of `model_class(config)` planned from the checkpoint through `rules` (`map_weights`: all names
+    and shapes checked first), in the dtype named `dtype` (`output_dtype`: "auto" keeps the checkpoint's)."""
+    target_dtype = output_dtype(checkpoint, checkpoint.keys(), dtype)
+    return map_weights(checkpoint, meta_model(model_class, config), rules, ignore, target_dtype)
+
+
 @dataclass
 class ConvertedModel:
     """Everything a converted folder holds, before it is written; the weights are still lazy."""
@@ -342,6 +360,19 @@ LOADING = {
 }
 
 
+def embedding_layer_size(
+    checkpoint: Checkpoint, source: str, description: str, optional: Iterable[str] = ()
+) -> tuple[int, int]:
+    """(vocab_size, hidden_size) of an embedding layer's token embedding (the first of the source's anchor keys),
+    once the state_dict is checked to hold the anchors and nothing but them and the `optional` keys."""
+    require_architecture(checkpoint, source, description)
+    unexpected = sorted(set(checkpoint.keys()) - {*SIGNATURES[source], *optional})
+    if unexpected:
+        raise ConversionError(f"{checkpoint.path}: unexpected keys {unexpected} for a {description}.")
+    vocab_size, hidden_size = checkpoint.shape(SIGNATURES[source][0])
+    return vocab_size, hidden_size
+
+
 def save_embedding_layer(
     weights: Mapping[str, torch.Tensor],
     fields: Mapping[str, Any],
@@ -402,6 +433,33 @@ def conversion_summary(converted: ConvertedModel, what: str, out: str | Path) ->
     return "\n".join(lines)
 
 
+def convert_checkpoint(
+    checkpoint: str | Path,
+    target: OutputFolder,
+    plan: Callable[[Checkpoint], ConvertedModel],
+    license: str | None = None,
+    **open_options: Any,
+) -> ConvertedModel:
+    """Open the checkpoint (`open_options` go to `open_checkpoint`), `plan` its conversion and write it into the
+    checked output folder `target`; returns what was converted."""
+    with open_checkpoint(checkpoint, **open_options) as source:
+        converted = plan(source)
+        save_converted(converted, target, license=license)
+    return converted
+
+
+def convert_from_args(
+    args: argparse.Namespace, convert: Callable[..., ConvertedModel], *options: str, **given: Any
+) -> ConvertedModel:
+    """`convert` run by a parsed `minitf convert SOURCE`: the checkpoint into --out, with the source's `options`
+    (each the parsed argument of the same name), `given`, and the --dtype, --overwrite and --license every source
+    takes."""
+    chosen = {option: getattr(args, option) for option in options}
+    return convert(
+        args.checkpoint, args.out, **chosen, **given, dtype=args.dtype, overwrite=args.overwrite, license=args.license
+    )
+
+
 __all__ = [
     "DTYPES",
     "LOADING",
@@ -410,7 +468,10 @@ __all__ = [
     "Rule",
     "check_given",
     "conversion_summary",
+    "convert_checkpoint",
+    "convert_from_args",
     "count_layers",
+    "embedding_layer_size",
     "expected_weights",
     "identify",
     "map_weights",
@@ -419,6 +480,7 @@ __all__ = [
     "num_parameters",
     "original_name",
     "output_dtype",
+    "plan_weights",
     "read_json",
     "require_architecture",
     "require_heads",

@@ -21,37 +21,24 @@ from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
     conversion_summary,
+    convert_checkpoint,
+    convert_from_args,
     count_layers,
     num_parameters,
-    output_dtype,
+    plan_weights,
     read_json,
     require_architecture,
     require_heads,
-    save_converted,
     shape_of,
 )
-from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
-from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
+from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
 from hf_minitf.safety.output_folders import OutputFolder, existing_paths, output_folder
 from hf_minitf.tokenization.gpt import char_tokenizer
 
-RULES = gpt_rules(
-    embed_tokens="wte",
-    embed_positions="wpe",
-    layers="blocks",
-    layer_parts={
-        "self_attn_layer_norm": "ln1",
-        "self_attn.qkv_proj": "attn.qkv",
-        "self_attn.o_proj": "attn.proj",
-        "mlp_layer_norm": "ln2",
-        "mlp.fc1": "mlp.net.0",
-        "mlp.fc2": "mlp.net.2",
-    },
-    norm="ln_f",
-    lm_head="lm_head",
-)
+RULES = gpt_rules("wte", "wpe", qkv="attn.qkv", out="attn.proj", fc1="mlp.net.0", fc2="mlp.net.2")
 BUFFERS = [r"blocks\.\d+\.attn\.causal"]
 
 
@@ -129,7 +116,7 @@ def plan_char_gpt(
         tie_word_embeddings=tied,
     )
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
-    plans = plan_gpt(checkpoint, config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype))
+    plans = plan_weights(checkpoint, MiniTFGPTForCausalLM, config, RULES, ignore, dtype)
     generation_config = GenerationConfig(use_cache=False)
     tokenizer = char_tokenizer(list(chars), special_tokens=None)
     prompt = "The" if set("The") <= set(chars) else next((c for c in chars if c.isalnum()), "")
@@ -172,28 +159,16 @@ def convert_char_gpt(
     """Convert a char-GPT checkpoint into the Hugging Face folder `out`; returns what was converted.
     `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, vocab, training_text, original_config))
-    original_fields = (
-        original_config if isinstance(original_config, dict) else read_json(original_config, "original config")
-    )
+    original_fields = read_json(original_config, "original config")
     chars = load_chars(vocab, training_text)
-    with open_checkpoint(checkpoint) as source:
-        converted = plan_char_gpt(source, chars, num_heads, original_fields, dtype)
-        save_converted(converted, target, license=license)
-    return converted
+    return convert_checkpoint(
+        checkpoint, target, lambda source: plan_char_gpt(source, chars, num_heads, original_fields, dtype), license
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed char-gpt command; prints what was inferred."""
-    converted = convert_char_gpt(
-        args.checkpoint,
-        args.out,
-        vocab=args.vocab,
-        training_text=args.training_text,
-        num_heads=args.num_heads,
-        original_config=args.config,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        license=args.license,
-    )
+    options = ("vocab", "training_text", "num_heads")
+    converted = convert_from_args(args, convert_char_gpt, *options, original_config=args.config)
     print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
     return 0

@@ -28,18 +28,20 @@ from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
     conversion_summary,
+    convert_checkpoint,
+    convert_from_args,
     count_layers,
+    embedding_layer_size,
     num_parameters,
-    output_dtype,
+    plan_weights,
     read_json,
     require_architecture,
     require_heads,
-    save_converted,
     save_embedding_layer,
     shape_of,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
-from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied, plan_gpt
+from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied
 from hf_minitf.hub.sources import HubSourceError, download_repo_files, looks_like_repo_id
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -49,19 +51,7 @@ from hf_minitf.tokenization.gpt import BPE_SPECIAL_TOKENS, load_bpe_tokenizer
 ModelConfigStandIn = stand_in_class("src.model.config.ModelConfig")
 
 RULES = gpt_rules(
-    embed_tokens="embeddings.token_emb",
-    embed_positions="embeddings.pos_emb",
-    layers="blocks",
-    layer_parts={
-        "self_attn_layer_norm": "ln1",
-        "self_attn.qkv_proj": "attn.qkv_proj",
-        "self_attn.o_proj": "attn.out_proj",
-        "mlp_layer_norm": "ln2",
-        "mlp.fc1": "mlp.fc1",
-        "mlp.fc2": "mlp.fc2",
-    },
-    norm="ln_f",
-    lm_head="lm_head",
+    "embeddings.token_emb", "embeddings.pos_emb", qkv="attn.qkv_proj", out="attn.out_proj", fc1="mlp.fc1", fc2="mlp.fc2"
 )
 BUFFERS = [r"blocks\.\d+\.attn\.mask"]
 # FrawdLLM's tokenizer: <|pad|>=0 <|unk|>=1 <|bos|>=2 <|eos|>=3.
@@ -440,7 +430,7 @@ def plan_frawdllm(
     tied = head_is_tied(checkpoint, "embeddings.token_emb.weight", "lm_head.weight")
     gpt_config = frawdllm_gpt_config(fields, tied)
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
-    plans = plan_gpt(checkpoint, gpt_config, RULES, ignore, output_dtype(checkpoint, checkpoint.keys(), dtype))
+    plans = plan_weights(checkpoint, MiniTFGPTForCausalLM, gpt_config, RULES, ignore, dtype)
     fast_tokenizer, notes, bos_prompts = frawdllm_tokenizer(tokenizer, fields)
     generation_config = GenerationConfig(
         bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"], pad_token_id=fields["pad_token_id"]
@@ -515,7 +505,7 @@ def convert_frawdllm(
     folder `out`; returns what was converted.
     `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
-    config = dict(config if isinstance(config, Mapping) else read_json(config, "FrawdLLM config"))
+    given = read_json(config, "FrawdLLM config")
     name, prefix = None, ""
     if looks_like_repo_id(checkpoint):
         name = str(checkpoint)
@@ -533,18 +523,22 @@ def convert_frawdllm(
         )
     if checkpoint.is_dir():
         checkpoint, published, tokenizer = _published_folder(checkpoint, tokenizer)
-        check_given(config, published, "given FrawdLLM config (compared with the folder's config.json)")
-        config, prefix = {**published, **config}, "model."
+        check_given(given, published, "given FrawdLLM config (compared with the folder's config.json)")
+        given, prefix = {**published, **given}, "model."
         name = name or checkpoint.parent.name
     elif tokenizer is None:
         raise ConversionError(
             "Pass --tokenizer (FrawdLLM's tokenizer JSON): a checkpoint file does not hold it. "
             "A published Hugging Face folder or repo id holds its own."
         )
-    with open_checkpoint(checkpoint, allowed_classes=[ModelConfigStandIn], key_prefix=prefix) as source:
-        converted = plan_frawdllm(source, tokenizer, num_heads, config, context_length, dtype, name)
-        save_converted(converted, target, license=license)
-    return converted
+    return convert_checkpoint(
+        checkpoint,
+        target,
+        lambda source: plan_frawdllm(source, tokenizer, num_heads, given, context_length, dtype, name),
+        license,
+        allowed_classes=[ModelConfigStandIn],
+        key_prefix=prefix,
+    )
 
 
 def convert_frawdllm_embeddings(
@@ -557,11 +551,9 @@ def convert_frawdllm_embeddings(
     max_position_embeddings).
     """
     with open_checkpoint(checkpoint) as source:
-        require_architecture(source, "frawdllm-embeddings", "FrawdLLM Embeddings layer")
-        unexpected = sorted(set(source.keys()) - {"token_emb.weight", "pos_emb.weight"})
-        if unexpected:
-            raise ConversionError(f"{source.path}: unexpected keys {unexpected} for a FrawdLLM Embeddings layer.")
-        vocab_size, hidden_size = source.shape("token_emb.weight")
+        vocab_size, hidden_size = embedding_layer_size(
+            source, "frawdllm-embeddings", "FrawdLLM Embeddings layer", optional=["pos_emb.weight"]
+        )
         weights = {f"{prefix}embed_tokens.weight": source.get("token_emb.weight").clone()}
         fields: dict[str, Any] = dict(vocab_size=vocab_size, hidden_size=hidden_size, position_embedding_type="rope")
         if "pos_emb.weight" in source:
@@ -577,18 +569,8 @@ def convert_frawdllm_embeddings(
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm command; prints what was converted and how to load it."""
-    converted = convert_frawdllm(
-        args.checkpoint,
-        args.out,
-        tokenizer=args.tokenizer,
-        num_heads=args.num_heads,
-        config=args.config,
-        context_length=args.context_length,
-        revision=args.revision,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        license=args.license,
-    )
+    options = ("tokenizer", "num_heads", "config", "context_length", "revision")
+    converted = convert_from_args(args, convert_frawdllm, *options)
     print(conversion_summary(converted, f"FrawdLLM {args.checkpoint}", args.out))
     return 0
 
@@ -596,16 +578,10 @@ def run(args: argparse.Namespace) -> int:
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed frawdllm-embeddings command."""
     weights, fields = convert_frawdllm_embeddings(args.checkpoint, prefix=args.prefix)
+    what, config_class = "FrawdLLM Embeddings layer", "MiniTFGPTConfig"
     print(
         save_embedding_layer(
-            weights,
-            fields,
-            args.out,
-            "FrawdLLM Embeddings layer",
-            "MiniTFGPTConfig",
-            args.checkpoint,
-            dtype=args.dtype,
-            overwrite=args.overwrite,
+            weights, fields, args.out, what, config_class, args.checkpoint, dtype=args.dtype, overwrite=args.overwrite
         )
     )
     return 0

@@ -4,33 +4,33 @@ and tied-head detection."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 import torch
 
-from hf_minitf.conversion.base import Rule, map_weights, meta_model
+from hf_minitf.conversion.base import Rule
 from hf_minitf.conversion.checkpoint import Checkpoint
-from hf_minitf.conversion.output import TensorPlan
-from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
-from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
-
-# Parts of one target layer, `model.layers.N.<part>`, in the order the original names are given.
-LAYER_PARTS = ("self_attn_layer_norm", "self_attn.qkv_proj", "self_attn.o_proj", "mlp_layer_norm", "mlp.fc1", "mlp.fc2")
 
 
-def gpt_rules(
-    embed_tokens: str, embed_positions: str | None, layers: str, layer_parts: Mapping[str, str], norm: str, lm_head: str
-) -> list[Rule]:
-    """Key map onto MiniTFGPTForCausalLM from the original module names (`layers` is the layer-list prefix,
-    `layer_parts` maps each of LAYER_PARTS to its original name inside a layer)."""
-    rules: list[Rule] = [(r"model\.embed_tokens\.weight", f"{embed_tokens}.weight")]
-    if embed_positions is not None:
-        rules.append((r"model\.embed_positions\.weight", f"{embed_positions}.weight"))
-    for part in LAYER_PARTS:
-        rules.append(
-            (rf"model\.layers\.(\d+)\.{re.escape(part)}\.(weight|bias)", rf"{layers}.\1.{layer_parts[part]}.\2")
-        )
-    rules += [(r"model\.norm\.(weight|bias)", rf"{norm}.\1"), (r"lm_head\.weight", f"{lm_head}.weight")]
+def gpt_rules(embed_tokens: str, embed_positions: str, qkv: str, out: str, fc1: str, fc2: str) -> list[Rule]:
+    """Key map onto MiniTFGPTForCausalLM from the layout both sources share: the token and position embeddings
+    (`embed_tokens`, `embed_positions`: their module names), then `blocks.N` each holding `ln1`, the attention's
+    fused `qkv` and `out` projections, `ln2` and the MLP's `fc1` and `fc2` (their names inside a block), then `ln_f`
+    and `lm_head`."""
+    layer_parts = {
+        "self_attn_layer_norm": "ln1",
+        "self_attn.qkv_proj": qkv,
+        "self_attn.o_proj": out,
+        "mlp_layer_norm": "ln2",
+        "mlp.fc1": fc1,
+        "mlp.fc2": fc2,
+    }
+    rules: list[Rule] = [
+        (r"model\.embed_tokens\.weight", f"{embed_tokens}.weight"),
+        (r"model\.embed_positions\.weight", f"{embed_positions}.weight"),
+    ]
+    for part, original in layer_parts.items():
+        rules.append((rf"model\.layers\.(\d+)\.{re.escape(part)}\.(weight|bias)", rf"blocks.\1.{original}.\2"))
+    rules += [(r"model\.norm\.(weight|bias)", r"ln_f.\1"), (r"lm_head\.weight", "lm_head.weight")]
     return rules
 
 
@@ -43,16 +43,4 @@ def head_is_tied(checkpoint: Checkpoint, embed_key: str, head_key: str) -> bool:
     return torch.equal(checkpoint.get(head_key), checkpoint.get(embed_key))
 
 
-def plan_gpt(
-    checkpoint: Checkpoint,
-    config: MiniTFGPTConfig,
-    rules: list[Rule],
-    ignore: list[str],
-    dtype: torch.dtype,
-    hint: str = "",
-) -> list[TensorPlan]:
-    """Weights of MiniTFGPTForCausalLM(config) planned from the checkpoint, every name and shape checked."""
-    return map_weights(checkpoint, meta_model(MiniTFGPTForCausalLM, config), rules, ignore, dtype, hint)
-
-
-__all__ = ["LAYER_PARTS", "gpt_rules", "head_is_tied", "plan_gpt"]
+__all__ = ["gpt_rules", "head_is_tied"]

@@ -24,19 +24,18 @@ from hf_minitf.conversion.base import (
     Rule,
     check_given,
     conversion_summary,
+    convert_checkpoint,
+    convert_from_args,
     count_layers,
-    map_weights,
-    meta_model,
     num_parameters,
-    output_dtype,
+    plan_weights,
     read_json,
     require_architecture,
     require_heads,
-    save_converted,
     shape_of,
     sinusoidal_length,
 )
-from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
+from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer
@@ -216,12 +215,8 @@ def plan_hkproj(
         decoder_start_token_id=specials["bos_token_id"],
         **specials,
     )
-    plans = map_weights(
-        checkpoint,
-        meta_model(MiniTFSeq2SeqForConditionalGeneration, seq2seq_config),
-        hkproj_rules(projection),
-        BUFFERS,
-        output_dtype(checkpoint, checkpoint.keys(), dtype),
+    plans = plan_weights(
+        checkpoint, MiniTFSeq2SeqForConditionalGeneration, seq2seq_config, hkproj_rules(projection), BUFFERS, dtype
     )
     # With the early version's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so
     # the original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier
@@ -291,29 +286,19 @@ def convert_hkproj(
     """Convert an hkproj checkpoint into the Hugging Face folder `out`; returns what was converted.
     `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, source_tokenizer, target_tokenizer, config))
-    build_arguments = config if isinstance(config, Mapping) else read_json(config, "build_transformer arguments")
-    with open_checkpoint(checkpoint) as source:
-        converted = plan_hkproj(
+    build_arguments = read_json(config, "build_transformer arguments")
+
+    def plan(source: Checkpoint) -> ConvertedModel:
+        return plan_hkproj(
             source, source_tokenizer, target_tokenizer, num_heads, norm_type, build_arguments, max_length, dtype
         )
-        save_converted(converted, target, license=license)
-    return converted
+
+    return convert_checkpoint(checkpoint, target, plan, license)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed hkproj command; prints what was inferred."""
-    converted = convert_hkproj(
-        args.checkpoint,
-        args.out,
-        source_tokenizer=args.source_tokenizer,
-        target_tokenizer=args.target_tokenizer,
-        num_heads=args.num_heads,
-        norm_type=args.norm_type,
-        config=args.config,
-        max_length=args.max_length,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        license=args.license,
-    )
+    options = ("source_tokenizer", "target_tokenizer", "num_heads", "norm_type", "config", "max_length")
+    converted = convert_from_args(args, convert_hkproj, *options)
     print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
     return 0

@@ -23,15 +23,15 @@ from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
     conversion_summary,
+    convert_checkpoint,
+    convert_from_args,
     count_layers,
-    map_weights,
-    meta_model,
+    embedding_layer_size,
     num_parameters,
-    output_dtype,
+    plan_weights,
     read_json,
     require_architecture,
     require_heads,
-    save_converted,
     save_embedding_layer,
     shape_of,
     sinusoidal_length,
@@ -116,13 +116,7 @@ def plan_miniembed(
         attention_dropout=dropout,
         pad_token_id=int(fields.get("pad_token_id", 0)),
     )
-    plans = map_weights(
-        checkpoint,
-        meta_model(MiniTFEncoderModel, encoder_config),
-        RULES,
-        BUFFERS,
-        output_dtype(checkpoint, checkpoint.keys(), dtype),
-    )
+    plans = plan_weights(checkpoint, MiniTFEncoderModel, encoder_config, RULES, BUFFERS, dtype)
     try:
         fast_tokenizer = miniembed_tokenizer(tokenizer, max_length=fields["max_seq_len"])
     except (OSError, ValueError) as error:
@@ -178,11 +172,13 @@ def convert_miniembed(
     """Convert a MiniEmbed checkpoint into the Hugging Face + SentenceTransformer folder `out`.
     `license` is the card's (default: the one the original project states, else `other`)."""
     target = output_folder(out, overwrite, existing_paths(checkpoint, tokenizer, config))
-    miniembed_config = config if isinstance(config, Mapping) else read_json(config, "MiniEmbed config")
-    with open_checkpoint(checkpoint) as source:
-        converted = plan_miniembed(source, tokenizer, miniembed_config, num_heads, max_length, dtype)
-        save_converted(converted, target, license=license)
-    return converted
+    miniembed_config = read_json(config, "MiniEmbed config")
+    return convert_checkpoint(
+        checkpoint,
+        target,
+        lambda source: plan_miniembed(source, tokenizer, miniembed_config, num_heads, max_length, dtype),
+        license,
+    )
 
 
 def convert_transformer_embedding(
@@ -197,11 +193,9 @@ def convert_transformer_embedding(
     is the one the encoder's `pad_token_id` must name (the layer's `pad_idx`, 0 by default).
     """
     with open_checkpoint(checkpoint) as source:
-        require_architecture(source, "transformer-embedding", "Transformer-embedding layer (TransformerEmbedding)")
-        unexpected = sorted(set(source.keys()) - {"token_embedding.weight", "pe"})
-        if unexpected:
-            raise ConversionError(f"{source.path}: unexpected keys {unexpected} for a TransformerEmbedding layer.")
-        vocab_size, hidden_size = source.shape("token_embedding.weight")
+        vocab_size, hidden_size = embedding_layer_size(
+            source, "transformer-embedding", "Transformer-embedding layer (TransformerEmbedding)"
+        )
         length = sinusoidal_length(source, "pe", hidden_size)
         weights = {f"{prefix}embed_tokens.weight": source.get("token_embedding.weight").clone()}
     fields = dict(
@@ -216,17 +210,8 @@ def convert_transformer_embedding(
 
 def run(args: argparse.Namespace) -> int:
     """Run a parsed miniembed command; prints what was inferred."""
-    converted = convert_miniembed(
-        args.checkpoint,
-        args.out,
-        tokenizer=args.tokenizer,
-        config=args.config,
-        num_heads=args.num_heads,
-        max_length=args.max_length,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        license=args.license,
-    )
+    options = ("tokenizer", "config", "num_heads", "max_length")
+    converted = convert_from_args(args, convert_miniembed, *options)
     print(conversion_summary(converted, f"MiniEmbed {args.checkpoint}", args.out))
     return 0
 
@@ -234,16 +219,10 @@ def run(args: argparse.Namespace) -> int:
 def run_embeddings(args: argparse.Namespace) -> int:
     """Run a parsed transformer-embedding command."""
     weights, fields = convert_transformer_embedding(args.checkpoint, prefix=args.prefix)
+    what, config_class = "Transformer-embedding layer", "MiniTFEncoderConfig"
     print(
         save_embedding_layer(
-            weights,
-            fields,
-            args.out,
-            "Transformer-embedding layer",
-            "MiniTFEncoderConfig",
-            args.checkpoint,
-            dtype=args.dtype,
-            overwrite=args.overwrite,
+            weights, fields, args.out, what, config_class, args.checkpoint, dtype=args.dtype, overwrite=args.overwrite
         )
     )
     return 0

@@ -31,23 +31,25 @@ from hf_minitf.conversion.output import TensorPlan, write_safetensors
 from hf_minitf.export.gguf import export_gguf
 from hf_minitf.safety.output_folders import OutputFolderError, check_output_dir
 
+
+def convert_char_gpt_fixture(out, *options, checkpoint=CHAR_GPT / "checkpoint.pt") -> None:
+    """`minitf convert char-gpt` of `checkpoint` (default: the char-GPT fixture) with the fixture's vocabulary and
+    head count into `out`, then `options`."""
+    convert("char-gpt", checkpoint, "--vocab", CHAR_GPT / "vocab.json", "--num-heads", 4, "--out", out, *options)
+
+
+def train_gpt_into(tmp, out) -> None:
+    """`minitf train gpt` for one step on a small text, into `out`."""
+    minitf("train", "gpt", "--data", text_file(tmp), "--out", out, "--max-steps", 1, "--no-progress")
+
+
 BAD_INPUTS = [
     # Conversion output: nothing lost, nothing silently wrong.
     bad(
         "convert-out-holds-input",
         lambda tmp: keeping(
             checkpoint_folder(tmp) / "checkpoint.pt",
-            lambda: convert(
-                "char-gpt",
-                tmp / "run/checkpoint.pt",
-                "--vocab",
-                CHAR_GPT / "vocab.json",
-                "--num-heads",
-                4,
-                "--out",
-                tmp / "run",
-                "--overwrite",
-            ),
+            lambda: convert_char_gpt_fixture(tmp / "run", "--overwrite", checkpoint=tmp / "run/checkpoint.pt"),
         ),
         CommandFailed,
         r"exit 2: .*--out .*run holds the input .*checkpoint.pt",
@@ -60,50 +62,19 @@ BAD_INPUTS = [
     ),
     bad(
         "convert-out-is-a-file",
-        lambda tmp: convert(
-            "char-gpt",
-            CHAR_GPT / "checkpoint.pt",
-            "--vocab",
-            CHAR_GPT / "vocab.json",
-            "--num-heads",
-            4,
-            "--out",
-            write(tmp / "out", "x"),
-        ),
+        lambda tmp: convert_char_gpt_fixture(write(tmp / "out", "x")),
         CommandFailed,
         r"--out .*out exists and is not a folder",
     ),
     bad(
         "convert-out-not-empty",
-        lambda tmp: convert(
-            "char-gpt",
-            CHAR_GPT / "checkpoint.pt",
-            "--vocab",
-            CHAR_GPT / "vocab.json",
-            "--num-heads",
-            4,
-            "--out",
-            write(tmp / "out/keep.txt", "mine").parent,
-        ),
+        lambda tmp: convert_char_gpt_fixture(write(tmp / "out/keep.txt", "mine").parent),
         CommandFailed,
         r"--out .*out is not empty.*--overwrite",
     ),
     bad(
         "convert-overwrite-project-checkout",
-        lambda tmp: untouched(
-            project_checkout(tmp),
-            lambda: convert(
-                "char-gpt",
-                CHAR_GPT / "checkpoint.pt",
-                "--vocab",
-                CHAR_GPT / "vocab.json",
-                "--num-heads",
-                4,
-                "--out",
-                tmp / "project",
-                "--overwrite",
-            ),
-        ),
+        lambda tmp: untouched(project_checkout(tmp), lambda: convert_char_gpt_fixture(tmp / "project", "--overwrite")),
         CommandFailed,
         r"exit 2: .*--out .*project holds \.git/, pyproject.toml, which no model folder holds; --overwrite only "
         r"replaces a model folder: choose another folder or delete it yourself",
@@ -128,50 +99,21 @@ BAD_INPUTS = [
     ),
     bad(
         "train-out-dangling-link",
-        lambda tmp: minitf(
-            "train",
-            "gpt",
-            "--data",
-            text_file(tmp),
-            "--out",
-            linked(tmp, tmp / "nowhere"),
-            "--max-steps",
-            1,
-            "--no-progress",
-        ),
+        lambda tmp: train_gpt_into(tmp, linked(tmp, tmp / "nowhere")),
         CommandFailed,
         r"exit 2: minitf train: error: --out .*link is a symbolic link to .*nowhere, which does not exist; remove "
         r"the link or choose another path",
     ),
     bad(
         "train-out-link-to-a-folder",
-        lambda tmp: minitf(
-            "train",
-            "gpt",
-            "--data",
-            text_file(tmp),
-            "--out",
-            linked(tmp, write(tmp / "real/config.json", "{}").parent),
-            "--max-steps",
-            1,
-            "--no-progress",
-        ),
+        lambda tmp: train_gpt_into(tmp, linked(tmp, write(tmp / "real/config.json", "{}").parent)),
         CommandFailed,
         r"exit 2: .*--out .*link is a symbolic link to .*real; give that path itself or another one: the output "
         r"would replace the link",
     ),
     bad(
         "convert-out-under-a-file",
-        lambda tmp: convert(
-            "char-gpt",
-            CHAR_GPT / "checkpoint.pt",
-            "--vocab",
-            CHAR_GPT / "vocab.json",
-            "--num-heads",
-            4,
-            "--out",
-            write(tmp / "notes.txt", "mine") / "model",
-        ),
+        lambda tmp: convert_char_gpt_fixture(write(tmp / "notes.txt", "mine") / "model"),
         CommandFailed,
         r"exit 2: .*--out .*notes.txt/model cannot be made: .*notes.txt is not a folder; choose a path inside a "
         r"folder",
@@ -225,18 +167,7 @@ BAD_INPUTS = [
     ),
     bad(
         "convert-cli-float16-overflow",
-        lambda tmp: convert(
-            "char-gpt",
-            huge_weight_checkpoint(tmp),
-            "--vocab",
-            CHAR_GPT / "vocab.json",
-            "--num-heads",
-            4,
-            "--dtype",
-            "float16",
-            "--out",
-            tmp / "out",
-        ),
+        lambda tmp: convert_char_gpt_fixture(tmp / "out", "--dtype", "float16", checkpoint=huge_weight_checkpoint(tmp)),
         CommandFailed,
         r"exit 2: .*model.norm.weight \(from ln_f.weight\) has values up to",
     ),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from factories import convert_miniembed_fixture, make_seq2seq_source
 from isolation import REPO_ROOT, run_without_hf_minitf
 from safetensors.torch import load_file, save_file
 from sentence_transformers import SentenceTransformer
@@ -286,23 +287,12 @@ def test_frawdllm_embeddings_layer_loads_into_a_gpt(data_dir, name, source):
 
 # ----------------------------------------------------------------------------------------------- round trip
 @pytest.fixture(scope="module")
-def converted_folders(tmp_path_factory, tokenizer_files, miniembed_tokenizer_file, data_dir_module):
+def converted_folders(tmp_path_factory, data_dir_module):
     """One converted folder per family (from the checkpoint.pt files)."""
     root, data = tmp_path_factory.mktemp("converted"), data_dir_module
     convert_char_gpt(data / "char_gpt/checkpoint.pt", root / "gpt", vocab=data / "char_gpt/vocab.json", num_heads=4)
-    convert_miniembed(
-        data / "minitf_embedding/checkpoint.pt",
-        root / "encoder",
-        tokenizer=miniembed_tokenizer_file,
-        config=data / "minitf_embedding/config.json",
-    )
-    convert_hkproj(
-        data / "seq2seq_transformer_trained_like/checkpoint.pt",
-        root / "seq2seq",
-        num_heads=4,
-        source_tokenizer=tokenizer_files / "tokenizer_en.json",
-        target_tokenizer=tokenizer_files / "tokenizer_it.json",
-    )
+    convert_miniembed_fixture(root / "encoder")
+    make_seq2seq_source(root)  # root / "seq2seq"
     return root
 
 

@@ -78,13 +78,10 @@ def test_crafted_pickle_in_a_bare_state_dict_is_refused(tmp_path):
     assert_no_output(tmp_path)
 
 
-def test_the_allow_listed_config_class_only_receives_fields(tmp_path, monkeypatch):
+def test_the_allow_listed_config_class_only_receives_fields(tmp_path, as_frawdllm_model_config):
     """A pickle may name src.model.config.ModelConfig, but only to store plain fields in a stand-in."""
-    import sys
-    import types
 
-    module = types.ModuleType("src.model.config")
-
+    @as_frawdllm_model_config
     class ModelConfig:
         def __init__(self, *args):
             pass
@@ -92,14 +89,6 @@ def test_the_allow_listed_config_class_only_receives_fields(tmp_path, monkeypatc
         def __reduce__(self):
             return ModelConfig, ("called with arguments",)
 
-    ModelConfig.__module__, ModelConfig.__qualname__ = "src.model.config", "ModelConfig"
-    module.ModelConfig = ModelConfig
-    for name, value in (
-        ("src", types.ModuleType("src")),
-        ("src.model", types.ModuleType("src.model")),
-        ("src.model.config", module),
-    ):
-        monkeypatch.setitem(sys.modules, name, value)
     state = load_file(DATA / "frawdllm_rope/original.safetensors")
     torch.save({"model_state_dict": state, "config": ModelConfig()}, tmp_path / "called.pt")
     with pytest.raises(ConversionError, match="not a checkpoint of this kind"):
@@ -170,29 +159,48 @@ def test_not_a_checkpoint_is_named(tmp_path):
         convert_char_gpt(tmp_path / "absent.pt", tmp_path / "out", vocab=CHARS, num_heads=4)
 
 
-def test_what_the_weights_cannot_say_is_asked_for(tmp_path):
-    with pytest.raises(ConversionError, match=r"number of attention heads.*\[1, 2, 4, 8, 16, 32\].*--num-heads"):
-        convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS)
-    with pytest.raises(ConversionError, match="3 heads do not divide hidden size 32"):
-        convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS, num_heads=3)
-    with pytest.raises(ConversionError, match="64 characters but the model has 65"):
-        convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS[:-1], num_heads=4)
-    with pytest.raises(ConversionError, match="block_size=32 but the weights say 16"):
-        convert_char_gpt(
-            CHAR_GPT / "checkpoint.pt", tmp_path / "out", vocab=CHARS, original_config={"n_head": 4, "block_size": 32}
-        )
-    with pytest.raises(ConversionError, match="--norm-type"):
-        convert_hkproj(
-            DATA / "seq2seq_transformer/checkpoint.pt",
-            tmp_path / "out",
-            num_heads=4,
-            source_tokenizer=tmp_path / "s.json",
-            target_tokenizer=tmp_path / "t.json",
-        )
+def char_gpt_with(**options):
+    """Converting the char-GPT fixture (its characters unless `options` give others) into `tmp / "out"`."""
+    return lambda tmp: convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp / "out", **{"vocab": CHARS, **options})
+
+
+def without_mask_buffers(tmp: Path) -> Path:
+    """The FrawdLLM RoPE fixture saved without its attention-mask buffers (which tell the context length)."""
     state = load_file(DATA / "frawdllm_rope/original.safetensors")
-    save_file({k: v for k, v in state.items() if not k.endswith(".attn.mask")}, str(tmp_path / "nomask.safetensors"))
-    with pytest.raises(ConversionError, match="--context-length"):
-        convert_frawdllm(tmp_path / "nomask.safetensors", tmp_path / "out", tokenizer=tmp_path / "t.json", num_heads=4)
+    save_file({k: v for k, v in state.items() if not k.endswith(".attn.mask")}, str(tmp / "nomask.safetensors"))
+    return tmp / "nomask.safetensors"
+
+
+UNREAD = Path("unread.json")  # a tokenizer file the error comes before
+ASKED_FOR = {
+    "heads": (char_gpt_with(), r"number of attention heads.*\[1, 2, 4, 8, 16, 32\].*--num-heads"),
+    "heads-not-dividing": (char_gpt_with(num_heads=3), "3 heads do not divide hidden size 32"),
+    "vocabulary-size": (char_gpt_with(vocab=CHARS[:-1], num_heads=4), "64 characters but the model has 65"),
+    "config-contradicts": (
+        char_gpt_with(original_config={"n_head": 4, "block_size": 32}),
+        "block_size=32 but the weights say 16",
+    ),
+    "norm-type": (
+        lambda tmp: convert_hkproj(
+            DATA / "seq2seq_transformer/checkpoint.pt",
+            tmp / "out",
+            num_heads=4,
+            source_tokenizer=UNREAD,
+            target_tokenizer=UNREAD,
+        ),
+        "--norm-type",
+    ),
+    "context-length": (
+        lambda tmp: convert_frawdllm(without_mask_buffers(tmp), tmp / "out", tokenizer=UNREAD, num_heads=4),
+        "--context-length",
+    ),
+}
+
+
+@pytest.mark.parametrize("conversion,expected", list(ASKED_FOR.values()), ids=list(ASKED_FOR))
+def test_what_the_weights_cannot_say_is_asked_for(tmp_path, conversion, expected):
+    with pytest.raises(ConversionError, match=expected):
+        conversion(tmp_path)
     assert_no_output(tmp_path)
 
 

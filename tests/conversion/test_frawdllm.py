@@ -2,10 +2,8 @@
 FrawdLLM publishes with its scripts/convert_to_hf.py (from a path and from a Hub repo id, without running their
 code), its chat format, and the smaller conversion gaps (option names in errors, embedding-layer sources)."""
 
-import dataclasses
 import json
 import shutil
-import sys
 import types
 from pathlib import Path
 
@@ -73,7 +71,7 @@ def write_published_folder(folder: Path, fixture: Path, tokenizer: Path, marker:
     buffers kept) as model.safetensors, tokenizer.json + tokenizer_config.json, and its model code, which here
     records it ran in `marker` and raises."""
     folder.mkdir(parents=True)
-    fields = json.loads((fixture / "config.json").read_text())
+    fields = json.loads((fixture / "config.json").read_text())  # FrawdLLM's ModelConfig fields
     config = {
         "auto_map": {
             "AutoConfig": "hf_wrapper.FrawdLLMConfig",
@@ -81,23 +79,7 @@ def write_published_folder(folder: Path, fixture: Path, tokenizer: Path, marker:
         },
         "model_type": "frawdllm",
         "transformers_version": "4.57.1",
-        **{
-            key: fields[key]
-            for key in (
-                "vocab_size",
-                "n_embd",
-                "n_layer",
-                "n_head",
-                "context_length",
-                "dropout",
-                "use_rope",
-                "use_rmsnorm",
-                "use_swiglu",
-                "pad_token_id",
-                "bos_token_id",
-                "eos_token_id",
-            )
-        },
+        **fields,
         "num_hidden_layers": fields["n_layer"],
         "hidden_size": fields["n_embd"],
         "num_attention_heads": fields["n_head"],
@@ -166,38 +148,18 @@ def assert_reproduces(folder: Path, fixture_name: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ the -llama presets
-@dataclasses.dataclass
 class ModelConfig:
-    """Stands for FrawdLLM's src.model.config.ModelConfig when the test writes a training checkpoint."""
+    """Stands for FrawdLLM's src.model.config.ModelConfig (a dataclass) when the test writes a training checkpoint: it
+    pickles as one holding the fields given (a fixture's config.json) and the head_dim its __post_init__ adds."""
 
-    vocab_size: int = 8192
-    n_embd: int = 768
-    n_layer: int = 12
-    n_head: int = 12
-    context_length: int = 512
-    dropout: float = 0.0
-    use_rope: bool = False
-    use_rmsnorm: bool = False
-    use_swiglu: bool = False
-    pad_token_id: int = 0
-    bos_token_id: int = 2
-    eos_token_id: int = 3
-
-    def __post_init__(self):
+    def __init__(self, **fields):
+        vars(self).update(fields)
         self.head_dim = self.n_embd // self.n_head
 
 
-def save_training_checkpoint(path: Path, state: dict, config: ModelConfig, monkeypatch) -> Path:
-    """torch.save a checkpoint as FrawdLLM's trainer does, its config pickled as src.model.config.ModelConfig."""
-    module = types.ModuleType("src.model.config")
-    module.ModelConfig = ModelConfig
-    for name, value in (
-        ("src", types.ModuleType("src")),
-        ("src.model", types.ModuleType("src.model")),
-        ("src.model.config", module),
-    ):
-        monkeypatch.setitem(sys.modules, name, value)
-    monkeypatch.setattr(ModelConfig, "__module__", "src.model.config")
+def save_training_checkpoint(path: Path, state: dict, config: ModelConfig) -> Path:
+    """torch.save a checkpoint as FrawdLLM's trainer does (its config pickles as src.model.config.ModelConfig once
+    `as_frawdllm_model_config` installed the class)."""
     torch.save(
         {
             "epoch": 3,
@@ -213,12 +175,15 @@ def save_training_checkpoint(path: Path, state: dict, config: ModelConfig, monke
     return path
 
 
-def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(files, tmp_path, monkeypatch, capsys):
+def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(
+    files, tmp_path, as_frawdllm_model_config, capsys
+):
     """tiny-llama/small-llama set use_rmsnorm and use_swiglu, but FrawdLLM's blocks always build LayerNorm + GELU."""
     fields = json.loads((DATA / "frawdllm_rope/config.json").read_text())
+    as_frawdllm_model_config(ModelConfig)
     config = ModelConfig(**{**fields, "use_rmsnorm": True, "use_swiglu": True})
     checkpoint = save_training_checkpoint(
-        tmp_path / "best.pt", load_file(DATA / "frawdllm_rope/original.safetensors"), config, monkeypatch
+        tmp_path / "best.pt", load_file(DATA / "frawdllm_rope/original.safetensors"), config
     )
     code = minitf_main(
         [
