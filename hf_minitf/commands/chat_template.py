@@ -1,5 +1,5 @@
 """`minitf chat-template FOLDER NAME|FILE`: give a trained or converted GPT folder a chat template
-(hf_minitf.training.chat_templates)."""
+(hf_minitf.tokenization.chat_templates)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 @reports_errors(NAME, out="FOLDER")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.training.chat_templates import set_chat_template
+    from hf_minitf.tokenization.chat_templates import set_chat_template
 
     quiet_transformers()
     folder = model_folder(args.folder)

@@ -10,9 +10,10 @@ import argparse
 import math
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import wraps
 from pathlib import Path
+from typing import Any, Protocol
 
 from hf_minitf.catalog.families import FAMILIES, family_of_config
 from hf_minitf.catalog.limits import (
@@ -29,6 +30,11 @@ from hf_minitf.catalog.limits import (
 from hf_minitf.catalog.packaging import missing_extra
 from hf_minitf.catalog.publishing import LICENSE_HELP, check_license
 from hf_minitf.catalog.wording import with_article
+
+
+def say(command: str, kind: str, line: str) -> None:
+    """Print `minitf COMMAND: KIND: LINE` on stderr: an error, note or warning, apart from the command's output."""
+    print(f"minitf {command}: {kind}: {line}", file=sys.stderr, flush=True)
 
 
 def reported_errors() -> tuple[type[BaseException], ...]:
@@ -72,7 +78,7 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
                 name = command(args) if callable(command) else command
                 install = missing_extra(error)
                 if install is not None:  # a module of an extra this installation lacks: which extra to install
-                    print(f"minitf {name}: error: {install}", file=sys.stderr)
+                    say(name, "error", install)
                     return 2
                 if not isinstance(error, reported_errors()):
                     raise
@@ -84,7 +90,7 @@ def reports_errors(command: str | Callable[[argparse.Namespace], str], out: str 
                             error, [value for value in vars(args).values() if isinstance(value, (str, Path))]
                         )
                     )
-                print(f"minitf {name}: error: {error_line(error, out)}", file=sys.stderr)
+                say(name, "error", error_line(error, out))
                 return 2
 
         return run
@@ -236,6 +242,53 @@ def add_out(parser: argparse.ArgumentParser, default: str | None = None, what: s
     )
 
 
+def add_model_folder(parser: argparse.ArgumentParser, help: str) -> None:
+    """The `DIR` positional of a command that uses a model folder (`args.model`); `help` says which folders."""
+    parser.add_argument("model", type=Path, metavar="DIR", help=help)
+
+
+def forwarded(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The parsed options `names`, as the keyword arguments of a call whose parameters are named as the options
+    are: the list of names written once instead of `host=args.host, port=args.port, ...` at every call."""
+    return {name: getattr(args, name) for name in names}
+
+
+class CatalogEntry(Protocol):
+    """What a sub-command is made from: an entry of a catalog (a converter, an export format)."""
+
+    @property
+    def summary(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+def add_catalog_commands(
+    commands: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    description: str,
+    dest: str,
+    entries: Mapping[str, CatalogEntry],
+    add_arguments: Callable[[argparse.ArgumentParser, str], None],
+    run: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    """`minitf NAME ENTRY ...`: one sub-command per entry of a catalog (its name is `args.DEST`), whose help is the
+    entry's summary and description, whose arguments `add_arguments(parser, entry_name)` adds, and which `run`s."""
+    command = commands.add_parser(name, help=help, description=description)
+    sub_commands = command.add_subparsers(dest=dest, required=True, metavar=dest.upper())
+    for entry_name, entry in entries.items():
+        parser = sub_commands.add_parser(
+            entry_name,
+            help=entry.summary,
+            description=entry.description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_arguments(parser, entry_name)
+        parser.set_defaults(run=run)
+    return command
+
+
 def license_id(text: str) -> str:
     """The argparse type of `--license`: a Hub license id, lowercased (`catalog.publishing.check_license`)."""
     try:
@@ -254,12 +307,16 @@ def add_license(parser: argparse.ArgumentParser, default: str) -> None:
 __all__ = [
     "CommandError",
     "FAMILY_COMMANDS",
-    "reported_errors",
+    "add_catalog_commands",
     "add_license",
+    "add_model_folder",
     "add_out",
     "error_line",
+    "forwarded",
     "model_folder",
     "quiet_transformers",
     "read_config",
+    "reported_errors",
     "reports_errors",
+    "say",
 ]

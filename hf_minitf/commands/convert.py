@@ -13,7 +13,7 @@ from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES, HKPROJ_NORM_TYPES
 from hf_minitf.catalog.presets import FRAWDLLM_PRESETS
 from hf_minitf.catalog.publishing import converted_license_default
-from hf_minitf.commands.common import add_license, add_out, count, reports_errors
+from hf_minitf.commands.common import add_catalog_commands, add_license, add_out, count, reports_errors
 
 HELP = "convert a checkpoint of the original code into a Hugging Face folder (`minitf convert --help` for the sources)"
 # `minitf convert`: one sub-command per original codebase. Each description is its converter's documentation: what
@@ -31,10 +31,13 @@ def _add_converted_license(parser: argparse.ArgumentParser, source: str) -> None
     add_license(parser, converted_license_default(CONVERTERS[source].project, CONVERTERS[source].license))
 
 
+def _add_checkpoint_file(parser: argparse.ArgumentParser, help: str) -> None:
+    """The CHECKPOINT positional of a source read from a local file."""
+    parser.add_argument("checkpoint", type=Path, help=help)
+
+
 def _add_char_gpt_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "checkpoint", type=Path, help="the model's state_dict: a torch.save file (.pt/.pth) or a .safetensors file"
-    )
+    _add_checkpoint_file(parser, "the model's state_dict: a torch.save file (.pt/.pth) or a .safetensors file")
     vocab = parser.add_mutually_exclusive_group(required=True)
     vocab.add_argument(
         "--vocab", type=Path, help="JSON list of the characters in id order (or a {character: id} JSON object)"
@@ -93,10 +96,8 @@ def _add_frawdllm_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "checkpoint",
-        type=Path,
-        help="MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)",
+    _add_checkpoint_file(
+        parser, "MiniEmbed's weights: model.safetensors, or model.pt (a state_dict or a dict holding one)"
     )
     parser.add_argument(
         "--tokenizer", type=Path, required=True, help="MiniEmbed's tokenizer.json ({vocab_size, word_to_id})"
@@ -114,10 +115,8 @@ def _add_miniembed_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "checkpoint",
-        type=Path,
-        help="tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)",
+    _add_checkpoint_file(
+        parser, "tmodel_XX.pt (a dict with model_state_dict) or a bare state_dict (.pt or .safetensors)"
     )
     parser.add_argument("--source-tokenizer", type=Path, required=True, help="tokenizer_{lang_src}.json")
     parser.add_argument("--target-tokenizer", type=Path, required=True, help="tokenizer_{lang_tgt}.json")
@@ -147,7 +146,7 @@ def _add_hkproj_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_embedding_layer_arguments(parser: argparse.ArgumentParser, what: str, default_prefix: str, model: str) -> None:
-    parser.add_argument("checkpoint", type=Path, help=f"the {what}'s state_dict (.pt/.pth or .safetensors)")
+    _add_checkpoint_file(parser, f"the {what}'s state_dict (.pt/.pth or .safetensors)")
     parser.add_argument(
         "--prefix",
         default=default_prefix,
@@ -187,18 +186,9 @@ def add_convert_arguments(parser: argparse.ArgumentParser, source: str) -> None:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     """`convert`, with one sub-command per source (its name is `args.source`)."""
-    convert = commands.add_parser("convert", help=HELP, description=CONVERT_DESCRIPTION)
-    sources = convert.add_subparsers(dest="source", required=True, metavar="SOURCE")
-    for name, converter in CONVERTERS.items():
-        parser = sources.add_parser(
-            name,
-            help=converter.summary,
-            description=converter.description,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        add_convert_arguments(parser, name)
-        parser.set_defaults(run=run)
-    return convert
+    return add_catalog_commands(
+        commands, "convert", HELP, CONVERT_DESCRIPTION, "source", CONVERTERS, add_convert_arguments, run
+    )
 
 
 @reports_errors(lambda args: f"convert {args.source}")

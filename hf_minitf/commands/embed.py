@@ -1,23 +1,23 @@
-"""`minitf embed DIR TEXT...`: embed texts with an encoder folder (SentenceTransformer, or ONNX Runtime for an ONNX
-export of one) and print the vectors or their similarity table."""
+"""`minitf embed DIR TEXT...`: embed texts with an encoder folder (SentenceTransformer, or the engine of a CTranslate2
+or ONNX export of one) and print the vectors or their similarity table."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from hf_minitf.commands.common import CommandError, model_folder, quiet_transformers, reports_errors
+from hf_minitf.commands.common import CommandError, add_model_folder, model_folder, quiet_transformers, reports_errors
 
 HELP = "embed texts with an encoder folder (vectors or a similarity table)"
 DESCRIPTION = (
-    "Encode texts with SentenceTransformer(DIR). Prints one JSON vector per line, or with "
-    "--similarity the table of cosine similarities between the texts."
+    "Encode texts with SentenceTransformer(DIR), or with its engine when DIR is a CTranslate2 or ONNX export of an "
+    "encoder (minitf export). Prints one JSON vector per line, or with --similarity the table of cosine "
+    "similarities between the texts."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="DIR", help="an encoder folder (a SentenceTransformer)")
+    add_model_folder(parser, "an encoder folder (a SentenceTransformer)")
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to embed")
     parser.add_argument("--similarity", action="store_true", help="print the similarity table instead of vectors")
 
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     empty = [index for index, text in enumerate(args.texts) if not text]
     if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
         raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
-    engine = load_engine(folder, "embedder")  # an ONNX export (minitf export onnx) runs in ONNX Runtime, without torch
+    engine = load_engine(folder, "embedder")  # a CTranslate2 or ONNX export (minitf export) runs in its engine
     vectors: list[list[float]]
     if engine is None:
         from sentence_transformers import SentenceTransformer

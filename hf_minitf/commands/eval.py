@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES
-from hf_minitf.commands.common import count, model_folder, quiet_transformers, reports_errors
+from hf_minitf.commands.common import add_model_folder, count, model_folder, quiet_transformers, reports_errors
 
 HELP = "measure a model folder on your data (perplexity, retrieval, BLEU/chrF) and record it in its card"
 DESCRIPTION = f"""\
@@ -37,7 +37,7 @@ save_to_disk is read too (--split). The data is named on the card by its file na
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="DIR", help="a model folder, its native export or an engine export")
+    add_model_folder(parser, "a model folder, its native export or an engine export")
     parser.add_argument("--data", required=True, type=Path, metavar="FILE", help="the data to measure on (see above)")
     parser.add_argument("--split", default=None, help="the split of a datasets folder (save_to_disk) to read")
     parser.add_argument(
@@ -46,9 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="in .jsonl/.json rows: the text column (gpt) or the two columns of a pair, comma-separated "
         "(default: text; anchor,positive; source,target)",
     )
-    parser.add_argument(
-        "--stride", type=count, default=None, help="gpt: tokens between windows (default: half the model's context)"
-    )
+    parser.add_argument("--stride", type=count, help="gpt: tokens between windows (default: half the model's context)")
     parser.add_argument(
         "--dataset-id",
         default=None,

@@ -5,18 +5,39 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from hf_minitf.catalog.exports import EXPORT_DESCRIPTION, EXPORTS
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS, GGUF_DTYPES, ONNX_QUANTIZATIONS
 from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT
 from hf_minitf.catalog.verification import NO_VERIFY_HELP
-from hf_minitf.commands.common import CommandError, add_license, reports_errors
+from hf_minitf.commands.common import (
+    CommandError,
+    add_catalog_commands,
+    add_license,
+    forwarded,
+    quiet_transformers,
+    reports_errors,
+)
 
 HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
 
 
-def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
+# OUT and --overwrite of a format that writes a folder (every format but gguf), and of gguf's one file.
+FOLDER_OUT = (
+    "folder to write (must be empty unless --overwrite)",
+    "replace a non-empty OUT model folder (nothing else)",
+)
+FILE_OUT = (
+    "the .gguf file to write (must not exist unless --overwrite)",
+    "replace an existing OUT GGUF file (nothing else)",
+)
+
+
+def _add_export_source(parser: argparse.ArgumentParser, out_help: str, overwrite_help: str) -> None:
+    """What every export takes: SRC, OUT, --revision, --license and --overwrite."""
     parser.add_argument(
         "source",
         metavar="SRC",
@@ -26,11 +47,11 @@ def _add_export_source(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("out", type=Path, metavar="OUT", help=out_help)
     parser.add_argument("--revision", default=None, metavar="REV", help="branch, tag or commit of a Hub repo id")
     add_license(parser, CARRIED_LICENSE_DEFAULT)
+    parser.add_argument("--overwrite", action="store_true", help=overwrite_help)
 
 
-def _add_native_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_export_source(parser, "folder to write (must be empty unless --overwrite)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT model folder (nothing else)")
+def _add_no_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a format that has none of its own (native)."""
 
 
 def _add_gguf_options(parser: argparse.ArgumentParser, default_dtype: str) -> None:
@@ -50,19 +71,7 @@ def _add_gguf_options(parser: argparse.ArgumentParser, default_dtype: str) -> No
     )
 
 
-def _add_gguf_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_export_source(parser, "the .gguf file to write (must not exist unless --overwrite)")
-    _add_gguf_options(parser, "f16")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUT GGUF file (nothing else)")
-
-
-def _add_ollama_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_native_export_arguments(parser)
-    _add_gguf_options(parser, "q8_0")
-
-
-def _add_ctranslate2_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_native_export_arguments(parser)
+def _add_ctranslate2_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantization",
         default="float32",
@@ -71,8 +80,7 @@ def _add_ctranslate2_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_native_export_arguments(parser)
+def _add_onnx_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantize",
         nargs="+",
@@ -83,8 +91,7 @@ def _add_onnx_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
-    _add_native_export_arguments(parser)
+def _add_web_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quantize",
         default="q8",
@@ -117,38 +124,40 @@ def _add_web_export_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-# Each format's arguments.
+# Each format's own options.
 FORMAT_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
-    "native": _add_native_export_arguments,
-    "gguf": _add_gguf_export_arguments,
-    "ollama": _add_ollama_export_arguments,
-    "ctranslate2": _add_ctranslate2_export_arguments,
-    "onnx": _add_onnx_export_arguments,
-    "web": _add_web_export_arguments,
+    "native": _add_no_options,
+    "gguf": partial(_add_gguf_options, default_dtype="f16"),
+    "ollama": partial(_add_gguf_options, default_dtype="q8_0"),
+    "ctranslate2": _add_ctranslate2_options,
+    "onnx": _add_onnx_options,
+    "web": _add_web_options,
 }
+
+
+def add_format_arguments(parser: argparse.ArgumentParser, name: str) -> None:
+    """The arguments of `minitf export NAME`: those of every export (OUT a file for gguf, a folder for the others),
+    the format's own, then whether to verify the export."""
+    _add_export_source(parser, *(FILE_OUT if name == "gguf" else FOLDER_OUT))
+    FORMAT_ARGUMENTS[name](parser)
+    parser.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
     """`export`, with one sub-command per format (its name is `args.format`)."""
-    export = commands.add_parser("export", help=HELP, description=EXPORT_DESCRIPTION)
-    formats = export.add_subparsers(dest="format", required=True, metavar="FORMAT")
-    for name, export_format in EXPORTS.items():
-        parser = formats.add_parser(
-            name,
-            help=export_format.summary,
-            description=export_format.description,
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        FORMAT_ARGUMENTS[name](parser)
-        parser.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
-        parser.set_defaults(run=run)
-    return export
+    return add_catalog_commands(
+        commands, "export", HELP, EXPORT_DESCRIPTION, "format", EXPORTS, add_format_arguments, run
+    )
+
+
+# The options every export writer takes, by the names of its parameters.
+EXPORT_OPTIONS = ("overwrite", "revision", "license")
 
 
 def write_native(args: argparse.Namespace) -> str:
     from hf_minitf.export.native import export_native
 
-    out = export_native(args.source, args.out, overwrite=args.overwrite, revision=args.revision, license=args.license)
+    out = export_native(args.source, args.out, **forwarded(args, *EXPORT_OPTIONS))
     return f"Exported {args.source} to {out} (native transformers architecture, no remote code)"
 
 
@@ -166,33 +175,23 @@ def _agreement_text(args: argparse.Namespace) -> str:
         raise CommandError(f"--agreement-text {path} is not UTF-8 text ({error}); save it as UTF-8.") from None
 
 
-def write_gguf(args: argparse.Namespace) -> str:
-    from hf_minitf.export.gguf_encoder import export_gguf_report  # a GPT or an encoder
+def _gguf_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of a GGUF writer (gguf, ollama): the weight type, the agreement text, and every
+    export's options."""
+    return {"dtype": args.dtype, "agreement_text": _agreement_text(args), **forwarded(args, *EXPORT_OPTIONS)}
 
-    written = export_gguf_report(
-        args.source,
-        args.out,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        revision=args.revision,
-        license=args.license,
-        agreement_text=_agreement_text(args),
-    )
+
+def write_gguf(args: argparse.Namespace) -> str:
+    from hf_minitf.export.gguf import export_gguf_report  # a GPT or an encoder
+
+    written = export_gguf_report(args.source, args.out, **_gguf_options(args))
     return "\n".join([f"Exported {args.source} to {written.path} (GGUF, {args.dtype})", *written.report_lines()])
 
 
 def write_ollama(args: argparse.Namespace) -> str:
     from hf_minitf.export.ollama import export_ollama
 
-    written = export_ollama(
-        args.source,
-        args.out,
-        dtype=args.dtype,
-        overwrite=args.overwrite,
-        revision=args.revision,
-        license=args.license,
-        agreement_text=_agreement_text(args),
-    )
+    written = export_ollama(args.source, args.out, **_gguf_options(args))
     return "\n".join(
         [
             f"Exported {args.source} to {args.out} (GGUF {args.dtype} with an Ollama Modelfile)",
@@ -206,28 +205,14 @@ def write_ollama(args: argparse.Namespace) -> str:
 def write_ctranslate2(args: argparse.Namespace) -> str:
     from hf_minitf.export.ctranslate2 import export_ctranslate2
 
-    out = export_ctranslate2(
-        args.source,
-        args.out,
-        quantization=args.quantization,
-        overwrite=args.overwrite,
-        revision=args.revision,
-        license=args.license,
-    )
+    out = export_ctranslate2(args.source, args.out, quantization=args.quantization, **forwarded(args, *EXPORT_OPTIONS))
     return f"Exported {args.source} to {out} (CTranslate2, {args.quantization})"
 
 
 def write_onnx(args: argparse.Namespace) -> str:
     from hf_minitf.export.onnx import export_onnx
 
-    out = export_onnx(
-        args.source,
-        args.out,
-        quantize=args.quantize,
-        overwrite=args.overwrite,
-        revision=args.revision,
-        license=args.license,
-    )
+    out = export_onnx(args.source, args.out, quantize=args.quantize, **forwarded(args, *EXPORT_OPTIONS))
     variants = "".join(f", {name}" for name in args.quantize)
     return f"Exported {args.source} to {out} (ONNX, fp32{variants})"
 
@@ -235,18 +220,8 @@ def write_onnx(args: argparse.Namespace) -> str:
 def write_web(args: argparse.Namespace) -> str:
     from hf_minitf.export.web import export_web
 
-    out = export_web(
-        args.source,
-        args.out,
-        examples=args.example,
-        title=args.title,
-        quantize=args.quantize,
-        overwrite=args.overwrite,
-        revision=args.revision,
-        license=args.license,
-        bundle=args.bundle,
-        bundle_from=args.bundle_from,
-    )
+    options = forwarded(args, "title", "quantize", "bundle", "bundle_from", *EXPORT_OPTIONS)
+    out = export_web(args.source, args.out, examples=args.example, **options)
     return f"Exported {args.source} to {out} (a static web page with transformers.js; serve it: python -m http.server --directory {out})"
 
 
@@ -264,10 +239,7 @@ WRITERS: dict[str, Callable[[argparse.Namespace], str]] = {
 @reports_errors(lambda args: f"export {args.format}", out="OUT")
 def run(args: argparse.Namespace) -> int:
     """`minitf export FORMAT SRC OUT ...`: the format's writer, as `WRITERS` names it."""
-    from transformers.utils import logging
-
-    logging.set_verbosity_error()  # loading bars and notes of the source model: nothing the user acts on
-    logging.disable_progress_bar()
+    quiet_transformers()  # loading bars and notes of the source model: nothing the user acts on
     print(WRITERS[args.format](args))
     if args.no_verify:
         return 0

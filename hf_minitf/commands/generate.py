@@ -4,18 +4,18 @@ CTranslate2 export of one)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from hf_minitf.catalog.exports import context_limit, positions_of
 from hf_minitf.commands.common import (
     CommandError,
+    add_model_folder,
     count,
     model_folder,
     new_tokens,
     quiet_transformers,
     random_seed,
     reports_errors,
+    say,
     temperature,
 )
 
@@ -27,7 +27,7 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="DIR", help="a folder written by minitf train/quickstart/convert")
+    add_model_folder(parser, "a folder written by minitf train/quickstart/convert")
     parser.add_argument("prompts", nargs="+", metavar="PROMPT", help="text(s) to continue")
     parser.add_argument("--max-new-tokens", type=new_tokens, default=64, help="tokens to add (default: 64)")
     parser.add_argument("--sample", action="store_true", help="sample instead of greedy decoding")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             )
         requests.append((ids, wanted))
     for note in notes:
-        print(f"minitf generate: note: {note}", file=sys.stderr)
+        say("generate", "note", note)
     if engine is None:
         _generate_in_transformers(model, tokenizer, requests, args)
         return 0

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from hf_minitf.commands.common import architectures, model_folder, read_config, reports_errors
+from hf_minitf.commands.common import add_model_folder, architectures, model_folder, read_config, reports_errors
 
 HELP = "describe a model folder: family, parameters, sizes, files, card metadata"
 DESCRIPTION = "Describe a saved model folder without loading its weights."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="DIR", help="a model folder")
+    add_model_folder(parser, "a model folder")
 
 
 @reports_errors("info")

@@ -4,13 +4,12 @@ its web page as a static Space (hf_minitf.hub.push; an export then its upload: h
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT, TRAINING_BYPRODUCTS
 from hf_minitf.catalog.verification import NO_VERIFY_HELP
-from hf_minitf.commands.common import CommandError, add_license, reports_errors
+from hf_minitf.commands.common import CommandError, add_license, forwarded, reports_errors, say
 
 HELP = "upload a model folder with its card to the Hugging Face Hub"
 DESCRIPTION = (
@@ -18,6 +17,8 @@ DESCRIPTION = (
     "and safetensors weights, no pickles or training state. What a trainer leaves beside the model "
     f"({', '.join(TRAINING_BYPRODUCTS)}) is left out, each named on stderr."
 )
+# The options of every upload, by the names of the parameters of push_folder, push_native and push_space.
+HUB_OPTIONS = ("private", "revision", "license", "commit_message", "token")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,40 +93,12 @@ def run(args: argparse.Namespace) -> int:
     if args.example and not args.space:
         raise CommandError("--example fills the web page's boxes: pass --space with it.")
     check = None if args.no_verify else verify_before_push(args.folder, args.repo_id)
+    hub = forwarded(args, *HUB_OPTIONS)
     if args.space:
-        url = push_space(
-            args.folder,
-            args.repo_id,
-            examples=tuple(args.example),
-            check=check,
-            private=args.private,
-            license=args.license,
-            revision=args.revision,
-            commit_message=args.commit_message,
-            token=args.token,
-        )
+        url = push_space(args.folder, args.repo_id, examples=tuple(args.example), check=check, **hub)
     elif args.native:
-        url = push_native(
-            args.folder,
-            args.repo_id,
-            gguf_dtypes=gguf,
-            check=check,
-            private=args.private,
-            revision=args.revision,
-            license=args.license,
-            commit_message=args.commit_message,
-            token=args.token,
-        )
+        url = push_native(args.folder, args.repo_id, gguf_dtypes=gguf, check=check, **hub)
     else:
-        url = push_folder(
-            args.folder,
-            args.repo_id,
-            private=args.private,
-            revision=args.revision,
-            license=args.license,
-            commit_message=args.commit_message,
-            token=args.token,
-            note=lambda line: print(f"minitf push: note: {line}", file=sys.stderr),
-        )
+        url = push_folder(args.folder, args.repo_id, note=lambda line: say("push", "note", line), **hub)
     print(f"Pushed {args.folder} to {args.repo_id}: {url}")
     return 0

@@ -5,11 +5,18 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import sys
 
 from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.catalog.packaging import EXTRAS, docs_page, missing_extra
-from hf_minitf.commands.common import CommandError, count, port_number, quiet_transformers, reports_errors
+from hf_minitf.commands.common import (
+    CommandError,
+    count,
+    forwarded,
+    port_number,
+    quiet_transformers,
+    reports_errors,
+    say,
+)
 
 HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server, or vLLM's)"
 DESCRIPTION = f"""\
@@ -30,8 +37,10 @@ tensor and pipeline parallelism), behind a front with the same names, API key, c
 given beside it stay on the default engine, on the same port. vLLM may live in another environment: give its
 Python with --vllm-python or MINITF_VLLM_PYTHON ("Installing vLLM" in docs/serving.md)."""
 ENGINES = ("transformers", "vllm")
-# The options only the default engine reads, refused with --engine vllm (vLLM batches continuously and sizes its
-# own cache) rather than silently ignored.
+# The options both engines read, by the names of the parameters of their serve functions.
+SERVER_OPTIONS = ("host", "port", "log_level", "dtype", "trust_remote_code", "max_request_bytes")
+# The options only the default engine reads (named as `serve`'s parameters), refused with --engine vllm (vLLM
+# batches continuously and sizes its own cache) rather than silently ignored.
 DEFAULT_ENGINE_OPTIONS = {
     "continuous_batching": False,
     "cb_num_blocks": None,
@@ -39,7 +48,7 @@ DEFAULT_ENGINE_OPTIONS = {
     "device": "auto",
     "shutdown_grace": SHUTDOWN_GRACE_SECONDS,
 }
-# The options only vLLM reads.
+# The options only vLLM reads (named as `serve_with_vllm`'s parameters).
 VLLM_OPTIONS = {"vllm_python": None, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
 
 
@@ -154,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
     if api_key is None and not _is_loopback(args.host):
         from hf_minitf.serving import API_KEY_VARIABLE
 
-        print(
-            f"minitf serve: WARNING: no API key, listening on {args.host}: anyone who can reach this machine on port "
-            f"{args.port} can use the models. Set --api-key or {API_KEY_VARIABLE}, or serve on 127.0.0.1.",
-            file=sys.stderr,
-            flush=True,
+        say(
+            "serve",
+            "WARNING",
+            f"no API key, listening on {args.host}: anyone who can reach this machine on port {args.port} can use the "
+            f"models. Set --api-key or {API_KEY_VARIABLE}, or serve on 127.0.0.1.",
         )
     if args.engine == "vllm":
         return _serve_with_vllm(args, api_key)
@@ -171,21 +180,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(missing_extra(error) or str(error)) from error
 
     quiet_transformers()
-    serve(
-        args.models,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        dtype=args.dtype,
-        device=args.device,
-        continuous_batching=args.continuous_batching,
-        cb_num_blocks=args.cb_num_blocks,
-        cb_max_batch_tokens=args.cb_max_batch_tokens,
-        trust_remote_code=args.trust_remote_code,
-        api_key=api_key,
-        max_request_bytes=args.max_request_bytes,
-        shutdown_grace=args.shutdown_grace,
-    )
+    serve(args.models, api_key=api_key, **forwarded(args, *SERVER_OPTIONS, *DEFAULT_ENGINE_OPTIONS))
     return 0
 
 
@@ -235,17 +230,5 @@ def _serve_with_vllm(args: argparse.Namespace, api_key: str | None) -> int:
     from hf_minitf.serving.vllm import serve_with_vllm
 
     quiet_transformers()
-    serve_with_vllm(
-        args.models,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        api_key=api_key,
-        dtype=args.dtype,
-        trust_remote_code=args.trust_remote_code,
-        vllm_python=args.vllm_python,
-        tensor_parallel_size=args.tensor_parallel_size,
-        pipeline_parallel_size=args.pipeline_parallel_size,
-        max_request_bytes=args.max_request_bytes,
-    )
+    serve_with_vllm(args.models, api_key=api_key, **forwarded(args, *SERVER_OPTIONS, *VLLM_OPTIONS))
     return 0

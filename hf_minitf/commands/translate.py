@@ -4,16 +4,22 @@ of a CTranslate2 or ONNX export of one)."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from hf_minitf.commands.common import beam_width, model_folder, new_tokens, quiet_transformers, reports_errors
+from hf_minitf.commands.common import (
+    add_model_folder,
+    beam_width,
+    model_folder,
+    new_tokens,
+    quiet_transformers,
+    reports_errors,
+)
 
 HELP = "translate texts with a seq2seq folder"
 DESCRIPTION = "Translate each text with pipeline('minitf-translation', model=DIR)."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", type=Path, metavar="DIR", help="a seq2seq model folder")
+    add_model_folder(parser, "a seq2seq model folder")
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to translate")
     parser.add_argument("--num-beams", type=beam_width, default=1, help="beam search width (default: 1, greedy)")
     parser.add_argument(
