@@ -13,10 +13,8 @@ from typing import Any, NamedTuple
 class ExportFormat(NamedTuple):
     """One format of `minitf export FORMAT`."""
 
-    module: str
-    """Its module in hf_minitf.export."""
-    function: str
-    """The function that writes it (exported by hf_minitf.export)."""
+    name: str
+    """Its name: `minitf export NAME`, its module hf_minitf.export.NAME."""
     families: tuple[str, ...]
     """The model families it takes."""
     summary: str
@@ -25,6 +23,16 @@ class ExportFormat(NamedTuple):
     """The precisions (the export's weight type: --dtype, --quantization, an ONNX file's dtype) at which the format
     claims the MiniTF model's outputs: greedy tokens, translations, embeddings within
     `catalog.verification.EXACT_EMBEDDING_DIFFERENCE`; `minitf verify` exits 1 when such an export is not."""
+
+    @property
+    def module(self) -> str:
+        """Its module in hf_minitf.export."""
+        return self.name
+
+    @property
+    def function(self) -> str:
+        """The function that writes it (exported by hf_minitf.export)."""
+        return f"export_{self.name}"
 
 
 EXPORT_DESCRIPTION = "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express exactly is refused with one line naming the config field. `FORMAT --help` says what each format is."
@@ -237,15 +245,13 @@ npm_config_registry names), downloaded once with each tarball's pinned integrity
 EXPORTS: dict[str, ExportFormat] = {
     "native": ExportFormat(
         "native",
-        "export_native",
         ("gpt", "encoder", "seq2seq"),
         "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer, translator -> PegasusForConditionalGeneration: loads without trust_remote_code",
         NATIVE_DESCRIPTION,
         exact_precisions=("float32",),
     ),
     "gguf": ExportFormat(
-        "gguf_encoder",  # the entry point: encoders written there, GPTs by hf_minitf.export.gguf
-        "export_gguf",
+        "gguf",
         ("gpt", "encoder"),
         "GPT or encoder -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
         GGUF_DESCRIPTION,
@@ -253,14 +259,12 @@ EXPORTS: dict[str, ExportFormat] = {
     ),
     "ollama": ExportFormat(
         "ollama",
-        "export_ollama",
         ("gpt",),
         "GPT -> a folder for `ollama create`: the GGUF file, a Modelfile with the chat template as TEMPLATE, a card",
         OLLAMA_DESCRIPTION,
     ),
     "ctranslate2": ExportFormat(
         "ctranslate2",
-        "export_ctranslate2",
         ("gpt", "seq2seq", "encoder"),
         "GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator, encoder -> ctranslate2.Encoder folder",
         CTRANSLATE2_DESCRIPTION,
@@ -268,7 +272,6 @@ EXPORTS: dict[str, ExportFormat] = {
     ),
     "onnx": ExportFormat(
         "onnx",
-        "export_onnx",
         ("gpt", "encoder", "seq2seq"),
         "GPT -> ONNX decoder with KV cache, encoder -> ONNX in a SentenceTransformer folder, seq2seq -> ONNX encoder and cached decoder graphs, for ONNX Runtime and transformers.js",
         ONNX_DESCRIPTION,
@@ -276,7 +279,6 @@ EXPORTS: dict[str, ExportFormat] = {
     ),
     "web": ExportFormat(
         "web",
-        "export_web",
         ("gpt", "encoder", "seq2seq"),
         "GPT, encoder or translator -> a static web page running it with transformers.js (a Hugging Face static Space)",
         WEB_DESCRIPTION,
@@ -339,11 +341,19 @@ EXPORT_INFO_FIELDS: dict[str, ExportInfoField] = {
 }
 """The fields of `EXPORT_FILE` that are read (others are ignored), checked by `hf_minitf.engines.export_info`."""
 
-# The positions of transformers' own architectures that `minitf export native` writes (a GPT-2 past its table
-# fails inside torch's embedding lookup).
-NATIVE_POSITIONS = {"gpt2": "learned", "gpt_neox": "rope"}
-NATIVE_TRANSLATOR_MODEL_TYPE = "pegasus"
-"""The model_type of a translator's native export (`hf_minitf.export.native_seq2seq`)."""
+NATIVE_ARCHITECTURES = {
+    "learned": "GPT2LMHeadModel",
+    "rope": "GPTNeoXForCausalLM",
+    "encoder": "XLMRobertaXLModel",
+    "seq2seq": "PegasusForConditionalGeneration",
+}
+"""The transformers architecture `minitf export native` writes for a GPT (by its positions), an encoder and a
+translator (`hf_minitf.export.native`, `hf_minitf.export.native_seq2seq`)."""
+NATIVE_MODEL_TYPES = {"learned": "gpt2", "rope": "gpt_neox", "encoder": "xlm-roberta-xl", "seq2seq": "pegasus"}
+"""The model_type of each of `NATIVE_ARCHITECTURES`."""
+# The positions of the native GPTs (a GPT-2 past its table fails inside torch's embedding lookup).
+NATIVE_POSITIONS = {NATIVE_MODEL_TYPES[positions]: positions for positions in ("learned", "rope")}
+NATIVE_TRANSLATOR_MODEL_TYPE = NATIVE_MODEL_TYPES["seq2seq"]
 
 
 def positions_of(config: Any) -> str | None:
@@ -365,6 +375,8 @@ __all__ = [
     "ONNX_DTYPE_SUFFIXES",
     "ONNX_TRANSLATOR_GRAPHS",
     "onnx_variant_file",
+    "NATIVE_ARCHITECTURES",
+    "NATIVE_MODEL_TYPES",
     "NATIVE_POSITIONS",
     "NATIVE_TRANSLATOR_MODEL_TYPE",
     "context_limit",

@@ -16,7 +16,7 @@ _MODULE_OF = {export.function: export.module for export in EXPORTS.values()} | {
 
 if TYPE_CHECKING:
     from hf_minitf.export.ctranslate2 import export_ctranslate2
-    from hf_minitf.export.gguf_encoder import export_gguf
+    from hf_minitf.export.gguf import export_gguf
     from hf_minitf.export.native import export_native
     from hf_minitf.export.ollama import export_ollama
     from hf_minitf.export.onnx import export_onnx

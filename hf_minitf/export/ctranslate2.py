@@ -34,13 +34,12 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from hf_minitf.cards import card_template, export_card_data
+from hf_minitf.cards import export_card, export_card_data
 from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
-from hf_minitf.export.onnx import check_sentence_transformer_folder
-from hf_minitf.export.source import EXPORT_FILE, accepts_src, open_source_of
+from hf_minitf.export.source import EXPORT_FILE, accepts_src, check_sentence_transformer_folder, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
 # transformers' activation names (ACT2FN) that CTranslate2 computes the same way.
@@ -363,17 +362,12 @@ def export_ctranslate2(
 def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]) -> str:
     """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index,
     base model) and how to run it."""
-    from huggingface_hub import ModelCard, ModelCardData
-
-    data = ModelCardData(
+    card = export_card(
+        CARD_TEMPLATE,
         library_name="ctranslate2",
         pipeline_tag=PIPELINE_TAGS[kind],
-        tags=["minitf", "minitf-export", "ctranslate2"],
-        **card_data,
-    )
-    card = ModelCard.from_template(
-        data,
-        template_str=card_template(CARD_TEMPLATE),
+        tags=["ctranslate2"],
+        carried=card_data,
         kind=kind,
         quantization=quantization,
         source=source,

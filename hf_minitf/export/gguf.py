@@ -26,7 +26,6 @@ and measures how far its rounded weights move the model (`GGUFAgreement`).
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -46,14 +45,20 @@ from hf_minitf.catalog.exports import (
     context_limit,
 )
 from hf_minitf.catalog.limits import GGUF_DTYPES
-from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
+from hf_minitf.export.gguf_encoder import export_encoder_gguf
+from hf_minitf.export.gguf_file import (
+    FILE_TYPES,
+    GELU_NAMES,
+    GGUF_MAGIC,
+    TensorType,
+    gguf_writer,
+    writable_types,
+    write_tensors,
+)
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.output_folders import check_output_file, output_file
 
-GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
 GGUF_ARCHITECTURES = {"learned": "gpt2", "rope": "gptneox"}
-# llama.cpp's GPT-2 and GPT-NeoX graphs apply GELU (tanh form) and nothing else.
-GELU_NAMES = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
 
 
@@ -236,163 +241,7 @@ def minitf_weights(arrays: dict[str, np.ndarray], config: Any) -> dict[str, torc
     return weights
 
 
-# ------------------------------------------------------------------------------------------------ tensor types
-# Each dtype's llama.cpp file type and the tensor type of its matrices (a mix's base type).
-FILE_TYPES = {
-    "f32": ("ALL_F32", "F32"),
-    "f16": ("MOSTLY_F16", "F16"),
-    "q8_0": ("MOSTLY_Q8_0", "Q8_0"),
-    "q4_0": ("MOSTLY_Q4_0", "Q4_0"),
-    "q4_1": ("MOSTLY_Q4_1", "Q4_1"),
-    "q5_0": ("MOSTLY_Q5_0", "Q5_0"),
-    "q5_1": ("MOSTLY_Q5_1", "Q5_1"),
-    "q4_k_m": ("MOSTLY_Q4_K_M", "Q4_K"),
-    "q5_k_m": ("MOSTLY_Q5_K_M", "Q5_K"),
-    "q6_k": ("MOSTLY_Q6_K", "Q6_K"),
-}
-# llama.cpp's `tensor_type_fallback`: the type a matrix gets when its rows are no multiple of its type's block; a
-# type without one (and a fallback that does not fit either) gives f16, as the f16 file a quantization starts from.
-FALLBACK_TYPES = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
-MORE_BITS_MIXES = ("q4_k_m", "q5_k_m")  # the _M mixes: Q6_K for attn_qkv and ffn_down of some layers
-
-
-def block_size(type_name: str) -> int:
-    """Values per block of a GGML type (1 for f32 / f16)."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
-
-    return GGML_QUANT_SIZES[GGMLQuantizationType[type_name]][0]
-
-
-def use_more_bits(layer: int, layers: int) -> bool:
-    """llama.cpp's choice of the layers an _M mix stores with more bits: the first and last eighth, and every third
-    layer between."""
-    return layer < layers // 8 or layer >= 7 * layers // 8 or (layer - layers // 8) % 3 == 2
-
-
-def _mix_type(name: str, dtype: str, columns: int, layers: int, tied: bool) -> str:
-    """The type llama.cpp's `dtype` mix gives the matrix `name` before the shape is checked."""
-    base = FILE_TYPES[dtype][1]
-    if name == "output.weight" or (tied and name == "token_embd.weight"):  # the output head keeps more bits
-        if columns % block_size(base):
-            return "Q8_0"
-        return base if base == "Q8_0" else "Q6_K"
-    if dtype in MORE_BITS_MIXES and name.endswith((".attn_qkv.weight", ".ffn_down.weight")):
-        if use_more_bits(int(name.split(".")[1]), layers):
-            return "Q6_K"
-    return base
-
-
-def _fallback(type_name: str, columns: int) -> str:
-    fallback = FALLBACK_TYPES.get(type_name, "F16")
-    return fallback if columns % block_size(fallback) == 0 else "F16"
-
-
-@dataclass(frozen=True)
-class TensorType:
-    """The GGML type of one tensor of the file, the type its mix asked for (`wanted`), and why they differ: "rows"
-    (its rows are no multiple of the wanted type's block) or "writer" (the gguf package cannot quantize it)."""
-
-    name: str
-    type: str
-    wanted: str
-    columns: int
-    reason: str = ""
-
-    @property
-    def fell_back(self) -> bool:
-        return self.type != self.wanted
-
-    def describe(self) -> str:
-        """`name wanted -> type (why)`, as the export prints a fallback."""
-        if self.reason == "writer":
-            why = f"the gguf package cannot write {self.wanted}"
-        else:
-            why = f"{self.columns} columns, not a multiple of {block_size(self.wanted)}"
-        return f"{self.name} {self.wanted} -> {self.type} ({why})"
-
-
-def tensor_types(
-    shapes: dict[str, tuple[int, ...]], dtype: str, layers: int, unwritable: tuple[str, ...] = ()
-) -> dict[str, TensorType]:
-    """The type of each tensor (llama.cpp's name -> its shape, rows first) in a `dtype` file, by llama.cpp's rules
-    (llama-quant.cpp, `llama_tensor_get_type` for the gpt2 / gptneox architectures): vectors f32; f32 / f16 files
-    every matrix in that type; a quantization: the position table f16 (llama.cpp leaves it unquantized), the
-    output head (the token embedding when tied) Q6_K, or Q8_0 where its rows do not fit the base type's blocks,
-    or the base type for q8_0; in the _M mixes attn_qkv and ffn_down Q6_K in `use_more_bits` layers; every other
-    matrix the base type. Each then falls back as llama.cpp's `tensor_type_fallback` does where its rows do not fit
-    the blocks, and, for a type of `unwritable` other than the mix's base type, as if they did not (Q6_K -> Q8_0).
-    A base type of `unwritable` is kept: `export_gguf` refuses the file."""
-    tied = "output.weight" not in shapes
-    base = FILE_TYPES[dtype][1]
-    types = {}
-    for name, shape in shapes.items():
-        columns = shape[-1]
-        if len(shape) == 1:
-            wanted = "F32"
-        elif dtype in ("f32", "f16"):
-            wanted = base
-        elif name == "position_embd.weight":
-            wanted = "F16"
-        else:
-            wanted = _mix_type(name, dtype, columns, layers, tied)
-        if columns % block_size(wanted):
-            types[name] = TensorType(name, _fallback(wanted, columns), wanted, columns, "rows")
-        elif wanted in unwritable and wanted != base:
-            types[name] = TensorType(name, _fallback(wanted, columns), wanted, columns, "writer")
-        else:
-            types[name] = TensorType(name, wanted, wanted, columns)
-    return types
-
-
-QUANTIZED_TYPES = ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K")
-"""The quantized tensor types the mixes use."""
-
-
-@functools.cache
-def unwritable_types() -> tuple[str, ...]:
-    """The types of `QUANTIZED_TYPES` that the installed gguf package cannot quantize (0.19: the K-quants)."""
-    from gguf import GGMLQuantizationType, quants
-
-    missing = []
-    for type_name in QUANTIZED_TYPES:
-        try:
-            quants.quantize(np.zeros((1, block_size(type_name)), np.float32), GGMLQuantizationType[type_name])
-        except NotImplementedError:
-            missing.append(type_name)
-    return tuple(missing)
-
-
-def _encoded(array: np.ndarray, type_name: str) -> tuple[np.ndarray, Any]:
-    """(data, GGML type) of one tensor in the type `tensor_types` chose."""
-    from gguf import GGMLQuantizationType, quants
-
-    qtype = GGMLQuantizationType[type_name]
-    if type_name == "F32":
-        return array.astype(np.float32), qtype
-    if type_name == "F16":
-        return array.astype(np.float16), qtype
-    return quants.quantize(array.astype(np.float32), qtype), qtype
-
-
 # ---------------------------------------------------------------------------------------------------- the file
-def gguf_writer(path: Path, arch: str, source: MiniTFSource, config: Any, license: str):
-    """A GGUFWriter for `arch` holding what every MiniTF GGUF file says first: its name, license and source (what
-    `minitf verify` measures it against), and the transformer's sizes."""
-    from gguf import GGUFWriter
-
-    writer = GGUFWriter(str(path), arch)
-    writer.add_name(Path(source.name).name or source.name)
-    writer.add_license(license)  # general.license: a GGUF file's card
-    writer.add_string(GGUF_SOURCE_KEY, source.name)
-    writer.add_context_length(config.max_position_embeddings)
-    writer.add_embedding_length(config.hidden_size)
-    writer.add_block_count(config.num_hidden_layers)
-    writer.add_feed_forward_length(config.intermediate_size)
-    writer.add_head_count(config.num_attention_heads)
-    writer.add_layer_norm_eps(config.layer_norm_eps)
-    return writer
-
-
 def _write_gguf(
     path: Path,
     source: MiniTFSource,
@@ -437,13 +286,7 @@ def _write_gguf(
     if getattr(tokenizer, "chat_template", None):
         writer.add_chat_template(tokenizer.chat_template)
 
-    for name, tensor in tensors.items():
-        data, qtype = _encoded(tensor.detach().float().numpy(), types[name].type)
-        writer.add_tensor(name, data, raw_dtype=qtype)  # a quantized row's shape is read from its bytes
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_tensors(writer, tensors, types)
 
 
 # ------------------------------------------------------------------------------------------------ agreement
@@ -592,6 +435,14 @@ class GGUFExport:
     size: int = 0
     fallbacks: list[TensorType] = field(default_factory=list)
 
+    @classmethod
+    def written(
+        cls, path: Path, dtype: str, types: dict[str, TensorType], agreement: GGUFAgreement | None = None
+    ) -> GGUFExport:
+        """What was written at `path` (now in place): its size and the tensors that fell back, from `types`."""
+        fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
+        return cls(path, dtype, types, agreement, path.stat().st_size, fallbacks)
+
     def report_lines(self) -> list[str]:
         """What `minitf export gguf` prints after the file's name: fallbacks, then the agreement."""
         lines = []
@@ -608,21 +459,29 @@ class GGUFExport:
         return lines
 
 
-def _unwritable_refusal(dtype: str, types: dict[str, TensorType]) -> str | None:
-    """Why the gguf package cannot write this mix (a tensor keeps its base type, which it cannot quantize), or None."""
-    missing = unwritable_types()
-    needing = [tensor for tensor in types.values() if tensor.type in missing]
-    if not needing:
-        return None
-    from importlib.metadata import version
+def _export_gpt_gguf(
+    opened: MiniTFSource, out: Path, dtype: str, license: str | None, agreement_text: str | None
+) -> GGUFExport:
+    """`export_gguf_report` for a GPT folder (`opened`; `out` already checked)."""
+    from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 
-    writable = ", ".join(name for name in QUANTIZED_TYPES if name not in missing)
-    return (
-        f"cannot export to GGUF at {dtype}: {len(needing)} tensor(s) (first {needing[0].name}) take "
-        f"{needing[0].type}, which the gguf package {version('gguf')} cannot quantize (it writes {writable}); "
-        f"choose q8_0, q5_1, q5_0, q4_1 or q4_0, or export --dtype f16 and run llama.cpp's "
-        f"`llama-quantize FILE.gguf OUT.gguf {dtype.upper()}`."
-    )
+    file_license = export_card_data(opened.folder, license)["license"]
+    config = MiniTFGPTConfig.from_pretrained(opened.folder)
+    reason = gguf_refusal(config)
+    if reason is not None:
+        raise ExportRefused(f"cannot export to GGUF: {reason}")
+    check_native(config)
+    model = opened.load_model()
+    tokenizer = opened.load_tokenizer()
+    vocabulary = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), config.vocab_size)
+    tensors = gguf_tensors(model.state_dict(), config)
+    types = writable_types(tensors, dtype, config.num_hidden_layers)
+    if agreement_text is not None:  # a text without prompts is refused before the file is written
+        agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
+    with output_file(out) as partial:
+        _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
+        agreement = None if agreement_text is None else measure_agreement(partial, opened, tokenizer, agreement_text)
+    return GGUFExport.written(out, dtype, types, agreement)
 
 
 def export_gguf_report(
@@ -636,41 +495,21 @@ def export_gguf_report(
     agreement_text: str | None = GGUF_AGREEMENT_TEXT,
 ) -> GGUFExport:
     """`export_gguf`, returning what was written (`GGUFExport`): each tensor's type, the tensors that fell back,
-    and, unless `agreement_text` is None, the file's agreement measured on that text (`measure_agreement`)."""
-    from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
-
+    and, for a GPT unless `agreement_text` is None, the file's agreement measured on that text
+    (`measure_agreement`; an encoder's is measured by `minitf verify` in llama.cpp)."""
     if dtype not in GGUF_DTYPES:
         raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
-    out = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
+    checked = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
     opened = open_source(source, revision)
+    if opened.family == "encoder":
+        return GGUFExport.written(checked, dtype, export_encoder_gguf(opened, checked, dtype, license))
     if opened.family != "gpt":
         raise ExportRefused(
             f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers GPTs and "
             "encoders; llama.cpp's only encoder-decoder graph is T5's (RMSNorm, relative position buckets), which "
             "has no form for a MiniTF translator: use `minitf export ctranslate2` or `minitf export onnx`."
         )
-    file_license = export_card_data(opened.folder, license)["license"]
-    config = MiniTFGPTConfig.from_pretrained(opened.folder)
-    reason = gguf_refusal(config)
-    if reason is not None:
-        raise ExportRefused(f"cannot export to GGUF: {reason}")
-    check_native(config)
-    model = opened.load_model()
-    tokenizer = opened.load_tokenizer()
-    vocabulary = gguf_vocabulary(json.loads(tokenizer.backend_tokenizer.to_str()), config.vocab_size)
-    tensors = gguf_tensors(model.state_dict(), config)
-    shapes = {name: tuple(tensor.shape) for name, tensor in tensors.items()}
-    types = tensor_types(shapes, dtype, config.num_hidden_layers, unwritable_types())
-    refusal = _unwritable_refusal(dtype, types)
-    if refusal is not None:
-        raise ExportRefused(refusal)
-    if agreement_text is not None:  # a text without prompts is refused before the file is written
-        agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
-    with output_file(out) as partial:
-        _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
-        agreement = None if agreement_text is None else measure_agreement(partial, opened, tokenizer, agreement_text)
-    fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
-    return GGUFExport(out, dtype, types, agreement, out.stat().st_size, fallbacks)
+    return _export_gpt_gguf(opened, checked, dtype, license, agreement_text)
 
 
 def export_gguf(
@@ -682,8 +521,8 @@ def export_gguf(
     revision: str | None = None,
     license: str | None = None,
 ) -> Path:
-    """Write the MiniTF GPT `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer inside;
-    returns `out`. `dtype`: one of `GGUF_DTYPES` (f32, f16, or a llama.cpp quantization, typed per tensor by
+    """Write the MiniTF GPT or encoder `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer
+    inside; returns `out`. An encoder is written as a llama.cpp embedding model (`hf_minitf.export.gguf_encoder`). `dtype`: one of `GGUF_DTYPES` (f32, f16, or a llama.cpp quantization, typed per tensor by
     `tensor_types`). Its `general.license` is the source card's (`license` overrides it; `DEFAULT_LICENSE` when the
     source names none). `export_gguf_report` also says which tensors fell back and measures the file's agreement.
 
@@ -699,10 +538,8 @@ def export_gguf(
 
 __all__ = [
     "GGUF_ARCHITECTURES",
-    "GGUF_DTYPES",
     "GGUFAgreement",
     "GGUFExport",
-    "TensorType",
     "byte_alphabet",
     "dequantized_model",
     "export_gguf",
@@ -714,5 +551,4 @@ __all__ = [
     "measure_agreement",
     "minitf_weights",
     "read_gguf_weights",
-    "tensor_types",
 ]

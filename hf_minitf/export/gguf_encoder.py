@@ -31,39 +31,22 @@ Python's final-sigma lowercasing. llama.cpp reads no position past the table: a 
 context length; llama-cpp-python's `embed` then cuts longer texts). Matrices take the types of `export gguf`'s
 `--dtype` (`tensor_types`).
 
-`export_gguf` and `export_gguf_report` here are the GGUF export's entry points (`minitf export gguf`,
-`hf_minitf.export.export_gguf`): an encoder is written by this module, any other model by `hf_minitf.export.gguf`,
-which this module builds on (so the choice sits here, above both).
+`hf_minitf.export.gguf.export_gguf` (`minitf export gguf`) writes an encoder through `export_encoder_gguf`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hf_minitf.cards import export_card_data
-from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT
-from hf_minitf.catalog.limits import GGUF_DTYPES
-from hf_minitf.export.gguf import (
-    FILE_TYPES,
-    GELU_NAMES,
-    GGUF_MAGIC,
-    GGUFExport,
-    _encoded,
-    _unwritable_refusal,
-    gguf_writer,
-    tensor_types,
-    unwritable_types,
-)
-from hf_minitf.export.gguf import export_gguf_report as export_gpt_gguf_report
-from hf_minitf.export.onnx import check_sentence_transformer_folder
-from hf_minitf.export.source import ExportRefused, MiniTFSource, open_source
-from hf_minitf.safety.output_folders import check_output_file, output_file
+from hf_minitf.export.gguf_file import FILE_TYPES, GELU_NAMES, TensorType, gguf_writer, writable_types, write_tensors
+from hf_minitf.export.source import ExportRefused, MiniTFSource, check_sentence_transformer_folder
+from hf_minitf.safety.output_folders import output_file
 from hf_minitf.tokenization.miniembed import CLS, SEP, SPECIAL_TOKENS, miniembed_tokenizer
 
 ENCODER_ARCHITECTURE = "gpt2"  # llama.cpp's graph that computes the MiniTF encoder layer (see the module docstring)
@@ -190,18 +173,12 @@ def _write_encoder_gguf(
     writer.add_bool(LOWERCASE_KEY, True)
     writer.add_bool(STRIP_ACCENTS_KEY, False)
 
-    for name, tensor in tensors.items():
-        data, qtype = _encoded(tensor.numpy(), types[name].type)
-        writer.add_tensor(name, data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_tensors(writer, tensors, types)
 
 
-def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: str | None) -> GGUFExport:
-    """`export_gguf_report` for an encoder folder (`opened`; `out` already checked): the GGUF file of the module
-    docstring, written beside `out` and renamed. Raises ExportRefused naming what llama.cpp cannot reproduce."""
+def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: str | None) -> dict[str, TensorType]:
+    """Write the encoder folder `opened` as the GGUF file `out` (already checked) of the module docstring, beside
+    `out` then renamed; return each tensor's type. Raises ExportRefused naming what llama.cpp cannot reproduce."""
     from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 
     if (opened.folder / "modules.json").is_file():
@@ -215,66 +192,10 @@ def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: st
     vocabulary = wordpiece_vocabulary(tokenizer, config.vocab_size)
     with torch.no_grad():
         tensors = encoder_gguf_tensors(model)
-    types = tensor_types(
-        {name: tuple(tensor.shape) for name, tensor in tensors.items()},
-        dtype,
-        config.num_hidden_layers,
-        unwritable_types(),
-    )
-    refusal = _unwritable_refusal(dtype, types)
-    if refusal is not None:
-        raise ExportRefused(refusal)
+    types = writable_types(tensors, dtype, config.num_hidden_layers)
     with output_file(out) as partial:
         _write_encoder_gguf(partial, opened, model, tokenizer, vocabulary, tensors, types, dtype, file_license)
-    fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
-    return GGUFExport(out, dtype, types, None, out.stat().st_size, fallbacks)
-
-
-# ---------------------------------------------------------------------------------------------- entry points
-def export_gguf_report(
-    source: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    dtype: str = "f16",
-    overwrite: bool = False,
-    revision: str | None = None,
-    license: str | None = None,
-    agreement_text: str | None = GGUF_AGREEMENT_TEXT,
-) -> GGUFExport:
-    """`hf_minitf.export.gguf.export_gguf_report` for every family it takes plus the encoder (`export_encoder_gguf`;
-    no agreement is measured for an encoder: the engine tests measure llama.cpp's embeddings)."""
-    if dtype not in GGUF_DTYPES:
-        raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
-    checked = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
-    opened = open_source(source, revision)
-    if opened.family == "encoder":
-        return export_encoder_gguf(opened, checked, dtype, license)
-    return export_gpt_gguf_report(
-        source,
-        out,
-        dtype=dtype,
-        overwrite=overwrite,
-        revision=revision,
-        license=license,
-        agreement_text=agreement_text,
-    )
-
-
-def export_gguf(
-    source: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    dtype: str = "f16",
-    overwrite: bool = False,
-    revision: str | None = None,
-    license: str | None = None,
-) -> Path:
-    """Write the MiniTF GPT or encoder `source` (a folder or a Hub repo id) as the GGUF file `out` with its tokenizer
-    inside; returns `out`. A GPT as `hf_minitf.export.gguf.export_gguf` writes it, an encoder as an embedding model
-    (this module's docstring). Raises ExportRefused naming what llama.cpp cannot reproduce."""
-    return export_gguf_report(
-        source, out, dtype=dtype, overwrite=overwrite, revision=revision, license=license, agreement_text=None
-    ).path
+    return types
 
 
 __all__ = [
@@ -282,6 +203,4 @@ __all__ = [
     "encoder_gguf_refusal",
     "encoder_gguf_tensors",
     "export_encoder_gguf",
-    "export_gguf",
-    "export_gguf_report",
 ]

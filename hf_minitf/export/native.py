@@ -20,74 +20,92 @@ import math
 import os
 import shlex
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import save_file
 
-from hf_minitf.catalog.exports import NATIVE_TRANSLATOR_MODEL_TYPE
+from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
 from hf_minitf.export.native_seq2seq import save_native_seq2seq_files
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
+from hf_minitf.safety.json_files import read_json
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
-NATIVE_ARCHITECTURES = {
-    "learned": "GPT2LMHeadModel",
-    "rope": "GPTNeoXForCausalLM",
-    "encoder": "XLMRobertaXLModel",
-    "seq2seq": "PegasusForConditionalGeneration",
-}
-NATIVE_MODEL_TYPES = {
-    "learned": "gpt2",
-    "rope": "gpt_neox",
-    "encoder": "xlm-roberta-xl",
-    "seq2seq": NATIVE_TRANSLATOR_MODEL_TYPE,
-}
 # A tokenizer class every transformers release since 4.0 knows and loads from tokenizer.json alone
 # (5.x writes `TokenizersBackend`, which 4.x cannot resolve).
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
 CARD_TEMPLATE = "native_export.md"  # in model_cards/
 
 
-def _layer_state(state: dict[str, torch.Tensor], index: int) -> dict[str, torch.Tensor]:
-    prefix = f"model.layers.{index}."
-    return {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+# Each block's weights and biases by name in the native architecture -> the MiniTF layer's module.
+GPT2_LAYER = {
+    "ln_1": "self_attn_layer_norm",
+    "attn.c_attn": "self_attn.qkv_proj",
+    "attn.c_proj": "self_attn.o_proj",
+    "ln_2": "mlp_layer_norm",
+    "mlp.c_fc": "mlp.fc1",
+    "mlp.c_proj": "mlp.fc2",
+}
+GPT2_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")  # Conv1D: Linear weights transposed
+GPT_NEOX_LAYER = {
+    "input_layernorm": "self_attn_layer_norm",
+    "attention.query_key_value": "self_attn.qkv_proj",
+    "attention.dense": "self_attn.o_proj",
+    "post_attention_layernorm": "mlp_layer_norm",
+    "mlp.dense_h_to_4h": "mlp.fc1",
+    "mlp.dense_4h_to_h": "mlp.fc2",
+}
+XLM_ROBERTA_XL_LAYER = {
+    "attention.self_attn_layer_norm": "self_attn_layer_norm",
+    "attention.self.query": "self_attn.q_proj",
+    "attention.self.key": "self_attn.k_proj",
+    "attention.self.value": "self_attn.v_proj",
+    "attention.output.dense": "self_attn.o_proj",
+    "LayerNorm": "mlp_layer_norm",
+    "intermediate.dense": "mlp.fc1",
+    "output.dense": "mlp.fc2",
+}
 
 
-def _bias(layer: dict[str, torch.Tensor], name: str, size: int, like: torch.Tensor) -> torch.Tensor:
-    """A projection's bias, or zeros where the model has none (`attention_bias=False`): the same function."""
-    return layer.get(f"{name}.bias", torch.zeros(size, dtype=like.dtype))
+def renamed_layers(
+    state: dict[str, torch.Tensor],
+    config: Any,
+    prefix: str,
+    names: dict[str, str],
+    convert: Callable[[str, torch.Tensor], torch.Tensor] = lambda name, tensor: tensor,
+) -> dict[str, torch.Tensor]:
+    """Every MiniTF layer's weights and biases under `prefix{index}.` and the native names of `names`, each passed
+    through `convert(native name, tensor)`. A module without a bias (`attention_bias=False`) gets zeros: the same
+    function."""
+    out = {}
+    for index in range(config.num_hidden_layers):
+        for native, minitf in names.items():
+            weight = state[f"model.layers.{index}.{minitf}.weight"]
+            bias = state.get(f"model.layers.{index}.{minitf}.bias", torch.zeros(weight.shape[0], dtype=weight.dtype))
+            out[f"{prefix}{index}.{native}.weight"] = convert(native, weight)
+            out[f"{prefix}{index}.{native}.bias"] = convert(native, bias)
+    return out
 
 
 def gpt2_state_dict(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
     """MiniTF GPT (learned positions) weights under GPT2LMHeadModel's names; Conv1D stores Linear weights transposed."""
-    hidden = config.hidden_size
     out = {
         "transformer.wte.weight": state["model.embed_tokens.weight"],
         "transformer.wpe.weight": state["model.embed_positions.weight"],
         "transformer.ln_f.weight": state["model.norm.weight"],
         "transformer.ln_f.bias": state["model.norm.bias"],
     }
-    for index in range(config.num_hidden_layers):
-        layer, prefix = _layer_state(state, index), f"transformer.h.{index}."
-        qkv = layer["self_attn.qkv_proj.weight"]
-        out |= {
-            prefix + "ln_1.weight": layer["self_attn_layer_norm.weight"],
-            prefix + "ln_1.bias": layer["self_attn_layer_norm.bias"],
-            prefix + "attn.c_attn.weight": qkv.t(),
-            prefix + "attn.c_attn.bias": _bias(layer, "self_attn.qkv_proj", 3 * hidden, qkv),
-            prefix + "attn.c_proj.weight": layer["self_attn.o_proj.weight"].t(),
-            prefix + "attn.c_proj.bias": _bias(layer, "self_attn.o_proj", hidden, qkv),
-            prefix + "ln_2.weight": layer["mlp_layer_norm.weight"],
-            prefix + "ln_2.bias": layer["mlp_layer_norm.bias"],
-            prefix + "mlp.c_fc.weight": layer["mlp.fc1.weight"].t(),
-            prefix + "mlp.c_fc.bias": layer["mlp.fc1.bias"],
-            prefix + "mlp.c_proj.weight": layer["mlp.fc2.weight"].t(),
-            prefix + "mlp.c_proj.bias": layer["mlp.fc2.bias"],
-        }
+    out |= renamed_layers(
+        state,
+        config,
+        "transformer.h.",
+        GPT2_LAYER,
+        lambda name, tensor: tensor.t() if name in GPT2_CONV1D and tensor.dim() == 2 else tensor,
+    )
     if not config.tie_word_embeddings:
         out["lm_head.weight"] = state["lm_head.weight"]
     return out
@@ -102,31 +120,18 @@ def gpt_neox_qkv(tensor: torch.Tensor, config: Any) -> torch.Tensor:
 def gpt_neox_state_dict(state: dict[str, torch.Tensor], config: Any) -> dict[str, torch.Tensor]:
     """MiniTF GPT (rotary positions) weights under GPTNeoXForCausalLM's names (the head as `embed_out`, the name
     every transformers release reads; 5.x renames it to `lm_head` on load)."""
-    hidden = config.hidden_size
     out = {
         "gpt_neox.embed_in.weight": state["model.embed_tokens.weight"],
         "gpt_neox.final_layer_norm.weight": state["model.norm.weight"],
         "gpt_neox.final_layer_norm.bias": state["model.norm.bias"],
     }
-    for index in range(config.num_hidden_layers):
-        layer, prefix = _layer_state(state, index), f"gpt_neox.layers.{index}."
-        qkv = layer["self_attn.qkv_proj.weight"]
-        out |= {
-            prefix + "input_layernorm.weight": layer["self_attn_layer_norm.weight"],
-            prefix + "input_layernorm.bias": layer["self_attn_layer_norm.bias"],
-            prefix + "attention.query_key_value.weight": gpt_neox_qkv(qkv, config),
-            prefix + "attention.query_key_value.bias": gpt_neox_qkv(
-                _bias(layer, "self_attn.qkv_proj", 3 * hidden, qkv), config
-            ),
-            prefix + "attention.dense.weight": layer["self_attn.o_proj.weight"],
-            prefix + "attention.dense.bias": _bias(layer, "self_attn.o_proj", hidden, qkv),
-            prefix + "post_attention_layernorm.weight": layer["mlp_layer_norm.weight"],
-            prefix + "post_attention_layernorm.bias": layer["mlp_layer_norm.bias"],
-            prefix + "mlp.dense_h_to_4h.weight": layer["mlp.fc1.weight"],
-            prefix + "mlp.dense_h_to_4h.bias": layer["mlp.fc1.bias"],
-            prefix + "mlp.dense_4h_to_h.weight": layer["mlp.fc2.weight"],
-            prefix + "mlp.dense_4h_to_h.bias": layer["mlp.fc2.bias"],
-        }
+    out |= renamed_layers(
+        state,
+        config,
+        "gpt_neox.layers.",
+        GPT_NEOX_LAYER,
+        lambda name, tensor: gpt_neox_qkv(tensor, config) if name == "attention.query_key_value" else tensor,
+    )
     if not config.tie_word_embeddings:
         out["embed_out.weight"] = state["lm_head.weight"]
     return out
@@ -144,7 +149,7 @@ def gpt2_config(config: Any) -> dict[str, Any]:
     """GPT2Config fields of a MiniTF GPT with learned positions (`n_ctx` too: transformers 4.x readers want it)."""
     return {
         "architectures": [NATIVE_ARCHITECTURES["learned"]],
-        "model_type": "gpt2",
+        "model_type": NATIVE_MODEL_TYPES["learned"],
         "vocab_size": config.vocab_size,
         "n_positions": config.max_position_embeddings,
         "n_ctx": config.max_position_embeddings,
@@ -175,7 +180,7 @@ def gpt_neox_config(config: Any) -> dict[str, Any]:
     """
     return {
         "architectures": [NATIVE_ARCHITECTURES["rope"]],
-        "model_type": "gpt_neox",
+        "model_type": NATIVE_MODEL_TYPES["rope"],
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_hidden_layers,
@@ -233,36 +238,14 @@ def xlm_roberta_xl_state_dict(state: dict[str, torch.Tensor], config: Any) -> di
         "pooler.dense.weight": torch.zeros(hidden, hidden, dtype=dtype),
         "pooler.dense.bias": torch.zeros(hidden, dtype=dtype),
     }
-    for index in range(config.num_hidden_layers):
-        layer, prefix = _layer_state(state, index), f"encoder.layer.{index}."
-        like = layer["self_attn.q_proj.weight"]
-        attention = {
-            "self.query": "self_attn.q_proj",
-            "self.key": "self_attn.k_proj",
-            "self.value": "self_attn.v_proj",
-            "output.dense": "self_attn.o_proj",
-        }
-        for native, minitf in attention.items():
-            out[f"{prefix}attention.{native}.weight"] = layer[f"{minitf}.weight"]
-            out[f"{prefix}attention.{native}.bias"] = _bias(layer, minitf, hidden, like)
-        out |= {
-            prefix + "attention.self_attn_layer_norm.weight": layer["self_attn_layer_norm.weight"],
-            prefix + "attention.self_attn_layer_norm.bias": layer["self_attn_layer_norm.bias"],
-            prefix + "LayerNorm.weight": layer["mlp_layer_norm.weight"],
-            prefix + "LayerNorm.bias": layer["mlp_layer_norm.bias"],
-            prefix + "intermediate.dense.weight": layer["mlp.fc1.weight"],
-            prefix + "intermediate.dense.bias": layer["mlp.fc1.bias"],
-            prefix + "output.dense.weight": layer["mlp.fc2.weight"],
-            prefix + "output.dense.bias": layer["mlp.fc2.bias"],
-        }
-    return out
+    return out | renamed_layers(state, config, "encoder.layer.", XLM_ROBERTA_XL_LAYER)
 
 
 def xlm_roberta_xl_config(config: Any) -> dict[str, Any]:
     """XLMRobertaXLConfig fields of a MiniTF encoder (positions widened by XLM-R's `padding_idx + 1` offset)."""
     return {
         "architectures": [NATIVE_ARCHITECTURES["encoder"]],
-        "model_type": "xlm-roberta-xl",
+        "model_type": NATIVE_MODEL_TYPES["encoder"],
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "num_hidden_layers": config.num_hidden_layers,
@@ -317,7 +300,7 @@ def _save_tokenizer(tokenizer, folder: Path, max_length: int) -> None:
     tokenizer.model_max_length = min(tokenizer.model_max_length, max_length)
     tokenizer.save_pretrained(folder)
     path = folder / "tokenizer_config.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
     data.update(tokenizer_class=PORTABLE_TOKENIZER_CLASS, model_max_length=tokenizer.model_max_length)
     for key in ("auto_map", "is_local", "local_files_only"):  # loading state, not tokenizer settings
         data.pop(key, None)
@@ -355,24 +338,20 @@ def write_native_card(
     """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
     (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it), with the source
     card's license (or `license`) and held-out figures (`export_card_data`)."""
-    from huggingface_hub import ModelCard, ModelCardData
-
-    from hf_minitf.cards import card_template, export_card_data
+    from hf_minitf.cards import export_card, export_card_data
 
     encoder = kind == "encoder"
-    data = ModelCardData(
+    carried = export_card_data(source.folder, license) | {
+        "base_model": source.repo_id,
+        SOURCE_CARD_FIELD: source.name,  # what `minitf verify` measures the export against
+    }
+    title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
+    card = export_card(
+        CARD_TEMPLATE,
         library_name="sentence-transformers" if encoder else "transformers",
         pipeline_tag={"encoder": "sentence-similarity", "seq2seq": "translation"}.get(kind, "text-generation"),
-        base_model=source.repo_id,
-        tags=["minitf", "minitf-export", NATIVE_MODEL_TYPES[kind]]
-        + (["sentence-transformers", "feature-extraction"] if encoder else []),
-        **export_card_data(source.folder, license),
-    )
-    data[SOURCE_CARD_FIELD] = source.name  # what `minitf verify` measures the export against
-    title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
-    card = ModelCard.from_template(
-        data,
-        template_str=card_template(CARD_TEMPLATE),
+        tags=[NATIVE_MODEL_TYPES[kind], *(["sentence-transformers", "feature-extraction"] if encoder else [])],
+        carried=carried,
         model_title=title,
         kind=kind,
         architecture=NATIVE_ARCHITECTURES[kind],
@@ -500,8 +479,6 @@ def _save_sentence_transformer(model_folder: Path, work: Path, config: Any) -> N
 
 __all__ = [
     "ExportRefused",
-    "NATIVE_ARCHITECTURES",
-    "NATIVE_MODEL_TYPES",
     "check_native",
     "export_native",
     "gpt2_config",

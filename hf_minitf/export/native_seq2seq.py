@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from hf_minitf.catalog.exports import NATIVE_TRANSLATOR_MODEL_TYPE
+from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_TRANSLATOR_MODEL_TYPE
 from hf_minitf.export.source import ExportRefused
 from hf_minitf.safety.json_files import read_json
 
@@ -113,7 +113,7 @@ def pegasus_config(config: Any) -> dict[str, Any]:
     """config.json of the Pegasus model (token ids in the joint vocabulary)."""
     shift = config.src_vocab_size
     return {
-        "architectures": ["PegasusForConditionalGeneration"],
+        "architectures": [NATIVE_ARCHITECTURES["seq2seq"]],
         "model_type": NATIVE_TRANSLATOR_MODEL_TYPE,
         "vocab_size": config.src_vocab_size + config.vocab_size,
         "d_model": config.hidden_size,

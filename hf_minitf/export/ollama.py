@@ -19,7 +19,7 @@ from typing import Any
 
 from jinja2.exceptions import TemplateError
 
-from hf_minitf.cards import card_template, export_card_data
+from hf_minitf.cards import export_card, export_card_data
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
 from hf_minitf.export.gguf import GGUFExport, export_gguf_report
 from hf_minitf.export.source import ExportRefused, open_source
@@ -155,16 +155,16 @@ class OllamaExport:
 def _card(
     source: str, written: GGUFExport, wrapping: ChatWrapping | None, stops: list[str], name: str, num_ctx: int, data
 ) -> str:
-    from huggingface_hub import ModelCard, ModelCardData
-
     from hf_minitf.safety.output_folders import size_text
 
     counts: dict[str, int] = {}
     for tensor in written.types.values():
         counts[tensor.type] = counts.get(tensor.type, 0) + 1
-    card = ModelCard.from_template(
-        ModelCardData(library_name="gguf", tags=["minitf", "minitf-export", "gguf", "ollama"], **data),
-        template_str=card_template(CARD_TEMPLATE),
+    card = export_card(
+        CARD_TEMPLATE,
+        library_name="gguf",
+        tags=["gguf", "ollama"],
+        carried=data,
         source=source,
         gguf_file=OLLAMA_GGUF_FILE,
         dtype=written.dtype,

@@ -39,8 +39,12 @@ import torch
 
 from hf_minitf.catalog.exports import EXPORTS, ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
-from hf_minitf.export.source import AGAIN, EXPORT_FILE, SourceFileError, accepts_src, open_source_of, read_json
-from hf_minitf.safety.files import confined_path
+from hf_minitf.export.source import (
+    EXPORT_FILE,
+    accepts_src,
+    check_sentence_transformer_folder,
+    open_source_of,
+)
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, weights_bytes
 
 if TYPE_CHECKING:
@@ -72,32 +76,6 @@ class LastHiddenState(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-
-def check_sentence_transformer_folder(folder: Path) -> None:
-    """Refuse a SentenceTransformer folder whose modules are not Transformer -> Pooling(mean) -> Normalize: the
-    ONNX graph holds the Transformer only, and the documented pooling is the mean."""
-    modules = read_json(folder / "modules.json", list, "an array of modules")
-    if not all(isinstance(module, dict) and isinstance(module.get("type"), str) for module in modules):
-        raise SourceFileError(f'{folder / "modules.json"}: every module must be an object with a "type"; {AGAIN}')
-    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
-    if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
-        raise ValueError(f"modules.json: the export needs Transformer -> Pooling(mean) [-> Normalize], got {kinds}.")
-    pooling_folder = confined_path(folder, str(modules[1].get("path", "")), "modules.json's Pooling path")
-    pooling = read_json(pooling_folder / "config.json")
-    # sentence-transformers 6 writes "pooling_mode": "mean"; earlier versions one boolean per mode.
-    mode = pooling.get("pooling_mode") or [
-        key for key, value in pooling.items() if key.startswith("pooling_mode_") and value is True
-    ]
-    if mode not in ("mean", ["pooling_mode_mean_tokens"]):
-        raise ValueError(
-            f"{modules[1]['path']}/config.json: pooling_mode={mode!r}; the export reproduces mean pooling only."
-        )
-    if kinds[2:] != ["Normalize"]:
-        raise ValueError(
-            "modules.json: the export expects the Normalize module after Pooling (MiniTF's encoders "
-            "give unit vectors); add it or save the model with save_sentence_transformer."
-        )
 
 
 @accepts_src
@@ -323,9 +301,9 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
     """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
     model_cards/onnx_export.md, a translator from model_cards/onnx_translator_export.md; an encoder's
     SentenceTransformer card gets the ONNX Runtime and transformers.js sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
-    from huggingface_hub import ModelCard, ModelCardData
+    from huggingface_hub import ModelCard
 
-    from hf_minitf.cards import card_template, export_card_data
+    from hf_minitf.cards import export_card, export_card_data
 
     family = source.family
     carried = export_card_data(source.folder, license)
@@ -346,20 +324,16 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
             encoding="utf-8",
         )
         return
-    from hf_minitf.export.native import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
+    from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
     from hf_minitf.export.onnx_decoder import ONNXRUNTIME_SNIPPET
 
     kind = config.position_embedding_type
-    data = ModelCardData(
+    export_card(
+        CARD_TEMPLATE,
         library_name="transformers.js",
         pipeline_tag="text-generation",
-        base_model=source.repo_id,
-        tags=["minitf", "minitf-export", "onnx", NATIVE_MODEL_TYPES[kind]],
-        **carried,
-    )
-    ModelCard.from_template(
-        data,
-        template_str=card_template(CARD_TEMPLATE),
+        tags=["onnx", NATIVE_MODEL_TYPES[kind]],
+        carried=carried | {"base_model": source.repo_id},
         model_title=f"{out.name}: a MiniTF gpt model as ONNX",
         architecture=NATIVE_ARCHITECTURES[kind],
         model_type=NATIVE_MODEL_TYPES[kind],

@@ -29,6 +29,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 from hf_minitf.catalog.exports import PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.native import save_native_gpt_files
 from hf_minitf.export.source import MiniTFSource, check_native
+from hf_minitf.safety.json_files import read_json
 
 if TYPE_CHECKING:
     from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -161,7 +162,7 @@ print(generate("PROMPT"))"""
 
 
 def _update_json(path: Path, fields: dict[str, Any]) -> None:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
     path.write_text(json.dumps({**data, **fields}, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

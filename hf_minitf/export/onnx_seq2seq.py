@@ -243,20 +243,14 @@ def write_translator_folder(model: MiniTFSeq2SeqForConditionalGeneration, tokeni
 def write_translator_card(work: Path, out: Path, source: Any, config: Any, files: list[str], carried: dict) -> None:
     """README.md of the translator's folder being written in `work` (to become `out`), from
     model_cards/onnx_translator_export.md, with the source card's license and held-out figures (`carried`)."""
-    from huggingface_hub import ModelCard, ModelCardData
+    from hf_minitf.cards import export_card
 
-    from hf_minitf.cards import card_template
-
-    data = ModelCardData(
+    export_card(
+        CARD_TEMPLATE,
         library_name="onnx",
         pipeline_tag="translation",
-        base_model=source.repo_id,
-        tags=["minitf", "minitf-export", "onnx", "seq2seq"],
-        **carried,
-    )
-    ModelCard.from_template(
-        data,
-        template_str=card_template(CARD_TEMPLATE),
+        tags=["onnx", "seq2seq"],
+        carried=carried | {"base_model": source.repo_id},
         model_title=f"{out.name}: a MiniTF seq2seq model as ONNX",
         source=source.name,
         source_repo=source.repo_id,

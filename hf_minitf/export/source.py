@@ -22,6 +22,7 @@ from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_ty
 from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
 from hf_minitf.catalog.wording import with_article
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
+from hf_minitf.safety.files import confined_path
 from hf_minitf.safety.json_files import json_kind
 from hf_minitf.safety.json_files import read_json as read_json_file
 
@@ -283,7 +284,34 @@ def open_source_of(
     return source
 
 
+def check_sentence_transformer_folder(folder: Path) -> None:
+    """Refuse a SentenceTransformer folder whose modules are not Transformer -> Pooling(mean) -> Normalize: the
+    ONNX graph holds the Transformer only, and the documented pooling is the mean."""
+    modules = read_json(folder / "modules.json", list, "an array of modules")
+    if not all(isinstance(module, dict) and isinstance(module.get("type"), str) for module in modules):
+        raise SourceFileError(f'{folder / "modules.json"}: every module must be an object with a "type"; {AGAIN}')
+    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
+    if kinds[:2] != ["Transformer", "Pooling"] or kinds[2:] not in ([], ["Normalize"]):
+        raise ValueError(f"modules.json: the export needs Transformer -> Pooling(mean) [-> Normalize], got {kinds}.")
+    pooling_folder = confined_path(folder, str(modules[1].get("path", "")), "modules.json's Pooling path")
+    pooling = read_json(pooling_folder / "config.json")
+    # sentence-transformers 6 writes "pooling_mode": "mean"; earlier versions one boolean per mode.
+    mode = pooling.get("pooling_mode") or [
+        key for key, value in pooling.items() if key.startswith("pooling_mode_") and value is True
+    ]
+    if mode not in ("mean", ["pooling_mode_mean_tokens"]):
+        raise ValueError(
+            f"{modules[1]['path']}/config.json: pooling_mode={mode!r}; the export reproduces mean pooling only."
+        )
+    if kinds[2:] != ["Normalize"]:
+        raise ValueError(
+            "modules.json: the export expects the Normalize module after Pooling (MiniTF's encoders "
+            "give unit vectors); add it or save the model with save_sentence_transformer."
+        )
+
+
 __all__ = [
+    "check_sentence_transformer_folder",
     "ExportRefused",
     "MiniTFSource",
     "SourceFileError",

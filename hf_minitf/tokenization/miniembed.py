@@ -18,14 +18,17 @@ one and not the other.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from hf_minitf.safety.json_files import read_json
 from hf_minitf.tokenization.gpt import check_vocab_size_limit, wrap_tokenizer
+
+TOKENIZER_ADVICE = "pass the tokenizer.json MiniEmbed saved, a JSON object with 'word_to_id'."
 
 PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
 SPECIAL_TOKENS = {PAD: 0, UNK: 1, CLS: 2, SEP: 3}
@@ -106,15 +109,11 @@ def miniembed_tokenizer(path_or_dict: str | os.PathLike | Mapping, max_length: i
     else:
         source = f"MiniEmbed tokenizer file {os.fspath(path_or_dict)}"
         try:
-            with open(path_or_dict, encoding="utf-8") as handle:
-                data = json.load(handle)
+            data = read_json(Path(path_or_dict), object, advice=TOKENIZER_ADVICE)
         except FileNotFoundError:
             raise ValueError(f"{source} does not exist; pass the tokenizer.json MiniEmbed saved.") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(
-                f"{source} cannot be read as JSON ({error}); pass the tokenizer.json MiniEmbed "
-                "saved, a JSON object with 'word_to_id'."
-            ) from error
+        except OSError as error:
+            raise ValueError(f"{source} cannot be read ({error}); {TOKENIZER_ADVICE}") from error
     if not isinstance(data, Mapping) or not isinstance(data.get("word_to_id"), Mapping):
         found = f"keys {sorted(data)}" if isinstance(data, Mapping) else f"a JSON {type(data).__name__}"
         raise ValueError(

@@ -9,7 +9,6 @@ reader in `LAYOUTS`. A file whose (engine, kind) has no runner is reported as no
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import NamedTuple
 
 from hf_minitf.catalog.exports import (
     EXPORTS,
+    NATIVE_MODEL_TYPES,
     NATIVE_POSITIONS,
     NATIVE_TRANSLATOR_MODEL_TYPE,
     ONNX_DTYPE_SUFFIXES,
@@ -24,6 +24,7 @@ from hf_minitf.catalog.exports import (
     onnx_variant_file,
 )
 from hf_minitf.catalog.verification import GGUF_SOURCE_KEY, SOURCE_CARD_FIELD
+from hf_minitf.safety.json_files import read_json
 
 RUNS = "hf_minitf.verification.runs"
 
@@ -150,7 +151,7 @@ def gguf_targets(folder: Path, names: list[str], prefix: str = "") -> tuple[list
 
 
 def gguf_file(path: Path) -> Export | None:
-    from hf_minitf.export.gguf import GGUF_MAGIC
+    from hf_minitf.export.gguf_file import GGUF_MAGIC
 
     if not path.is_file():
         return None
@@ -211,7 +212,7 @@ def native_folder(path: Path) -> Export | None:
     ggufs = sorted(item.name for item in path.glob("*.gguf"))
     targets, source = gguf_targets(path, ggufs)
     config_path = path / "config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    config = read_json(config_path, object) if config_path.is_file() else {}
     if not isinstance(config, dict):
         return None
     model_type = config.get("model_type")
@@ -221,7 +222,7 @@ def native_folder(path: Path) -> Export | None:
         targets.insert(0, Target("transformers", "generator", path, weights, precision, label=weights))
     elif model_type == NATIVE_TRANSLATOR_MODEL_TYPE and (path / weights).is_file():
         targets.insert(0, Target("transformers", "translator", path, weights, precision, label=weights))
-    elif (path / "modules.json").is_file() and model_type == "xlm-roberta-xl":
+    elif (path / "modules.json").is_file() and model_type == NATIVE_MODEL_TYPES["encoder"]:
         targets.insert(0, Target("sentence-transformers", "embedder", path, weights, precision, label=weights))
     if not targets:
         return None

@@ -31,6 +31,7 @@ from hf_minitf.catalog.verification import (
     VERIFY_PROMPTS,
 )
 from hf_minitf.catalog.wording import with_article
+from hf_minitf.safety.json_files import read_json
 from hf_minitf.verification.runners import Export, Target, find_export
 from hf_minitf.verification.worker import RESULT_FILE
 from hf_minitf.verification.worker import versions as worker_versions
@@ -207,7 +208,7 @@ def run_runtime(runtime: str, targets: list[Target], inputs: Inputs, sequences: 
             lines = process.stderr.strip().splitlines()
             error = lines[-1] if lines else f"the worker ended with status {process.returncode}"
             return [{"error": error, "versions": {}} for _ in targets]
-        result = json.loads((work / RESULT_FILE).read_text(encoding="utf-8"))
+        result = read_json(work / RESULT_FILE)
         outputs = []
         for index, output in enumerate(result["results"]):
             if "error" not in output:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from hf_minitf.safety.json_files import read_json
+
 RESULT_FILE = "result.json"
 
 
@@ -60,7 +62,7 @@ def main(request_path: str) -> None:
     from hf_minitf.verification.runs import load_run
 
     path = Path(request_path)
-    request = json.loads(path.read_text(encoding="utf-8"))
+    request = read_json(path)
     results = []
     for index, target in enumerate(request["targets"]):
         try:

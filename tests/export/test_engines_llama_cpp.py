@@ -31,7 +31,8 @@ from transformers import AutoTokenizer
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
 from hf_minitf.catalog.limits import GGUF_DTYPES
 from hf_minitf.export import export_gguf
-from hf_minitf.export.gguf import dequantized_model, tensor_types
+from hf_minitf.export.gguf import dequantized_model
+from hf_minitf.export.gguf_file import tensor_types
 
 pytestmark = [
     pytest.mark.engines,
