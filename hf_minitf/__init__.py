@@ -74,7 +74,7 @@ _PUBLIC = {
     "hf_minitf.cards": ["update_model_card"],
     "hf_minitf.hub.push": ["push_folder", "PushError"],
     "hf_minitf.registration": ["register"],
-    "hf_minitf.training.chat_templates": ["set_chat_template"],
+    "hf_minitf.tokenization.chat_templates": ["set_chat_template"],
     "hf_minitf.training.settings": ["TrainSettings", "TrainingResult"],
     "hf_minitf.training.trainers": ["train_gpt", "train_encoder", "train_seq2seq"],
 }
@@ -103,13 +103,13 @@ if TYPE_CHECKING:  # the same names for type checkers (tests/test_public_api.py 
     from hf_minitf.modeling.tokenization_minitf_seq2seq import MiniTFSeq2SeqTokenizer, train_translation_tokenizers
     from hf_minitf.registration import register
     from hf_minitf.sentence_transformers_folder import save_sentence_transformer
+    from hf_minitf.tokenization.chat_templates import set_chat_template
     from hf_minitf.tokenization.gpt import char_tokenizer, load_bpe_tokenizer, train_bpe_tokenizer
     from hf_minitf.tokenization.miniembed import (
         miniembed_tokenizer,
         train_encoder_bpe_tokenizer,
         train_wordlevel_tokenizer,
     )
-    from hf_minitf.training.chat_templates import set_chat_template
     from hf_minitf.training.settings import TrainingResult, TrainSettings
     from hf_minitf.training.trainers import train_encoder, train_gpt, train_seq2seq
 

@@ -67,6 +67,17 @@ def _frawdllm(name: str, size: FrawdLLMSize) -> Preset:
     return Preset(description, config, tokenizer="bpe", vocab_size=size.vocab_size)
 
 
+# The encoder's and the translator's tiny size (a translator has as many decoder layers as encoder layers).
+QUICKSTART_ENCODER_LAYERS = dict(
+    hidden_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    intermediate_size=256,
+    max_position_embeddings=64,
+    hidden_dropout=0.0,
+    attention_dropout=0.0,
+)
+
 PRESETS: dict[str, dict[str, Preset]] = {
     "gpt": {
         "tiny": Preset(
@@ -99,15 +110,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
     "encoder": {
         "tiny": Preset(
             "2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
-            dict(
-                hidden_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=256,
-                max_position_embeddings=64,
-                hidden_dropout=0.0,
-                attention_dropout=0.0,
-            ),
+            QUICKSTART_ENCODER_LAYERS,
             vocab_size=2000,
         ),
         "miniembed-mini": Preset(
@@ -125,15 +128,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
     "seq2seq": {
         "tiny": Preset(
             "2+2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
-            dict(
-                hidden_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=256,
-                max_position_embeddings=64,
-                hidden_dropout=0.0,
-                attention_dropout=0.0,
-            ),
+            QUICKSTART_ENCODER_LAYERS,
         ),
         "hkproj": Preset(
             "hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",

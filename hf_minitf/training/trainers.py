@@ -33,7 +33,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import torch
@@ -76,11 +76,11 @@ from hf_minitf.tokenization.chat_templates import (
     ChatTemplateChange,
     apply_chat_template_to_tokenizer,
     chat_template_spec,
+    stop_at_end_of_turn,
     template_characters,
 )
 from hf_minitf.tokenization.gpt import CHAR_SPECIAL_TOKENS, char_tokenizer, train_bpe_tokenizer
 from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
-from hf_minitf.training.chat_templates import stop_at_end_of_turn
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 from hf_minitf.training.runs import (
     TEMPORARY_ADVICE,
@@ -377,6 +377,36 @@ def _held_out_indices(total: int, fraction: float, seed: int, limit: int = 1000)
     return sorted(random.Random(seed).sample(range(total), min(limit, int(total * fraction))))
 
 
+class _Start(NamedTuple):
+    """What every trainer checks and settles before its data: the settings, the license (refused before training,
+    not after), the preset, the output folder (checked before any work) and the config fields."""
+
+    family: str
+    settings: TrainSettings
+    license: str | None
+    preset: Preset
+    target: OutputFolder | None
+    fields: dict[str, Any]
+
+
+def _start(
+    family: str,
+    preset: str,
+    settings: TrainSettings | None,
+    license: str | None,
+    out: str | Path | OutputFolder | None,
+    overwrite: bool,
+    config_overrides: dict[str, Any] | None,
+) -> _Start:
+    """The checks every trainer makes first (see `_Start`)."""
+    settings = settings or TrainSettings()
+    license = check_license(license) if license is not None else None
+    chosen = get_preset(family, preset)
+    target = output_folder(out, overwrite) if out is not None else None
+    check_checkpoint_dir(settings)
+    return _Start(family, settings, license, chosen, target, _config_fields(chosen, config_overrides))
+
+
 def _split_held_out(items: list, fraction: float, seed: int) -> tuple[list, list]:
     """`items` without and with the `_held_out_indices`."""
     held = set(_held_out_indices(len(items), fraction, seed))
@@ -474,20 +504,17 @@ def train_gpt(
     batches padded), so that every example starts at position 0, as for line-per-example data (the texts are
     then held in memory). Held out: `eval_texts`, or an `eval_fraction` of the blocks. `out=None` trains
     without writing (the result holds the model). `chat_template` (a name of `catalog.chat_templates` or a Jinja
-    file) gives the tokenizer a chat template (`training.chat_templates.set_chat_template`); a character
+    file) gives the tokenizer a chat template (`tokenization.chat_templates.set_chat_template`); a character
     vocabulary then also holds the characters the template writes.
     """
-    settings = settings or TrainSettings()
-    license = check_license(license) if license is not None else None  # refused before training, not after
-    chosen = get_preset("gpt", preset)
-    target = output_folder(out, overwrite) if out is not None else None
-    check_checkpoint_dir(settings)
+    _, settings, license, chosen, target, fields = _start(
+        "gpt", preset, settings, license, out, overwrite, config_overrides
+    )
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
     digest = TextsDigest() if settings.checkpoint_dir is not None else None
     if corpus.texts is not None:
         corpus.check_content()
     kind = tokenizer or chosen.tokenizer
-    fields = _config_fields(chosen, config_overrides)
     context = fields["max_position_embeddings"]
     block_size = block_size or context
     if not 2 <= block_size <= context:
@@ -664,6 +691,19 @@ def _gpt_tokenizer(
     return train_bpe_tokenizer(sample(), vocab_size=vocab_size, model_max_length=context)
 
 
+def _held_out_pairs(
+    prepared: _Start, pairs: Sequence[Sequence[str]], eval_pairs: Sequence[tuple[str, str]] | None, fraction: float
+) -> tuple[list[tuple[str, str]], Sequence[tuple[str, str]], str]:
+    """The training pairs (checked), the held-out pairs (`eval_pairs`, else a `fraction` of them) and the digest of
+    every text (what a checkpoint folder is resumed against; empty without one)."""
+    checked = _check_pairs(pairs, prepared.family)
+    texts = (text for pair in checked for text in pair)
+    corpus = TextsDigest().add(texts).hexdigest() if prepared.settings.checkpoint_dir else ""
+    if eval_pairs is None:
+        checked, eval_pairs = _split_held_out(checked, fraction, prepared.settings.seed)
+    return checked, eval_pairs, corpus
+
+
 def _check_pairs(pairs: Sequence[Sequence[str]], what: str) -> list[tuple[str, str]]:
     pairs = [tuple(pair) for pair in pairs]
     bad = next(
@@ -753,17 +793,10 @@ def train_encoder(
             """No card data of sentence-transformers': the folder's card is this package's (`_write_folder`), and
             collecting it drew examples from the data under a progress bar that --no-progress could not hide."""
 
-    settings = settings or TrainSettings()
-    license = check_license(license) if license is not None else None  # refused before training, not after
-    chosen = get_preset("encoder", preset)
-    target = output_folder(out, overwrite) if out is not None else None
-    check_checkpoint_dir(settings)
-    pairs = _check_pairs(pairs, "encoder")
-    corpus = TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
-    if eval_pairs is None:
-        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
+    prepared = _start("encoder", preset, settings, license, out, overwrite, config_overrides)
+    _, settings, license, chosen, target, fields = prepared
+    pairs, eval_pairs, corpus = _held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     _check_in_batch_pairs(pairs)
-    fields = _config_fields(chosen, config_overrides)
     texts = [text for pair in pairs for text in pair]
     tokenizer = train_wordlevel_tokenizer(
         texts,
@@ -836,16 +869,9 @@ def train_seq2seq(
     Source and target word-level vocabularies are trained on the training pairs (words seen once count);
     pairs longer than the preset's positions are truncated.
     """
-    settings = settings or TrainSettings()
-    license = check_license(license) if license is not None else None  # refused before training, not after
-    chosen = get_preset("seq2seq", preset)
-    target = output_folder(out, overwrite) if out is not None else None
-    check_checkpoint_dir(settings)
-    pairs = _check_pairs(pairs, "seq2seq")
-    corpus = TextsDigest().add(text for pair in pairs for text in pair).hexdigest() if settings.checkpoint_dir else ""
-    if eval_pairs is None:
-        pairs, eval_pairs = _split_held_out(pairs, eval_fraction, settings.seed)
-    fields = _config_fields(chosen, config_overrides)
+    prepared = _start("seq2seq", preset, settings, license, out, overwrite, config_overrides)
+    _, settings, license, _, target, fields = prepared
+    pairs, eval_pairs, corpus = _held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     limit = fields["max_position_embeddings"]
     tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
     set_seed(settings.seed)

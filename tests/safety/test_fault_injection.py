@@ -19,15 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import tiny_model, tiny_model_folder
 from helpers import assert_one_line_error, run_cli
 from huggingface_hub import ModelCard
 
 import hf_minitf.safety.output_folders as output_folder_module
 from hf_minitf import (
-    MiniTFEncoderConfig,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
-    MiniTFGPTForCausalLM,
     char_tokenizer,
     push_folder,
     save_sentence_transformer,
@@ -124,31 +121,12 @@ def workspace(tmp_path, monkeypatch):
 
 def tiny_gpt_folder(folder: Path) -> Path:
     tokenizer = char_tokenizer("abcdefgh \n", model_max_length=16)
-    config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    MiniTFGPTForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return tiny_model_folder("gpt", folder, tokenizer, max_position_embeddings=16)
 
 
 def tiny_encoder():
     tokenizer = train_wordlevel_tokenizer(["a small test", "another small one"], min_frequency=1, max_length=16)
-    config = MiniTFEncoderConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
-    return MiniTFEncoderModel(config).eval(), tokenizer
+    return tiny_model("encoder", tokenizer=tokenizer, max_position_embeddings=16), tokenizer
 
 
 # ------------------------------------------------------------------------------------------- minitf convert
@@ -365,18 +343,18 @@ def test_quickstart_keeps_the_previous_folder_when_a_later_model_fails(tmp_path,
     workspace = Workspace(tmp_path, monkeypatch, previous=out)
     written = []
 
-    def save_gpt(folder, model_id, steps, progress, seed, license):
-        tiny_gpt_folder(folder)
-        written.append((model_id, (Path(folder) / "model.safetensors").is_file()))
-        return {}
-
-    def disk_full(folder, model_id, steps, progress, seed, license):
+    def save_gpt_then_disk_full(family, folder, model_id, steps, progress, seed, license):
+        """Quickstart's training step: the GPT saved, then the encoder's save failing with the disk full."""
+        if family == "gpt":
+            tiny_gpt_folder(folder)
+            written.append((model_id, (Path(folder) / "model.safetensors").is_file()))
+            return None, None, 0.0
         Path(folder).mkdir()
         (Path(folder) / "config.json").write_text("{}")
         raise OSError(errno.ENOSPC, NO_SPACE, str(Path(folder) / "model.safetensors"))
 
-    monkeypatch.setattr("hf_minitf.training.quickstart._gpt", save_gpt)
-    monkeypatch.setattr("hf_minitf.training.quickstart._encoder", disk_full)
+    monkeypatch.setattr("hf_minitf.training.quickstart._train", save_gpt_then_disk_full)
+    monkeypatch.setattr("hf_minitf.training.quickstart._gpt", lambda folder, task, result, seconds: {})
     status, printed, err = run_cli(["quickstart", "--out", out, "--overwrite", "--no-progress"], capsys)
     assert written == [(str(out / "gpt"), True)]  # the GPT folder was complete, then dropped with the rest
     assert_one_line_error(status, err, "minitf quickstart: error:", NO_SPACE)

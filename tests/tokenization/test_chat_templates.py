@@ -1,7 +1,7 @@
-"""Chat templates for GPTs (hf_minitf.tokenization.chat_templates, hf_minitf.training.chat_templates, `minitf
-chat-template`, `minitf train gpt --chat-template`): the named templates render as declared, markers are one id each,
-generation stops at the end of an assistant turn, and a template the vocabulary cannot spell (or that gives no
-token to stop at) is refused naming what is wrong, leaving the tokenizer or folder as it was."""
+"""Chat templates for GPTs (hf_minitf.tokenization.chat_templates, `minitf chat-template`, `minitf train gpt
+--chat-template`): the named templates render as declared, markers are one id each, generation stops at the end of
+an assistant turn, and a template the vocabulary cannot spell (or that gives no token to stop at) is refused naming
+what is wrong, leaving the tokenizer or folder as it was."""
 
 import json
 import threading
@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 from bad_inputs import bad, check_bad_input, minitf, write
-from factories import make_encoder, tiny_model
+from factories import make_encoder, tiny_model_folder
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import char_tokenizer, set_chat_template, train_bpe_tokenizer
@@ -32,16 +32,7 @@ def bpe_tokenizer():
 
 def gpt_folder(folder, tokenizer):
     """A tiny random GPT of `tokenizer`'s vocabulary saved with it."""
-    model = tiny_model(
-        "gpt",
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return tiny_model_folder("gpt", folder, tokenizer)
 
 
 def snapshot(folder):
