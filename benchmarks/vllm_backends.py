@@ -27,30 +27,17 @@ CHARACTERS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 def save_models(root: Path) -> dict[str, dict[str, str]]:
     """position type -> {"minitf": folder, "native": its native export}."""
-    import torch
-
-    from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer
+    from hf_minitf import char_tokenizer
     from hf_minitf.export.native import export_native
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from factories import preset_fields, random_model_folder
 
     tokenizer = char_tokenizer(CHARACTERS)
     folders = {}
     for positions in ("learned", "rope"):
-        torch.manual_seed(0)
-        config = MiniTFGPTConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=384,
-            num_hidden_layers=6,
-            num_attention_heads=6,
-            max_position_embeddings=256,
-            position_embedding_type=positions,
-            initializer_range=0.2,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=tokenizer.bos_token_id,
-            eos_token_id=tokenizer.eos_token_id,
-        )
-        folder = root / positions
-        MiniTFGPTForCausalLM(config).save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        fields = preset_fields("gpt", "shakespeare-char", position_embedding_type=positions, initializer_range=0.2)
+        folder = random_model_folder("gpt", root / positions, tokenizer, **fields)
         folders[positions] = {"minitf": str(folder), "native": str(export_native(folder, root / f"{positions}_native"))}
     return folders
 

@@ -41,67 +41,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the Node and Chromium runners of the transformers.js tests
+sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' factories, Node and Chromium runners of transformers.js
 
-# name -> (vocab, hidden, layers, heads, positions, new tokens) for the GPTs; the encoder's config fields.
-FULL = {
-    "gpt": {"quickstart-gpt": (40, 128, 2, 4, 64, 56), "nanogpt-char": (65, 384, 6, 6, 256, 200)},
-    "encoder": {
-        "miniembed-mini": dict(
-            vocab_size=30000,
-            hidden_size=256,
-            num_hidden_layers=4,
-            num_attention_heads=4,
-            intermediate_size=1024,
-            max_position_embeddings=128,
-        )
-    },
-    "seq2seq": {
-        "quickstart-translator": dict(
-            src_vocab_size=300,
-            vocab_size=300,
-            hidden_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=256,
-            max_position_embeddings=64,
-        )
-    },
-    "translation_tokens": 48,
-    "prompts": 3,
-    "sentences": 64,
-    "rounds": 3,
-    "pause": 2.0,
-}
-SMOKE = {
-    "gpt": {"tiny-gpt": (20, 32, 2, 4, 32, 8)},
-    "encoder": {
-        "tiny-encoder": dict(
-            vocab_size=80,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=32,
-        )
-    },
-    "seq2seq": {
-        "tiny-translator": dict(
-            src_vocab_size=40,
-            vocab_size=40,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=16,
-        )
-    },
-    "translation_tokens": 8,
-    "prompts": 2,
-    "sentences": 8,
-    "rounds": 1,
-    "pause": 0.0,
-}
 GPT_ENGINES = ("minitf generate()", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8", "chromium fp32",
                "chromium q8")  # fmt: skip
 ENCODER_ENGINES = ("sentence-transformers", "onnxruntime fp32", "onnxruntime q8", "node fp32", "node q8",
@@ -113,67 +54,80 @@ VARIANT_TOKENS = 100
 
 
 # ------------------------------------------------------------------------------------------ models and sites
+def settings_of(smoke: bool) -> dict:
+    """The models' config fields (the tests' factories: `minitf quickstart`'s, preset and tiny sizes; random
+    weights, a wide init for the generating models), each GPT's new tokens and the run's sizes."""
+    from factories import TINY_LAYERS, preset_fields, quickstart_fields
+
+    wide = {"initializer_range": 0.2}
+    if smoke:
+        tiny = dict(TINY_LAYERS, intermediate_size=64)
+        return {
+            "gpt": {"tiny-gpt": (dict(TINY_LAYERS, vocab_size=20, max_position_embeddings=32, **wide), 8)},
+            "encoder": {"tiny-encoder": dict(tiny, vocab_size=80, max_position_embeddings=32)},
+            "seq2seq": {
+                "tiny-translator": dict(tiny, src_vocab_size=40, vocab_size=40, max_position_embeddings=16, **wide)
+            },
+            "translation_tokens": 8,
+            "prompts": 2,
+            "sentences": 8,
+            "rounds": 1,
+            "pause": 0.0,
+        }
+    return {
+        "gpt": {
+            "quickstart-gpt": (quickstart_fields("gpt", vocab_size=40, **wide), 56),
+            "nanogpt-char": (preset_fields("gpt", "shakespeare-char", vocab_size=65, **wide), 200),
+        },
+        "encoder": {"miniembed-mini": preset_fields("encoder", "miniembed-mini")},
+        "seq2seq": {"quickstart-translator": quickstart_fields("seq2seq", src_vocab_size=300, vocab_size=300, **wide)},
+        "translation_tokens": 48,
+        "prompts": 3,
+        "sentences": 64,
+        "rounds": 3,
+        "pause": 2.0,
+    }
+
+
 def _characters(count: int) -> list[str]:
     return [chr(0x4E00 + index) for index in range(count)]
 
 
+def _words(prefix: str, count: int) -> str:
+    return " ".join(f"{prefix}{index}" for index in range(count))
+
+
+def random_sentences(rng: random.Random, vocab_size: int, count: int, lengths: tuple[int, int] = (4, 40)) -> list:
+    """`count` sentences of random words w0, w1, ... of the vocabulary, each of `lengths` words (range)."""
+    return [" ".join(f"w{rng.randrange(vocab_size)}" for _ in range(rng.randrange(*lengths))) for _ in range(count)]
+
+
 def build_sites(settings: dict, root: Path) -> dict[str, tuple[Path, Path]]:
     """name -> (the MiniTF folder, the `export web` site of it), random weights."""
-    import torch
+    from factories import random_model_folder
 
-    from hf_minitf import (
-        MiniTFEncoderConfig,
-        MiniTFEncoderModel,
-        MiniTFGPTConfig,
-        MiniTFGPTForCausalLM,
-        MiniTFSeq2SeqConfig,
-        MiniTFSeq2SeqForConditionalGeneration,
-        char_tokenizer,
-        save_sentence_transformer,
-        train_translation_tokenizers,
-    )
+    from hf_minitf import char_tokenizer, train_translation_tokenizers
     from hf_minitf.export.web import export_web
     from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
 
-    torch.manual_seed(0)
-    built = {}
-    for name, (vocab, hidden, layers, heads, positions, _) in settings["gpt"].items():
-        folder = root / name
-        config = MiniTFGPTConfig(
-            vocab_size=vocab,
-            hidden_size=hidden,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            max_position_embeddings=positions,
-            position_embedding_type="learned",
-            initializer_range=0.2,
-        )
-        MiniTFGPTForCausalLM(config).eval().save_pretrained(folder)
-        char_tokenizer(_characters(vocab), special_tokens=None).save_pretrained(folder)
-        built[name] = (folder, export_web(folder, root / f"{name}_site"))
+    folders = {}
+    for name, (fields, _) in settings["gpt"].items():
+        tokenizer = char_tokenizer(_characters(fields["vocab_size"]), special_tokens=None)
+        folders[name] = random_model_folder("gpt", root / name, tokenizer, **fields)
     for name, fields in settings["encoder"].items():
-        folder = root / name
-        words = [f"w{index}" for index in range(fields["vocab_size"])]
+        vocab_size, max_length = fields["vocab_size"], fields["max_position_embeddings"]
         tokenizer = train_wordlevel_tokenizer(
-            [" ".join(words)],
-            vocab_size=fields["vocab_size"],
-            min_frequency=1,
-            max_length=fields["max_position_embeddings"],
+            [_words("w", vocab_size)], vocab_size=vocab_size, min_frequency=1, max_length=max_length
         )
-        save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**fields)).eval(), tokenizer, folder)
-        built[name] = (folder, export_web(folder, root / f"{name}_site"))
+        folders[name] = random_model_folder("encoder", root / name, tokenizer, **fields)
     for name, fields in settings["seq2seq"].items():
-        folder = root / name
         tokenizer = train_translation_tokenizers(
-            source_texts=[" ".join(f"w{index}" for index in range(fields["src_vocab_size"] - 4))],
-            target_texts=[" ".join(f"v{index}" for index in range(fields["vocab_size"] - 4))],
+            source_texts=[_words("w", fields["src_vocab_size"] - 4)],
+            target_texts=[_words("v", fields["vocab_size"] - 4)],
             min_frequency=1,
         )
-        config = MiniTFSeq2SeqConfig(**fields, initializer_range=0.2)
-        MiniTFSeq2SeqForConditionalGeneration(config).eval().save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        built[name] = (folder, export_web(folder, root / f"{name}_site"))
-    return built
+        folders[name] = random_model_folder("seq2seq", root / name, tokenizer, **fields)
+    return {name: (folder, export_web(folder, root / f"{name}_site")) for name, folder in folders.items()}
 
 
 # ------------------------------------------------------------------------------------------------ the cases
@@ -272,25 +226,19 @@ def make_python_case(spec: dict):
         model_class = AutoModelForSeq2SeqLM if spec["family"] == "seq2seq" else AutoModelForCausalLM
         model, tokenizer = model_class.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
-        def generate(request: dict) -> dict:
-            tokens = []
-            for prompt in request["prompts"]:
-                ids = tokenizer(prompt, return_tensors="pt").input_ids
-                with torch.no_grad():
-                    output = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False)
-                tokens.append(output[0, ids.shape[1] :].tolist())
-            return {"tokens": tokens}
+        start = 1 if spec["family"] == "seq2seq" else None  # a translation's tokens after the start token
 
-        def translate(request: dict) -> dict:
+        def generate(request: dict) -> dict:
+            """Greedy: the new tokens of each prompt, or each text's translation."""
             tokens = []
-            for text in request["texts"]:
+            for text in request.get("prompts") or request["texts"]:
                 ids = tokenizer(text, return_tensors="pt").input_ids
                 with torch.no_grad():
                     output = model.generate(ids, max_new_tokens=request["max_new_tokens"], do_sample=False)
-                tokens.append(output[0, 1:].tolist())  # after the start token
+                tokens.append(output[0, start or ids.shape[1] :].tolist())
             return {"tokens": tokens}
 
-        return translate if spec["family"] == "seq2seq" else generate
+        return generate
     if engine == "sentence-transformers":
         from sentence_transformers import SentenceTransformer
 
@@ -402,28 +350,24 @@ def variants(settings: dict, root: Path) -> list[dict]:
     from hf_minitf.engines import OnnxEmbedder, OnnxGenerator, export_info
     from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILES, export_onnx
 
-    gpt_name = max(settings["gpt"], key=lambda name: settings["gpt"][name][4])  # the longest context
+    gpt_name = max(settings["gpt"], key=lambda name: settings["gpt"][name][0]["max_position_embeddings"])
     rows, rng = [], random.Random(1)
     for name in (gpt_name, *settings["encoder"]):
         source = root / name
         folder = export_onnx(source, root / f"{name}_variants", quantize=tuple(QUANTIZED_FILES))
         files = {"fp32": MODEL_FILE, **QUANTIZED_FILES}
         if name == gpt_name:
-            vocab, *_, positions, _ = settings["gpt"][name]
-            new_tokens = min(VARIANT_TOKENS, positions - 4)
+            fields, _ = settings["gpt"][name]
+            new_tokens = min(VARIANT_TOKENS, fields["max_position_embeddings"] - 4)
             model = AutoModelForCausalLM.from_pretrained(source).eval()
-            prompts = [[rng.randrange(vocab) for _ in range(4)] for _ in range(settings["prompts"])]
+            prompts = [[rng.randrange(fields["vocab_size"]) for _ in range(4)] for _ in range(settings["prompts"])]
             with torch.no_grad():
                 expected = [
                     model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False)[0, 4:].tolist()
                     for ids in prompts
                 ]
         else:
-            fields = settings["encoder"][name]
-            sentences = [
-                " ".join(f"w{rng.randrange(fields['vocab_size'])}" for _ in range(rng.randrange(4, 40)))
-                for _ in range(settings["sentences"])
-            ]
+            sentences = random_sentences(rng, settings["encoder"][name]["vocab_size"], settings["sentences"])
             reference = SentenceTransformer(str(source), device="cpu").encode(sentences, normalize_embeddings=True)
         for dtype, file_name in files.items():
             row = {"model": name, "dtype": dtype, "file": file_name, "mb": (folder / file_name).stat().st_size / 1e6}
@@ -464,7 +408,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     )
     args = parser.parse_args(argv)
     families = set(args.family or ENGINES)
-    settings = {**(SMOKE if args.smoke else FULL)}
+    settings = settings_of(args.smoke)
     for family in set(ENGINES) - families:
         settings[family] = {}
     rounds = args.rounds or settings["rounds"]
@@ -475,22 +419,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as root:
         sites = build_sites(settings, Path(root))
-        for name, (vocab, *_, new_tokens) in settings["gpt"].items():
-            characters = _characters(vocab)
+        for name, (fields, new_tokens) in settings["gpt"].items():
+            characters = _characters(fields["vocab_size"])
             prompts = ["".join(rng.choice(characters) for _ in range(4)) for _ in range(settings["prompts"])]
             request = {"prompts": prompts, "max_new_tokens": new_tokens}
             rows += measure(name, "gpt", *sites[name], request, rounds, settings["pause"])
         for name, fields in settings["encoder"].items():
-            sentences = [
-                " ".join(f"w{rng.randrange(fields['vocab_size'])}" for _ in range(rng.randrange(4, 40)))
-                for _ in range(settings["sentences"])
-            ]
+            sentences = random_sentences(rng, fields["vocab_size"], settings["sentences"])
             rows += measure(name, "encoder", *sites[name], {"sentences": sentences}, rounds, settings["pause"])
         for name, fields in settings["seq2seq"].items():
-            texts = [
-                " ".join(f"w{rng.randrange(fields['src_vocab_size'] - 4)}" for _ in range(rng.randrange(4, 12)))
-                for _ in range(settings["prompts"])
-            ]
+            texts = random_sentences(rng, fields["src_vocab_size"] - 4, settings["prompts"], lengths=(4, 12))
             request = {"texts": texts, "max_new_tokens": settings["translation_tokens"]}
             rows += measure(name, "seq2seq", *sites[name], request, rounds, settings["pause"])
         quantized = variants(settings, Path(root)) if {"gpt", "encoder"} <= families else []

@@ -30,46 +30,42 @@ from hf_minitf import (
     train_wordlevel_tokenizer,
 )
 from hf_minitf.catalog.presets import PRESETS
+from hf_minitf.training.quickstart import RECIPES
 
 DATA = Path(__file__).parent / "data"
 
 # --- tiny models: the one factory every model test builds from -------------------------------------------------------
 # Each family's sizes are small enough for a test to build dozens of models; tests pass what they need different.
 
+TINY_LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+"""Two layers of 32 with 4 heads: the width of the tiny GPT and translator and of most saved test models."""
+# The saved tiny models' sizes (their vocabulary and special ids are their tokenizer's).
+SAVED_GPT_SIZES = dict(TINY_LAYERS, initializer_range=0.3)
+SAVED_SIZES = dict(SAVED_GPT_SIZES, intermediate_size=64)
+"""SAVED_GPT_SIZES with an FFN of 64: the saved tiny translators and encoders."""
+TINY_ENCODER_LAYERS = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
 TINY_SIZES = {
-    "gpt": dict(
-        vocab_size=61,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=96,
-        pad_token_id=0,
-        initializer_range=0.3,
-    ),
-    "encoder": dict(
-        vocab_size=100,
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=24,
-    ),
-    "seq2seq": dict(
-        src_vocab_size=37,
-        vocab_size=41,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=40,
-        initializer_range=1.0,
-    ),
+    "gpt": dict(SAVED_GPT_SIZES, vocab_size=61, max_position_embeddings=96, pad_token_id=0),
+    "encoder": dict(TINY_ENCODER_LAYERS, vocab_size=100, max_position_embeddings=24),
+    "seq2seq": dict(SAVED_SIZES, src_vocab_size=37, vocab_size=41, max_position_embeddings=40, initializer_range=1.0),
 }
 TINY_CLASSES = {
     "gpt": (MiniTFGPTConfig, MiniTFGPTForCausalLM),
     "encoder": (MiniTFEncoderConfig, MiniTFEncoderModel),
     "seq2seq": (MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration),
 }
+SPECIAL_IDS = ("pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def with_tokenizer(family: str, tokenizer, **fields) -> dict:
+    """Config `fields` of a model of `family` with the tokenizer's vocabulary size(s) and, where `fields` do not set
+    them, its special ids."""
+    special = {name: getattr(tokenizer, name) for name in SPECIAL_IDS if getattr(tokenizer, name, None) is not None}
+    if family == "seq2seq":
+        vocabulary = dict(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
+    else:
+        vocabulary = dict(vocab_size=len(tokenizer))
+    return {**special, **fields, **vocabulary}
 
 
 def tiny_config(family: str, **overrides):
@@ -82,38 +78,65 @@ def tiny_config(family: str, **overrides):
 TINY_SEEDS = {"gpt": 1, "encoder": 0, "seq2seq": 3}
 
 
-def tiny_model(family: str, seed: int | None = None, model_class: type | None = None, **overrides):
+def tiny_model(
+    family: str, seed: int | None = None, model_class: type | None = None, tokenizer=None, **overrides
+) -> torch.nn.Module:
     """A tiny random model of `family` in eval mode, built after `torch.manual_seed(seed)` (by default the family's
-    seed in TINY_SEEDS); `model_class` picks
-    another head (e.g. MiniTFEncoderForSequenceClassification). The GPT and seq2seq sizes have large weights, so
-    that greedy decoding wanders instead of repeating one token."""
-    config = tiny_config(family, **overrides)
+    seed in TINY_SEEDS); `model_class` picks another head (e.g. MiniTFEncoderForSequenceClassification), a
+    `tokenizer` gives the vocabulary and special ids (`with_tokenizer`). The GPT and seq2seq sizes have large
+    weights, so that greedy decoding wanders instead of repeating one token."""
+    config = tiny_config(family, **(overrides if tokenizer is None else with_tokenizer(family, tokenizer, **overrides)))
     torch.manual_seed(TINY_SEEDS[family] if seed is None else seed)
     return (model_class or TINY_CLASSES[family][1])(config).eval()
 
 
-def random_model_folder(family: str, folder: Path, tokenizer, seed: int = 0, **fields) -> Path:
-    """A model of `family` with random weights (after `torch.manual_seed(seed)`) and the config `fields`, its
-    vocabulary and special ids the tokenizer's, saved with it (an encoder as a SentenceTransformer folder): how
-    tests and benchmarks write a model folder."""
-    if family == "seq2seq":
-        vocabulary = dict(src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
-    else:
-        vocabulary = dict(vocab_size=len(tokenizer))
-    special = {
-        name: getattr(tokenizer, name)
-        for name in ("pad_token_id", "bos_token_id", "eos_token_id")
-        if getattr(tokenizer, name, None) is not None
-    }
+def random_model(family: str, tokenizer, seed: int = 0, **fields) -> torch.nn.Module:
+    """A model of `family` in eval mode with random weights (after `torch.manual_seed(seed)`), exactly the config
+    `fields` (no tiny sizes under them) with the tokenizer's vocabulary and special ids (`with_tokenizer`)."""
     config_class, model_class = TINY_CLASSES[family]
     torch.manual_seed(seed)
-    model = model_class(config_class(**{**special, **fields, **vocabulary})).eval()
+    return model_class(config_class(**with_tokenizer(family, tokenizer, **fields))).eval()
+
+
+def save_with_tokenizer(model, tokenizer, folder: Path) -> Path:
+    """`model` and `tokenizer` saved with `save_pretrained` in `folder`."""
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _save_folder(family: str, model, tokenizer, folder: Path) -> Path:
+    """An encoder saved as a SentenceTransformer folder (as training writes it), other families with
+    `save_with_tokenizer`."""
     if family == "encoder":
         save_sentence_transformer(model, tokenizer, folder)
-    else:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-    return folder
+        return folder
+    return save_with_tokenizer(model, tokenizer, folder)
+
+
+def random_model_folder(family: str, folder: Path, tokenizer, seed: int = 0, **fields) -> Path:
+    """`random_model(family, tokenizer, seed, **fields)` saved with its tokenizer (an encoder as a
+    SentenceTransformer folder): how tests and benchmarks write a model folder of given sizes."""
+    return _save_folder(family, random_model(family, tokenizer, seed, **fields), tokenizer, folder)
+
+
+def tiny_model_folder(family: str, folder: Path, tokenizer, seed: int | None = None, **overrides) -> Path:
+    """`tiny_model(family, seed, tokenizer=tokenizer, **overrides)` saved with its tokenizer (an encoder as a
+    SentenceTransformer folder)."""
+    return _save_folder(family, tiny_model(family, seed, tokenizer=tokenizer, **overrides), tokenizer, folder)
+
+
+SAVED_MODEL_FILES = frozenset(
+    {
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    }
+)
+"""The files of a saved GPT folder with its card: the model, its generation config and one tokenizer.json."""
 
 
 def preset_fields(family: str, name: str, **changes) -> dict:
@@ -122,6 +145,18 @@ def preset_fields(family: str, name: str, **changes) -> dict:
     preset = PRESETS[family][name]
     fields = {key: value for key, value in preset.config.items() if not key.endswith("dropout")}
     return {**fields, **({"vocab_size": preset.vocab_size} if preset.vocab_size else {}), **changes}
+
+
+QUICKSTART_GPT = {
+    key: value for key, value in RECIPES["gpt"].options["config_overrides"].items() if not key.endswith("dropout")
+}
+"""What `minitf quickstart` changes in the GPT preset "tiny" (hf_minitf/training/quickstart.py), but dropout."""
+
+
+def quickstart_fields(family: str, **changes) -> dict:
+    """The config fields of the model `minitf quickstart` trains of `family` (the preset "tiny", the GPT's with
+    QUICKSTART_GPT), dropout off, with `changes`."""
+    return preset_fields(family, "tiny", **{**(QUICKSTART_GPT if family == "gpt" else {}), **changes})
 
 
 # --- tiny folders per family: saved models with tokenizers, for the engine tests -------------------------------------
@@ -139,41 +174,33 @@ SENTENCES = ["the quick brown fox", "a lazy dog sleeps in the sun", "time saves 
 GPT_PROMPTS = ["the qu", "a stitch", "fox"]
 
 
-# The saved tiny GPTs' sizes (their vocabulary and special ids are their tokenizer's).
-SAVED_GPT_SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, initializer_range=0.3)
-
-
 def make_gpt(
-    folder: Path, position_embedding_type: str = "learned", rope_interleaved: bool = True, seed: int = 0
+    folder: Path,
+    position_embedding_type: str = "learned",
+    rope_interleaved: bool = True,
+    seed: int = 0,
+    tokenizer=None,
+    **config_fields,
 ) -> Path:
-    fields = dict(SAVED_GPT_SIZES, max_position_embeddings=64)
+    """A tiny GPT folder (SAVED_GPT_SIZES, 64 positions) of `tokenizer`, by default characters of ENGINE_TEXT."""
+    fields = {**SAVED_GPT_SIZES, "max_position_embeddings": 64, **config_fields}
     fields.update(position_embedding_type=position_embedding_type, rope_interleaved=rope_interleaved)
-    return random_model_folder("gpt", folder, char_tokenizer(ENGINE_TEXT), seed, **fields)
+    tokenizer = char_tokenizer(ENGINE_TEXT) if tokenizer is None else tokenizer
+    return random_model_folder("gpt", folder, tokenizer, seed, **fields)
 
 
 def make_seq2seq(folder: Path, seed: int = 0, **config_fields) -> Path:
-    torch.manual_seed(seed)
+    """A tiny translator folder (SAVED_SIZES, 16 positions) of word vocabularies of PAIRS."""
     tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
-    config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size,
-        vocab_size=tokenizer.target_vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        initializer_range=0.3,
-        **config_fields,
-    )
-    MiniTFSeq2SeqForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    fields = {**SAVED_SIZES, "max_position_embeddings": 16, **config_fields}
+    return random_model_folder("seq2seq", folder, tokenizer, seed, **fields)
 
 
 def make_encoder(folder: Path, seed: int = 0) -> Path:
+    """A tiny SentenceTransformer folder (two layers of 32, FFN 64, 32 positions) of a word vocabulary."""
     tokenizer = train_wordlevel_tokenizer(SENTENCES + [ENGINE_TEXT], vocab_size=64, min_frequency=1, max_length=32)
-    fields = dict(TINY_SIZES["encoder"], hidden_size=32, num_attention_heads=4, intermediate_size=64)
-    return random_model_folder("encoder", folder, tokenizer, seed, **{**fields, "max_position_embeddings": 32})
+    fields = dict(TINY_LAYERS, intermediate_size=64, max_position_embeddings=32)
+    return random_model_folder("encoder", folder, tokenizer, seed, **fields)
 
 
 GPT_KINDS = {
@@ -232,14 +259,43 @@ GPT_FIXTURES = ("char_gpt", "frawdllm_learned", "frawdllm_rope")
 """The GPT conversion fixtures of tests/data."""
 
 
-def _frawdllm_tokenizer(root: Path) -> Path:
+def write_frawdllm_fixture_tokenizer(path: Path) -> Path:
+    """A byte-level BPE without merges laid out like FrawdLLM's: <|pad|> <|unk|> <|bos|> <|eos|>, then 92 byte
+    symbols (the 96 ids of the fixtures' vocabulary), saved as `path`."""
     symbols = sorted(pre_tokenizers.ByteLevel.alphabet())[:92]
     vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>", *symbols])}
     bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<|unk|>"))
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.save(str(root / "frawdllm_tokenizer.json"))
-    return root / "frawdllm_tokenizer.json"
+    bpe.save(str(path))
+    return path
+
+
+def word_level_tokenizer(prefix: str, size: int) -> Tokenizer:
+    """A WordLevel of `size` ids laid out like hkproj's: [UNK] [PAD] [SOS] [EOS], then the words `{prefix}4` to
+    `{prefix}{size - 1}` (each word's number is its id), split on whitespace."""
+    words = ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{index}" for index in range(4, size))]
+    tokenizer = Tokenizer(models.WordLevel(vocab={word: index for index, word in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return tokenizer
+
+
+HKPROJ_TOKENIZERS = {"tokenizer_en.json": ("s", 40), "tokenizer_it.json": ("t", 45)}
+"""hkproj's tokenizer files, sized to its fixtures' vocabularies: name -> (word prefix, size)."""
+
+
+def write_hkproj_tokenizers(folder: Path) -> Path:
+    """HKPROJ_TOKENIZERS written in `folder`."""
+    for name, (prefix, size) in HKPROJ_TOKENIZERS.items():
+        word_level_tokenizer(prefix, size).save(str(folder / name))
+    return folder
+
+
+def miniembed_fixture_vocabulary() -> dict:
+    """MiniEmbed's released vocabulary (tests/data/miniembed_tokenizer) cut to the fixture model's 97 ids, in its
+    tokenizer.json layout."""
+    words = json.loads((DATA / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
+    return {"vocab_size": 97, "word_to_id": {word: index for word, index in words.items() if index < 97}}
 
 
 def convert_gpt_fixture(root: Path, name: str) -> Path:
@@ -261,7 +317,7 @@ def convert_gpt_fixture(root: Path, name: str) -> Path:
         convert_frawdllm(
             DATA / name / "checkpoint.pt",
             root / name,
-            tokenizer=tokenizer if tokenizer.is_file() else _frawdllm_tokenizer(root),
+            tokenizer=tokenizer if tokenizer.is_file() else write_frawdllm_fixture_tokenizer(tokenizer),
         )
     return root / name
 
@@ -271,12 +327,10 @@ def convert_miniembed_fixture(folder: Path) -> Path:
     MiniEmbed's released vocabulary cut to the fixture model's 97 ids."""
     from hf_minitf.conversion.miniembed import convert_miniembed
 
-    words = json.loads((DATA / "miniembed_tokenizer" / "tokenizer.json").read_text())["word_to_id"]
-    vocabulary = {"vocab_size": 97, "word_to_id": {word: index for word, index in words.items() if index < 97}}
     convert_miniembed(
         DATA / "minitf_embedding" / "checkpoint.pt",
         folder,
-        tokenizer=vocabulary,
+        tokenizer=miniembed_fixture_vocabulary(),
         config=DATA / "minitf_embedding" / "config.json",
     )
     return folder
@@ -295,9 +349,7 @@ EXPORT_TEXT = (
 
 
 def _random_gpt(folder: Path, tokenizer, seed: int, **config) -> Path:
-    return random_model_folder(
-        "gpt", folder, tokenizer, seed, **{**SAVED_GPT_SIZES, "max_position_embeddings": 80, **config}
-    )
+    return make_gpt(folder, seed=seed, tokenizer=tokenizer, **{"max_position_embeddings": 80, **config})
 
 
 def make_gpt_sources(root: Path) -> dict[str, Path]:
@@ -340,25 +392,17 @@ def make_chat_gpt_sources(root: Path) -> dict[str, Path]:
     return {"chatml": chatml, "simple": simple, "frawdllm": root / "frawdllm"}
 
 
+LEARNED_ENCODER = dict(position_embedding_type="learned", scale_embeddings=False, attention_bias=False)
+"""An encoder unlike MiniEmbed's: learned positions, unscaled embeddings, no attention bias."""
+
+
 def make_encoder_sources(root: Path) -> dict[str, Path]:
     """name -> MiniTF encoder folder (SentenceTransformer folders, as conversion and training write them)."""
     root.mkdir(parents=True, exist_ok=True)
     convert_miniembed_fixture(root / "miniembed")
     tokenizer = train_wordlevel_tokenizer([EXPORT_TEXT], vocab_size=60, min_frequency=1, max_length=24)
-    torch.manual_seed(6)
-    config = MiniTFEncoderConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=24,
-        position_embedding_type="learned",
-        scale_embeddings=False,
-        attention_bias=False,
-        initializer_range=0.3,
-    )
-    save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, root / "learned_encoder")
+    fields = dict(SAVED_SIZES, max_position_embeddings=24, **LEARNED_ENCODER)
+    random_model_folder("encoder", root / "learned_encoder", tokenizer, 6, **fields)
     return {"miniembed": root / "miniembed", "learned_encoder": root / "learned_encoder"}
 
 
@@ -367,16 +411,7 @@ def make_seq2seq_source(root: Path) -> Path:
     from hf_minitf.conversion.hkproj import convert_hkproj
 
     root.mkdir(parents=True, exist_ok=True)
-    for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
-        vocab = {
-            token: index
-            for index, token in enumerate(
-                ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))]
-            )
-        }
-        word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        word_level.pre_tokenizer = pre_tokenizers.Whitespace()
-        word_level.save(str(root / name))
+    write_hkproj_tokenizers(root)
     convert_hkproj(
         DATA / "seq2seq_transformer_trained_like/checkpoint.pt",
         root / "seq2seq",
@@ -404,8 +439,7 @@ def quickstart_like_source() -> Path:
 
     pairs = english_italian_pairs(train=300, held_out=10).train
     tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=24)
-    sizes = {key: value for key, value in TINY_SIZES["seq2seq"].items() if not key.endswith("vocab_size")}
-    fields = dict(sizes, max_position_embeddings=24, initializer_range=0.3)
+    fields = dict(SAVED_SIZES, max_position_embeddings=24)
     folder = random_model_folder("seq2seq", workspace() / "quickstart_like", tokenizer, seed=5, **fields)
     model = MiniTFSeq2SeqForConditionalGeneration.from_pretrained(folder)
     with torch.no_grad():
@@ -442,8 +476,7 @@ def engine_encoder(kind: str) -> Path:
     texts = SENTENCES + [ENGINE_TEXT, ENCODER_ACCENTED_TEXT] + [source for source, _ in PAIRS]
     if kind == "learned":
         tokenizer = train_wordlevel_tokenizer(texts, vocab_size=64, min_frequency=1, max_length=24)
-        fields = dict(TINY_SIZES["encoder"], hidden_size=32, num_attention_heads=4, initializer_range=0.3)
-        fields |= dict(position_embedding_type="learned", scale_embeddings=False, attention_bias=False)
+        fields = dict(SAVED_GPT_SIZES, intermediate_size=32, max_position_embeddings=24, **LEARNED_ENCODER)
     else:
         tokenizer = train_wordlevel_tokenizer(texts, vocab_size=200, min_frequency=1, max_length=64)
         fields = preset_fields("encoder", "tiny", initializer_range=0.2)

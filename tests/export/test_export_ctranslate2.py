@@ -8,10 +8,19 @@ import re
 
 import pytest
 import torch
-from factories import GPT_KINDS, GPT_PROMPTS, PAIRS, SEQ2SEQ_KINDS, ctranslate2_export, make_seq2seq, model_folder
+from factories import (
+    GPT_KINDS,
+    GPT_PROMPTS,
+    PAIRS,
+    SEQ2SEQ_KINDS,
+    ctranslate2_export,
+    make_seq2seq,
+    model_folder,
+    write_frawdllm_fixture_tokenizer,
+    write_hkproj_tokenizers,
+)
 from helpers import run_python
 from safetensors.torch import load_file
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, MiniTFSeq2SeqForConditionalGeneration
@@ -185,35 +194,17 @@ def test_char_gpt_fixture(data_dir, tmp_path):
 
 @pytest.mark.parametrize("name", ["frawdllm_learned", "frawdllm_rope"])
 def test_frawdllm_fixtures_give_the_originals_greedy_tokens(data_dir, tmp_path, name):
-    symbols = sorted(pre_tokenizers.ByteLevel.alphabet())[:92]
-    vocab = {token: index for index, token in enumerate(["<|pad|>", "<|unk|>", "<|bos|>", "<|eos|>", *symbols])}
-    bpe = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<|unk|>"))
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.save(str(tmp_path / "tokenizer.json"))
-    convert_frawdllm(data_dir / name / "checkpoint.pt", tmp_path / "converted", tokenizer=tmp_path / "tokenizer.json")
+    tokenizer = write_frawdllm_fixture_tokenizer(tmp_path / "tokenizer.json")
+    convert_frawdllm(data_dir / name / "checkpoint.pt", tmp_path / "converted", tokenizer=tokenizer)
     export_ctranslate2(tmp_path / "converted", tmp_path / "out")
     greedy = load_file(data_dir / name / "io.safetensors")["greedy_from_4"][0].tolist()
     assert engine_generate(tmp_path / "out", [greedy[:4]], len(greedy) - 4) == [greedy[4:]]
 
 
-def _hkproj_tokenizers(folder):
-    for name, size, prefix in (("tokenizer_en.json", 40, "s"), ("tokenizer_it.json", 45, "t")):
-        vocab = {
-            token: index
-            for index, token in enumerate(
-                ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{i}" for i in range(4, size))]
-            )
-        }
-        word_level = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        word_level.pre_tokenizer = pre_tokenizers.Whitespace()
-        word_level.save(str(folder / name))
-
-
 def test_hkproj_fixtures(data_dir, tmp_path):
     """The trained-like hkproj model (its first norm) gives the original's greedy translation; the untrained one,
     whose -1e9 mask overflows so that only recomputing the prefix reproduces it, is refused."""
-    _hkproj_tokenizers(tmp_path)
+    write_hkproj_tokenizers(tmp_path)
     options = dict(
         source_tokenizer=tmp_path / "tokenizer_en.json", target_tokenizer=tmp_path / "tokenizer_it.json", num_heads=4
     )

@@ -22,25 +22,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from factories import make_seq2seq
+from factories import make_seq2seq, quickstart_fields, random_model_folder
 from helpers import assert_one_line_error, run_cli
 from huggingface_hub import SpaceCard
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 from transformers_js import JS_DIR, BrowserPage, NodeRunner, StaticServer
 
-from hf_minitf import (
-    MiniTFEncoderConfig,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
-    MiniTFGPTForCausalLM,
-    MiniTFSeq2SeqConfig,
-    MiniTFSeq2SeqForConditionalGeneration,
-    char_tokenizer,
-    save_sentence_transformer,
-    train_translation_tokenizers,
-    train_wordlevel_tokenizer,
-)
+from hf_minitf import char_tokenizer, train_translation_tokenizers, train_wordlevel_tokenizer
 from hf_minitf.catalog.exports import TRANSFORMERS_JS_URL, TRANSFORMERS_JS_VERSION, WEB_BUNDLE
 from hf_minitf.cli import main
 from hf_minitf.export import web
@@ -69,71 +58,22 @@ ACCENTED_PAIR = ("perché the café is naïve, said Zoë: città²", "perché il
 SOURCE_TEXTS = [TRANSLATION_PAIRS[0][0], TRANSLATION_PAIRS[1][0], ACCENTED_PAIR[0], "the cat sees a dog perché Zoë"]
 
 
-def quickstart_size_gpt(folder: Path) -> Path:
-    """A GPT at the quickstart's size (2 layers x 128, 4 heads, 64 learned positions, its character vocabulary)."""
-    tokenizer = char_tokenizer("\n".join(NUMBERS))
-    config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        position_embedding_type="learned",
-        initializer_range=0.2,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    MiniTFGPTForCausalLM(config).eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def quickstart_size_encoder(folder: Path) -> Path:
-    """An encoder at the quickstart's size (2 layers x 128, 4 heads, FFN 256, 64 positions), a word vocabulary."""
-    tokenizer = train_wordlevel_tokenizer(SENTENCES, vocab_size=200, min_frequency=1, max_length=64)
-    config = MiniTFEncoderConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=256,
-        max_position_embeddings=64,
-    )
-    torch.manual_seed(0)
-    save_sentence_transformer(MiniTFEncoderModel(config).eval(), tokenizer, folder)
-    return folder
-
-
-def quickstart_size_translator(folder: Path) -> Path:
-    """A translator at the quickstart's size (2+2 layers x 128, 4 heads, FFN 256, 64 positions), word vocabularies
-    of English-Italian pairs and a sentence of accented words, wide init."""
-    pairs = [*TRANSLATION_PAIRS, ACCENTED_PAIR]
-    tokenizer = train_translation_tokenizers(pairs, min_frequency=1)
-    config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size,
-        vocab_size=tokenizer.target_vocab_size,
-        hidden_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=256,
-        max_position_embeddings=64,
-        initializer_range=0.2,
-    )
-    torch.manual_seed(0)
-    MiniTFSeq2SeqForConditionalGeneration(config).eval().save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> dict[str, Path]:
+    """Random models at `minitf quickstart`'s sizes: the GPT (2 layers x 128, 4 heads, 64 learned positions) with
+    its character vocabulary; the encoder (2 layers x 128, 4 heads, FFN 256, 64 positions) with a word vocabulary;
+    the translator (2+2 layers x 128, 4 heads, FFN 256, 64 positions) with word vocabularies of English-Italian
+    pairs and a sentence of accented words. The GPT and the translator have a wide init."""
     root = tmp_path_factory.mktemp("sources")
+    tokenizers = {
+        "gpt": char_tokenizer("\n".join(NUMBERS)),
+        "encoder": train_wordlevel_tokenizer(SENTENCES, vocab_size=200, min_frequency=1, max_length=64),
+        "seq2seq": train_translation_tokenizers([*TRANSLATION_PAIRS, ACCENTED_PAIR], min_frequency=1),
+    }
+    wide_init = {"gpt": {"initializer_range": 0.2}, "encoder": {}, "seq2seq": {"initializer_range": 0.2}}
     return {
-        "gpt": quickstart_size_gpt(root / "gpt"),
-        "encoder": quickstart_size_encoder(root / "encoder"),
-        "seq2seq": quickstart_size_translator(root / "seq2seq"),
+        family: random_model_folder(family, root / family, tokenizer, **quickstart_fields(family, **wide_init[family]))
+        for family, tokenizer in tokenizers.items()
     }
 
 

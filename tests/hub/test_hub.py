@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from factories import SAVED_MODEL_FILES, save_with_tokenizer, tiny_model
 from huggingface_hub import ModelCard
 from isolation import run_without_hf_minitf
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
@@ -20,11 +21,6 @@ from hf_minitf import (
     TRANSLATION_TASK,
     MiniTFEncoderConfig,
     MiniTFEncoderForSequenceClassification,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
-    MiniTFGPTForCausalLM,
-    MiniTFSeq2SeqConfig,
-    MiniTFSeq2SeqForConditionalGeneration,
     char_tokenizer,
     save_sentence_transformer,
     train_translation_tokenizers,
@@ -71,49 +67,19 @@ def assert_published_files(files: set[str], family_files: set[str]) -> None:
 @pytest.fixture(scope="module")
 def gpt():
     tokenizer = char_tokenizer(GPT_TEXT)
-    torch.manual_seed(1)
-    config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        pad_token_id=tokenizer.pad_token_id,
-        initializer_range=0.3,
-    )
-    return MiniTFGPTForCausalLM(config).eval(), tokenizer
+    return tiny_model("gpt", tokenizer=tokenizer, max_position_embeddings=64), tokenizer
 
 
 @pytest.fixture(scope="module")
 def seq2seq():
     tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
-    torch.manual_seed(3)
-    config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size,
-        vocab_size=tokenizer.target_vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        initializer_range=1.0,
-    )
-    return MiniTFSeq2SeqForConditionalGeneration(config).eval(), tokenizer
+    return tiny_model("seq2seq", tokenizer=tokenizer, max_position_embeddings=16), tokenizer
 
 
 @pytest.fixture(scope="module")
 def sentence_folder(tmp_path_factory):
     tokenizer = train_wordlevel_tokenizer(SENTENCES, min_frequency=1, max_length=16)
-    torch.manual_seed(2)
-    config = MiniTFEncoderConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=16,
-    )
-    model = MiniTFEncoderModel(config).eval()
+    model = tiny_model("encoder", seed=2, tokenizer=tokenizer, max_position_embeddings=16)
     folder = tmp_path_factory.mktemp("sentence") / "st"
     save_sentence_transformer(model, tokenizer, folder)
     return folder, model, tokenizer
@@ -137,17 +103,7 @@ def test_gpt_uploads_exactly_its_files_and_loads_back_by_repo_id(published, gpt)
     model, tokenizer = gpt
     model_push, tokenizer_push = [set(c.paths) for c in published.uploads if c.repo_id == "org/tiny-gpt" and c.paths]
     files = published.files("org/tiny-gpt")
-    assert_published_files(
-        files,
-        {
-            "README.md",
-            "config.json",
-            "generation_config.json",
-            "model.safetensors",
-            "tokenizer.json",
-            "tokenizer_config.json",
-        },
-    )
+    assert_published_files(files, SAVED_MODEL_FILES)
     assert {"modeling_minitf_gpt.py", "configuration_minitf_gpt.py"} <= model_push
     assert tokenizer_push == {"README.md", "tokenizer.json", "tokenizer_config.json"}
 
@@ -183,16 +139,7 @@ def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
     model, tokenizer = seq2seq
     files = published.files("org/tiny-translator")
     assert_published_files(
-        files,
-        {
-            "README.md",
-            "config.json",
-            "generation_config.json",
-            "model.safetensors",
-            "source_tokenizer.json",
-            "target_tokenizer.json",
-            "tokenizer_config.json",
-        },
+        files, SAVED_MODEL_FILES - {"tokenizer.json"} | {"source_tokenizer.json", "target_tokenizer.json"}
     )
     assert {"pipeline_minitf_translation.py", "modeling_minitf_seq2seq.py", "tokenization_minitf_seq2seq.py"} <= files
     config = json.loads(published.read("org/tiny-translator", "config.json"))
@@ -230,21 +177,14 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
 
     folder, model, tokenizer = sentence_folder
     files = published.files("org/tiny-st")
-    assert_published_files(
-        files,
-        {
-            "README.md",
-            "config.json",
-            "model.safetensors",
-            "tokenizer.json",
-            "tokenizer_config.json",
-            "modules.json",
-            "sentence_bert_config.json",
-            "config_sentence_transformers.json",
-            "1_Pooling/config.json",
-            "2_Normalize/config.json",
-        },
-    )
+    sentence_transformers_files = {
+        "modules.json",
+        "sentence_bert_config.json",
+        "config_sentence_transformers.json",
+        "1_Pooling/config.json",
+        "2_Normalize/config.json",
+    }
+    assert_published_files(files, SAVED_MODEL_FILES - {"generation_config.json"} | sentence_transformers_files)
     card = ModelCard.load("org/tiny-st")
     assert (card.data.library_name, card.data.pipeline_tag, card.data.license) == (
         "sentence-transformers",
@@ -344,9 +284,7 @@ def test_converted_card_survives_load_and_push(hub, gpt, tmp_path):
     model, tokenizer = gpt
     checkpoint = tmp_path / "ckpt.pt"
     checkpoint.write_bytes(b"not really a checkpoint, only hashed")
-    folder = tmp_path / "converted"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_with_tokenizer(model, tokenizer, tmp_path / "converted")
     card = render_model_card(
         "gpt",
         model.config,
@@ -383,9 +321,7 @@ def test_saved_classifier_and_encoder_cards(sentence_folder, tmp_path):
     )
     classifier = MiniTFEncoderForSequenceClassification(config).eval()
     for name, model, tag in (("clf", classifier, "text-classification"), ("enc", encoder, "feature-extraction")):
-        model.save_pretrained(tmp_path / name)
-        tokenizer.save_pretrained(tmp_path / name)
-        card = ModelCard.load(tmp_path / name / "README.md")
+        card = ModelCard.load(save_with_tokenizer(model, tokenizer, tmp_path / name) / "README.md")
         assert (card.data.pipeline_tag, card.data.library_name) == (tag, "transformers")
         assert f"| parameters | {model.num_parameters():,} |" in card.text
     expected = pipeline("text-classification", model=classifier, tokenizer=tokenizer)("Hello")

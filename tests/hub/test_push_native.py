@@ -5,7 +5,7 @@ refusals upload nothing."""
 import json
 
 import pytest
-from factories import EXPORT_TEXT, _random_gpt, make_seq2seq_source
+from factories import EXPORT_TEXT, SAVED_MODEL_FILES, _random_gpt, make_seq2seq_source
 
 from hf_minitf import train_bpe_tokenizer
 from hf_minitf.cli import main as minitf_main
@@ -22,16 +22,7 @@ def rope_gpt(tmp_path_factory):
 def test_push_native_uploads_the_native_folder_and_gguf_files(hub, rope_gpt, capsys):
     assert minitf_main(["push", str(rope_gpt), "org/tiny-native", "--native", "--gguf", "f16,q8_0", "--no-verify"]) == 0
     assert "Pushed" in capsys.readouterr().out
-    assert set(hub.uploads[-1].paths) == {
-        "README.md",
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "tiny-native-F16.gguf",
-        "tiny-native-Q8_0.gguf",
-    }
+    assert set(hub.uploads[-1].paths) == SAVED_MODEL_FILES | {"tiny-native-F16.gguf", "tiny-native-Q8_0.gguf"}
     card = hub.read("org/tiny-native", "README.md").decode()
     for words in (
         "llama-cli -hf org/tiny-native:Q8_0",
@@ -54,14 +45,7 @@ def test_a_pushed_minitf_repo_exports_by_repo_id_without_its_code(hub, rope_gpt,
 def test_push_native_of_a_translator_uploads_pegasus_and_its_verification(hub, tmp_path, capsys):
     translator = make_seq2seq_source(tmp_path)
     assert minitf_main(["push", str(translator), "org/tiny-translator", "--native"]) == 0
-    assert set(hub.uploads[-1].paths) == {
-        "README.md",
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "tokenizer.json",
-        "tokenizer_config.json",
-    }
+    assert set(hub.uploads[-1].paths) == SAVED_MODEL_FILES
     assert json.loads(hub.read("org/tiny-translator", "config.json"))["model_type"] == "pegasus"
     card = hub.read("org/tiny-translator", "README.md").decode()
     assert "pipeline_tag: translation" in card

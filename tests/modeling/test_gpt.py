@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from factories import tiny_config, tiny_model
+from factories import save_with_tokenizer, tiny_model
 from isolation import run_without_hf_minitf
 from safetensors import safe_open
 from transformers import AutoModel, AutoModelForCausalLM, Trainer, TrainingArguments, pipeline
@@ -371,16 +371,8 @@ def test_config_aliases_and_defaults():
 
 def test_text_generation_pipeline_on_saved_folder(tmp_path):
     tokenizer = char_tokenizer("abcdefgh \n")
-    config = tiny_config(
-        "gpt",
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    model = MiniTFGPTForCausalLM(config).eval()
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    model = tiny_model("gpt", seed=0, tokenizer=tokenizer)
+    save_with_tokenizer(model, tokenizer, tmp_path)
 
     records = []
     handler = logging.Handler()
@@ -402,16 +394,8 @@ def test_text_generation_pipeline_on_saved_folder(tmp_path):
 def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
     text = "to be or not to be\n"
     tokenizer = char_tokenizer(text)
-    torch.manual_seed(0)
-    config = MiniTFGPTConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=32,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    model = MiniTFGPTForCausalLM(config)
+    # the config's default init, not the tiny sizes' wide one: a model that trains
+    model = tiny_model("gpt", seed=0, vocab_size=len(tokenizer), max_position_embeddings=32, initializer_range=0.02)
     ids = tokenizer(text).input_ids
     dataset = [{"input_ids": ids, "labels": ids}] * 16
     args = TrainingArguments(

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from datasets import Dataset
-from factories import tiny_model
+from factories import save_with_tokenizer, tiny_model
 from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -292,19 +292,9 @@ def one_thread():
 def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
     train, held_out = number_pairs()
     tokenizer = train_translation_tokenizers(train, min_frequency=1)
-    config = MiniTFSeq2SeqConfig(
-        src_vocab_size=tokenizer.source_vocab_size,
-        vocab_size=tokenizer.target_vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=16,
-        hidden_dropout=0.0,
-        attention_dropout=0.0,
-    )
-    torch.manual_seed(0)
-    model = MiniTFSeq2SeqForConditionalGeneration(config)
+    # the config's default init, not the tiny sizes' wide one: a model that trains
+    fields = dict(max_position_embeddings=16, initializer_range=0.02, hidden_dropout=0.0, attention_dropout=0.0)
+    model = tiny_model("seq2seq", seed=0, tokenizer=tokenizer, **fields)
     data = Dataset.from_dict({"src": [p[0] for p in train], "tgt": [p[1] for p in train]}).map(
         lambda batch: tokenizer(batch["src"], text_target=batch["tgt"]), batched=True, remove_columns=["src", "tgt"]
     )
@@ -332,9 +322,7 @@ def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert losses[-1] < 0.1 < losses[0]
 
-    folder = tmp_path / "model"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_with_tokenizer(model, tokenizer, tmp_path / "model")
     translator = pipeline(TRANSLATION_TASK, model=str(folder))
     results = translator([source for source, _ in held_out], batch_size=4, max_new_tokens=8)
     assert [r["translation_text"] for r in results] == [target for _, target in held_out]
@@ -385,9 +373,8 @@ def test_save_load_keeps_weights_bit_identical(tmp_path, norm_type):
 
 def test_remote_code_load_in_fresh_process(tmp_path):
     tokenizer = train_translation_tokenizers(number_pairs()[0], min_frequency=1)
-    model = tiny_model("seq2seq", src_vocab_size=tokenizer.source_vocab_size, vocab_size=tokenizer.target_vocab_size)
-    model.save_pretrained(tmp_path)
-    tokenizer.save_pretrained(tmp_path)
+    model = tiny_model("seq2seq", tokenizer=tokenizer)
+    save_with_tokenizer(model, tokenizer, tmp_path)
     texts = ["one two three", "ten"]
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     generated = model.generate(**batch, max_new_tokens=8, num_beams=2)

@@ -21,20 +21,15 @@ import numpy as np
 import openai
 import pytest
 import torch
+from factories import save_with_tokenizer, tiny_model_folder
 from helpers import write_frawdllm_tokenizer
 from sentence_transformers import SentenceTransformer
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, pipeline
 
 from hf_minitf import (
     TRANSLATION_TASK,
-    MiniTFEncoderConfig,
-    MiniTFEncoderModel,
-    MiniTFGPTConfig,
     MiniTFGPTForCausalLM,
-    MiniTFSeq2SeqConfig,
-    MiniTFSeq2SeqForConditionalGeneration,
     char_tokenizer,
-    save_sentence_transformer,
     train_translation_tokenizers,
     train_wordlevel_tokenizer,
 )
@@ -48,12 +43,6 @@ HUB_REPO = "minitf-tests/tiny-gpt"
 PROMPTS = ["hello there", "The cat", "a", "Once upon a time, "]
 SENTENCES = ["the cat sat on the mat", "a dog ran in the park", "birds fly over the sea", "the sun is a star"]
 PAIRS = [("one two three", "uno due tre"), ("four five", "quattro cinque"), ("six two", "sei due")]
-
-
-def _save(model, tokenizer, folder: Path) -> str:
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
 
 
 def _to_hub_cache(folder: Path, repo_id: str) -> None:
@@ -70,21 +59,10 @@ def folders(tmp_path_factory):
     """One tiny folder per kind of model the server takes: MiniTF GPT (learned positions, no chat template), a
     converted FrawdLLM chat model, native GPT-2, an embedding model, a translation model; and the Hub repo id."""
     root = tmp_path_factory.mktemp("served")
-    torch.manual_seed(0)
     chars = char_tokenizer("abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ.,!?'\n")
-    gpt_config = MiniTFGPTConfig(
-        vocab_size=len(chars),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        pad_token_id=chars.pad_token_id,
-        bos_token_id=chars.bos_token_id,
-        eos_token_id=chars.eos_token_id,
-        initializer_range=0.5,
-    )
-    folders = {"gpt": _save(MiniTFGPTForCausalLM(gpt_config), chars, root / "gpt")}
-    _to_hub_cache(root / "gpt", HUB_REPO)
+    gpt = tiny_model_folder("gpt", root / "gpt", chars, seed=0, max_position_embeddings=64, initializer_range=0.5)
+    folders = {"gpt": str(gpt)}
+    _to_hub_cache(gpt, HUB_REPO)
     folders["hub"] = HUB_REPO
     native = GPT2Config(
         vocab_size=len(chars),
@@ -96,7 +74,7 @@ def folders(tmp_path_factory):
         eos_token_id=chars.eos_token_id,
         initializer_range=0.5,
     )
-    folders["gpt2"] = _save(GPT2LMHeadModel(native), chars, root / "gpt2")
+    folders["gpt2"] = str(save_with_tokenizer(GPT2LMHeadModel(native), chars, root / "gpt2"))
     convert_frawdllm(
         DATA / "frawdllm_learned/checkpoint.pt",
         root / "chat",
@@ -109,32 +87,11 @@ def folders(tmp_path_factory):
     MiniTFGPTForCausalLM(chat_config).save_pretrained(root / "chat")
     folders["chat"] = str(root / "chat")
     words = train_wordlevel_tokenizer(SENTENCES * 2, vocab_size=64, min_frequency=1, max_length=12)
-    encoder = MiniTFEncoderModel(
-        MiniTFEncoderConfig(
-            vocab_size=len(words),
-            hidden_size=16,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            intermediate_size=32,
-            max_position_embeddings=12,
-        )
-    )
-    folders["encoder"] = save_sentence_transformer(encoder, words, root / "encoder")
+    folders["encoder"] = str(tiny_model_folder("encoder", root / "encoder", words, max_position_embeddings=12))
     pair_tokenizer = train_translation_tokenizers(PAIRS, min_frequency=1)
-    torch.manual_seed(4)  # a random model whose translations are not empty
-    seq2seq = MiniTFSeq2SeqForConditionalGeneration(
-        MiniTFSeq2SeqConfig(
-            src_vocab_size=pair_tokenizer.source_vocab_size,
-            vocab_size=pair_tokenizer.target_vocab_size,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=64,
-            max_position_embeddings=12,
-            initializer_range=1.0,
-        )
-    )
-    folders["seq2seq"] = _save(seq2seq, pair_tokenizer, root / "seq2seq")
+    # seed 4: a random model whose translations are not empty
+    seq2seq = tiny_model_folder("seq2seq", root / "seq2seq", pair_tokenizer, seed=4, max_position_embeddings=12)
+    folders["seq2seq"] = str(seq2seq)
     return folders
 
 
@@ -479,143 +436,68 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
 
 
 # ------------------------------------------------------------------------------------------------ bad requests
+COMPLETIONS, CHAT, EMBEDDINGS = "/v1/completions", "/v1/chat/completions", "/v1/embeddings"
+# Requests the server answers (the model a folder's name): most bad requests below are one of them with a field wrong.
+HI = {"model": "{gpt}", "prompt": "hi"}
+CHAT_HI = {"model": "{chat}", "messages": [{"role": "user", "content": "hi"}]}
+EMBED_HI = {"model": "{encoder}", "input": "hi"}
 BAD_REQUESTS = {
-    "unknown model": ("/v1/completions", {"model": "no/such-model", "prompt": "hi"}, 404, "not served"),
-    "zero max_tokens": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "max_tokens": 0},
-        400,
-        "positive integer",
-    ),
-    "negative max_tokens (chat)": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "max_tokens": -3, "messages": [{"role": "user", "content": "hi"}]},
-        400,
-        "positive integer",
-    ),
-    "max_tokens past the context": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hello", "max_tokens": 60},
-        400,
-        "at most 59",
-    ),
-    "prompt past the context": ("/v1/completions", {"model": "{gpt}", "prompt": "x" * 70}, 400, "no room"),
-    "chat past the context": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]},
-        400,
-        "context",
-    ),
-    "empty prompt": ("/v1/completions", {"model": "{gpt}", "prompt": ""}, 400, "empty"),
-    "empty messages": ("/v1/chat/completions", {"model": "{chat}", "messages": []}, 400, "messages"),
+    "unknown model": (COMPLETIONS, {"model": "no/such-model", "prompt": "hi"}, 404, "not served"),
+    "zero max_tokens": (COMPLETIONS, {**HI, "max_tokens": 0}, 400, "positive integer"),
+    "negative max_tokens (chat)": (CHAT, {**CHAT_HI, "max_tokens": -3}, 400, "positive integer"),
+    "max_tokens past the context": (COMPLETIONS, {**HI, "prompt": "hello", "max_tokens": 60}, 400, "at most 59"),
+    "prompt past the context": (COMPLETIONS, {**HI, "prompt": "x" * 70}, 400, "no room"),
+    "chat past the context": (CHAT, {**CHAT_HI, "max_tokens": 50}, 400, "context"),
+    "empty prompt": (COMPLETIONS, {**HI, "prompt": ""}, 400, "empty"),
+    "empty messages": (CHAT, {**CHAT_HI, "messages": []}, 400, "messages"),
     "message the template refuses": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "messages": [{"role": "system", "content": "Be nice."}, {"role": "user", "content": "hi"}]},
+        CHAT,
+        {**CHAT_HI, "messages": [{"role": "system", "content": "Be nice."}, {"role": "user", "content": "hi"}]},
         400,
         "chat template",
     ),
-    "empty embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": ""}, 400, "empty"),
-    "empty embedding list": ("/v1/embeddings", {"model": "{encoder}", "input": []}, 400, "non-empty"),
-    "token ids as embedding input": ("/v1/embeddings", {"model": "{encoder}", "input": [[1, 2]]}, 400, "token ids"),
-    "other dimensions": ("/v1/embeddings", {"model": "{encoder}", "input": "hi", "dimensions": 8}, 400, "16 dim"),
-    "bad encoding_format": (
-        "/v1/embeddings",
-        {"model": "{encoder}", "input": "hi", "encoding_format": "int8"},
-        400,
-        "encoding_format",
-    ),
-    "embedding past the context": ("/v1/embeddings", {"model": "{encoder}", "input": "the " * 20}, 400, "at most 12"),
-    "embeddings of a GPT": ("/v1/embeddings", {"model": "{gpt}", "input": "hi"}, 400, "/v1/completions"),
-    "completion of an encoder": ("/v1/completions", {"model": "{encoder}", "prompt": "hi"}, 400, "/v1/embeddings"),
+    "empty embedding input": (EMBEDDINGS, {**EMBED_HI, "input": ""}, 400, "empty"),
+    "empty embedding list": (EMBEDDINGS, {**EMBED_HI, "input": []}, 400, "non-empty"),
+    "token ids as embedding input": (EMBEDDINGS, {**EMBED_HI, "input": [[1, 2]]}, 400, "token ids"),
+    "other dimensions": (EMBEDDINGS, {**EMBED_HI, "dimensions": 8}, 400, "16 dim"),
+    "bad encoding_format": (EMBEDDINGS, {**EMBED_HI, "encoding_format": "int8"}, 400, "encoding_format"),
+    "embedding past the context": (EMBEDDINGS, {**EMBED_HI, "input": "the " * 20}, 400, "at most 12"),
+    "embeddings of a GPT": (EMBEDDINGS, {**EMBED_HI, "model": "{gpt}"}, 400, COMPLETIONS),
+    "completion of an encoder": (COMPLETIONS, {**HI, "model": "{encoder}"}, 400, EMBEDDINGS),
     "translation past the positions": (
-        "/v1/completions",
+        COMPLETIONS,
         {"model": "{seq2seq}", "prompt": "one", "max_tokens": 30},
         400,
         "at most 11",
     ),
-    "no model named, several served": ("/v1/completions", {"prompt": "hi"}, 400, "Name the model"),
-    "temperature past 2": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "temperature": 1e300},
-        400,
-        "temperature must be a number in [0, 2]",
-    ),
-    "negative temperature": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "temperature": -1},
-        400,
-        "temperature must be",
-    ),
-    "temperature as text": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "temperature": "hot"},
-        400,
-        "got 'hot'",
-    ),
-    "top_p past 1": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "top_p": 2},
-        400,
-        "top_p must be a number in (0, 1]",
-    ),
-    "top_p 0 (chat)": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "top_p": 0, "messages": [{"role": "user", "content": "hi"}]},
-        400,
-        "top_p",
-    ),
-    "seed past 64 bits": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "seed": 2**70},
-        400,
-        "seed must be an integer",
-    ),
+    "no model named, several served": (COMPLETIONS, {"prompt": "hi"}, 400, "Name the model"),
+    "temperature past 2": (COMPLETIONS, {**HI, "temperature": 1e300}, 400, "temperature must be a number in [0, 2]"),
+    "negative temperature": (COMPLETIONS, {**HI, "temperature": -1}, 400, "temperature must be"),
+    "temperature as text": (COMPLETIONS, {**HI, "temperature": "hot"}, 400, "got 'hot'"),
+    "top_p past 1": (COMPLETIONS, {**HI, "top_p": 2}, 400, "top_p must be a number in (0, 1]"),
+    "top_p 0 (chat)": (CHAT, {**CHAT_HI, "top_p": 0}, 400, "top_p"),
+    "seed past 64 bits": (COMPLETIONS, {**HI, "seed": 2**70}, 400, "seed must be an integer"),
     "frequency_penalty huge": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "frequency_penalty": 1e308},
+        COMPLETIONS,
+        {**HI, "frequency_penalty": 1e308},
         400,
         "frequency_penalty must be a number in [-2, 2]",
     ),
-    "several choices": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "n": 1000},
-        400,
-        "n=1000 is not supported",
-    ),
-    "logprobs": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "logprobs": 5}, 400, "logprobs=5"),
+    "several choices": (COMPLETIONS, {**HI, "n": 1000}, 400, "n=1000 is not supported"),
+    "logprobs": (COMPLETIONS, {**HI, "logprobs": 5}, 400, "logprobs=5"),
     "presence_penalty past 2 (chat)": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "presence_penalty": -2.5, "messages": [{"role": "user", "content": "hi"}]},
+        CHAT,
+        {**CHAT_HI, "presence_penalty": -2.5},
         400,
         "presence_penalty must be a number in [-2, 2]",
     ),
-    "generation_config": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "generation_config": '{"num_beams": 1000}'},
-        400,
-        "generation_config",
-    ),
-    "too many stops": ("/v1/completions", {"model": "{gpt}", "prompt": "hi", "stop": list("abcde")}, 400, "stop must"),
-    "logit_bias key not ASCII digits": (
-        "/v1/completions",
-        {"model": "{gpt}", "prompt": "hi", "logit_bias": {"①": 5}},
-        400,
-        "not a token id",
-    ),
-    "logit_bias past the vocabulary": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "logit_bias": {"99999": 5}, "messages": [{"role": "user", "content": "hi"}]},
-        400,
-        "not a token id",
-    ),
-    "logit_bias not a number": (
-        "/v1/chat/completions",
-        {"model": "{chat}", "logit_bias": {"x": 5}, "messages": [{"role": "user", "content": "hi"}]},
-        400,
-        "not a token id",
-    ),
-    "body not JSON": ("/v1/completions", '{"model": "x", "prompt": ', 400, "not valid JSON"),
-    "body a JSON list": ("/v1/embeddings", "[1, 2]", 400, "JSON object"),
+    "generation_config": (COMPLETIONS, {**HI, "generation_config": '{"num_beams": 1000}'}, 400, "generation_config"),
+    "too many stops": (COMPLETIONS, {**HI, "stop": list("abcde")}, 400, "stop must"),
+    "logit_bias key not ASCII digits": (COMPLETIONS, {**HI, "logit_bias": {"①": 5}}, 400, "not a token id"),
+    "logit_bias past the vocabulary": (CHAT, {**CHAT_HI, "logit_bias": {"99999": 5}}, 400, "not a token id"),
+    "logit_bias not a number": (CHAT, {**CHAT_HI, "logit_bias": {"x": 5}}, 400, "not a token id"),
+    "body not JSON": (COMPLETIONS, '{"model": "x", "prompt": ', 400, "not valid JSON"),
+    "body a JSON list": (EMBEDDINGS, "[1, 2]", 400, "JSON object"),
 }
 
 
