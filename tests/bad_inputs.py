@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from factories import tiny_model
+from helpers import update_json
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -29,14 +30,9 @@ from hf_minitf.safety.output_folders import atomic_output_dir
 DATA = Path(__file__).parent / "data"
 CHAR_GPT = DATA / "char_gpt"
 MINIEMBED_VOCAB = DATA / "miniembed_tokenizer" / "tokenizer.json"
-TINY = dict(
-    vocab_size=40,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=16,
-)
+_ONE_LAYER = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+TINY = dict(_ONE_LAYER, vocab_size=40, max_position_embeddings=16)
+"""The tables' tiny models: one layer of 16 with 2 heads and an FFN of 32, 40 tokens, 16 positions."""
 
 
 class CommandFailed(Exception):
@@ -144,10 +140,10 @@ def saved_gpt(tmp: Path, edit=None, **config) -> Path:
 
 
 def edit_config(**changes):
+    """An edit setting the config.json fields `changes`."""
+
     def edit(folder: Path) -> None:
-        config = json.loads((folder / "config.json").read_text())
-        config.update(changes)
-        (folder / "config.json").write_text(json.dumps(config))
+        update_json(folder / "config.json", **changes)
 
     return edit
 

@@ -1,8 +1,10 @@
 """Helpers several test folders share: running `minitf` in this process, or code and `minitf` in a fresh one,
-checking its one-line errors, reading a PNG, writing a tokenizer laid out like FrawdLLM's."""
+checking its one-line errors, copying a model folder with changed config fields, checking a refused export, torch on
+one thread, reading a PNG, writing a tokenizer laid out like FrawdLLM's."""
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -10,11 +12,22 @@ import textwrap
 import zlib
 from pathlib import Path
 
+import pytest
+import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from hf_minitf.cli import main
+from hf_minitf.export import ExportRefused
 
 BOS, EOS = 2, 3  # FrawdLLM's <|bos|> and <|eos|> ids
+ENCODER_TEXTS = [
+    "the cat sat on the mat",
+    "what time is it?",
+    "dog",
+    "The QUICK brown fox, jumps over the lazy dog!",
+    "an unseen word: zyzzyva",
+]
+"""Texts the encoder exports embed: a sentence, a question, one word, mixed case and punctuation, an unseen word."""
 
 
 def run_cli(argv, capsys) -> tuple[int, str, str]:
@@ -44,6 +57,41 @@ def run_python(code: str, timeout: int = 300) -> dict:
         raise AssertionError(f"no JSON printed last:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}") from None
 
 
+# Runs each argv of the JSON list argv[1] through `minitf`'s main, then prints their (status, stdout, stderr) and which
+# heavy modules the process imported.
+_CLI_IN_A_FRESH_PROCESS = """
+import contextlib, io, json, sys
+import hf_minitf.cli as minitf_cli
+results = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = minitf_cli.main(argv)
+        except SystemExit as exit:
+            status = exit.code
+    results.append([status, out.getvalue(), err.getvalue()])
+heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'sentence_transformers'})
+print(json.dumps({'results': results, 'heavy': heavy}))
+"""
+
+
+def run_cli_in_a_fresh_process(argvs: list[list[str]]) -> tuple[list[tuple[int, str, str]], list[str]]:
+    """`minitf ARGV` for each of `argvs`, one after another in one fresh process (120 columns wide): each one's
+    (exit status, stdout, stderr), and which of torch, transformers and sentence_transformers the process imported
+    (help and argument errors should need none)."""
+    completed = subprocess.run(
+        [sys.executable, "-c", _CLI_IN_A_FRESH_PROCESS, json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, COLUMNS="120"),
+    )
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    return [tuple(result) for result in report["results"]], report["heavy"]
+
+
 def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     """`minitf ARGS` in a fresh process."""
     return subprocess.run(
@@ -61,6 +109,38 @@ def assert_one_line_error(status: int, err: str, *words: str) -> None:
     assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
     for word in words:
         assert word in lines[0], (word, lines[0])
+
+
+def update_json(path: Path, **changes) -> Path:
+    """Rewrite the JSON object file `path` with the fields `changes` set (None writes null)."""
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+    return path
+
+
+def copy_with_config(source: Path, folder: Path, **changes) -> Path:
+    """A copy of the model folder `source` at `folder`, its config.json given the fields `changes`: a variant of a
+    model that a command should treat otherwise (often refuse)."""
+    shutil.copytree(source, folder)
+    update_json(folder / "config.json", **changes)
+    return folder
+
+
+def assert_refused_writing_nothing(export, source: Path, out: Path, message: str) -> None:
+    """`export(source, out)` raises ExportRefused with a message matching `message`, and nothing is written in the
+    folder `out` would be in (nor a half-written work folder)."""
+    with pytest.raises(ExportRefused, match=message):
+        export(source, out)
+    assert not list(out.parent.iterdir())
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch's tiny matrix products on one thread: with several, a loaded machine makes them ten times slower. A test
+    module uses it with `pytestmark = pytest.mark.usefixtures("one_thread")` after importing it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 def png_size(path: Path) -> tuple[int, int]:

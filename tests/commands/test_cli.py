@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import assert_one_line_error, png_size, run_cli
+from helpers import assert_one_line_error, png_size, run_cli, run_cli_in_a_fresh_process
 from transformers import AutoModel, AutoModelForCausalLM
 
 from hf_minitf.catalog.converters import CONVERTERS as SOURCES
@@ -276,31 +276,9 @@ def test_convert_and_push_help_and_argument_errors_need_no_torch():
     that never imports torch, transformers or hf_minitf; each help names every option of its parser."""
     helps = [["convert", "--help"], ["push", "--help"], *(["convert", source, "--help"] for source in CONVERT_SOURCES)]
     argvs = helps + [argv for argv, _ in WRONG_CONVERT_AND_PUSH_ARGUMENTS]
-    code = (
-        "import contextlib, io, json, sys\nimport hf_minitf.cli as minitf_cli\n"
-        "results = []\n"
-        "for argv in json.loads(sys.argv[1]):\n"
-        "    out, err = io.StringIO(), io.StringIO()\n"
-        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-        "        try:\n"
-        "            status = minitf_cli.main(argv)\n"
-        "        except SystemExit as exit:\n"
-        "            status = exit.code\n"
-        "    results.append([status, out.getvalue(), err.getvalue()])\n"
-        "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'sentence_transformers'})\n"
-        "print(json.dumps({'results': results, 'heavy': heavy}))\n"
-    )
-    completed = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(argvs)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, COLUMNS="120"),
-    )
-    assert completed.returncode == 0, completed.stderr
-    report = json.loads(completed.stdout)
-    assert report["heavy"] == []
-    results = dict(zip(map(tuple, argvs), report["results"]))
+    results, heavy = run_cli_in_a_fresh_process(argvs)
+    assert heavy == []
+    results = dict(zip(map(tuple, argvs), results))
     for argv in helps:
         status, out, err = results[tuple(argv)]
         assert status == 0 and err == "" and out.startswith(f"usage: minitf {' '.join(argv[:-1])}"), (argv, out, err)
@@ -382,22 +360,12 @@ def test_old_family_names_are_aliases(alias, family):
 
 
 def test_help_and_version_answer_without_importing_torch():
-    code = (
-        "import sys\nimport hf_minitf.cli as minitf_cli\n"
-        "for argv in (['--help'], ['train', 'gpt', '--help'], ['--version'], ['generate', '--max-new-tokens']):\n"
-        "    try:\n"
-        "        minitf_cli.main(argv)\n"
-        "    except SystemExit as exit:\n"
-        "        print('exit', exit.code)\n"
-        "print('torch imported:', 'torch' in sys.modules,\n"
-        "      'transformers imported:', 'transformers' in sys.modules)\n"
-    )
-    completed = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=dict(os.environ, COLUMNS="120")
-    )
-    assert completed.stdout.count("exit 0") == 3 and "exit 2" in completed.stdout, completed.stdout
-    assert "torch imported: False transformers imported: False" in completed.stdout
-    assert "shakespeare-char" in completed.stdout and "--checkpoint-dir" in completed.stdout
+    argvs = [["--help"], ["train", "gpt", "--help"], ["--version"], ["generate", "--max-new-tokens"]]
+    results, heavy = run_cli_in_a_fresh_process(argvs)
+    assert [status for status, _, _ in results] == [0, 0, 0, 2], results
+    assert heavy == []
+    printed = "".join(out for _, out, _ in results)
+    assert "shakespeare-char" in printed and "--checkpoint-dir" in printed
 
 
 def test_checkpoints_are_kept_and_training_resumes_from_the_last(tmp_path, capsys):

@@ -336,19 +336,15 @@ BAD_INPUTS = [
         CommandFailed,
         r"exit 2: .*export: the tokenizer has \d+ tokens but onnx/decoder_model.onnx holds a vocabulary of \d+",
     ),
-    bad(
-        "embed-ctranslate2-vocabulary-cut",
-        tampered(CT2_ENCODER, json_file("vocabulary.json", lambda tokens: tokens[:5])),
-        CommandFailed,
-        r"exit 2: .*export: the tokenizer has \d+ tokens but vocabulary.json holds a vocabulary of 5, so some token "
-        r"ids lie past the model's",
-    ),
-    bad(
-        "generate-ctranslate2-vocabulary-cut",
-        tampered(CT2_GPT, json_file("vocabulary.json", lambda tokens: tokens[:5])),
-        CommandFailed,
-        r"exit 2: .*export: the tokenizer has \d+ tokens but vocabulary.json holds a vocabulary of 5, so some token "
-        r"ids lie past the model's",
+    *(
+        bad(
+            f"{COMMANDS[which]}-ctranslate2-vocabulary-cut",
+            tampered(which, json_file("vocabulary.json", lambda tokens: tokens[:5])),
+            CommandFailed,
+            r"exit 2: .*export: the tokenizer has \d+ tokens but vocabulary.json holds a vocabulary of 5, so some "
+            r"token ids lie past the model's",
+        )
+        for which in (CT2_ENCODER, CT2_GPT)
     ),
     bad(
         "translate-source-vocabulary-cut",
@@ -363,17 +359,14 @@ BAD_INPUTS = [
         r"exit 2: .*export: the tokenizer has \d+ tokens but onnx/model.onnx holds a vocabulary of \d+",
     ),
     # Files cut short or of the wrong JSON type.
-    bad(
-        "generate-ctranslate2-model-bin-cut",
-        tampered(CT2_GPT, cut("model.bin")),
-        CommandFailed,
-        rf"exit 2: .*export: CTranslate2 cannot load model.bin \(.*\); {AGAIN}",
-    ),
-    bad(
-        "embed-ctranslate2-model-bin-cut",
-        tampered(CT2_ENCODER, cut("model.bin")),
-        CommandFailed,
-        rf"exit 2: .*export: CTranslate2 cannot load model.bin \(.*\); {AGAIN}",
+    *(
+        bad(
+            f"{COMMANDS[which]}-ctranslate2-model-bin-cut",
+            tampered(which, cut("model.bin")),
+            CommandFailed,
+            rf"exit 2: .*export: CTranslate2 cannot load model.bin \(.*\); {AGAIN}",
+        )
+        for which in (CT2_GPT, CT2_ENCODER)
     ),
     bad(
         "generate-onnx-graph-cut",

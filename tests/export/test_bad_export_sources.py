@@ -5,6 +5,7 @@ is wrong, and leaves nothing half-written."""
 
 import errno
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,54 @@ def too_small(fmt: str, size: int = 8, by: int = 2) -> str:
     )
 
 
+MODELS = {"gpt": (gpt, "chars"), "encoder": (encoder, "encoder"), "seq2seq": (seq2seq, "seq2seq")}  # maker, folder
+BREAKS = {  # how a JSON file is broken: the edit, and what the refusal says of the file
+    "truncated": (halved, r"is not JSON \(.*\); "),
+    "a-list": (lambda text: "[]", "holds a JSON array, not an object"),
+    "a-string": (lambda text: '"x"', "holds a JSON string, not an object"),
+}
+
+
+def broken_json(fmt: str, model: str, name: str, how: str):
+    """A row: `minitf export FMT` of a `model` (MODELS) whose JSON file `name` is broken `how` (BREAKS), refused
+    naming the file and what is wrong with it."""
+    make, folder = MODELS[model]
+    edit, problem = BREAKS[how]
+    return bad(
+        f"{fmt}-{model}-{name.replace('/', '-')}-{how}",
+        lambda tmp: export(fmt, edited(make(tmp), name, edit), tmp),
+        CommandFailed,
+        rf"exit 2: minitf export {fmt}: error: .*{folder}/{re.escape(name)} {problem}",
+    )
+
+
+def disk_full_export(fmt: str, model: str, writer: str, error: BaseException):
+    """A row: `minitf export FMT` of a `model` (MODELS) while `writer` (module.function) fails with `error`, as it
+    does on a full disk: refused naming the output, nothing written."""
+    make, _ = MODELS[model]
+    return bad(
+        f"{fmt}-{model}-disk-full",
+        disk_full(writer, lambda tmp: export(fmt, make(tmp), tmp), error),
+        CommandFailed,
+        rf"exit 2: minitf export {fmt}: error: the disk is full \(No space left on device\): nothing was written to "
+        rf"OUT [^ ]*/{re.escape(OUT.get(fmt, 'out'))}; free some space there and run again",
+    )
+
+
+def vocab_below_tokenizer(fmt: str, model: str, by: int, field: str = "vocab_size", side: str = ""):
+    """A row: `minitf export FMT` of a `model` (MODELS) whose config `field` is `by` below its tokenizer's size (the
+    `side` one of a seq2seq: source, target), refused naming both sizes and the folder."""
+    make, folder = MODELS[model]
+    tokenizer = rf"{side} tokenizer \({side}_tokenizer.json\)" if side else "tokenizer"
+    return bad(
+        f"{fmt}-{model}-{field.replace('_', '-')}-below-{side + '-' if side else ''}tokenizer",
+        lambda tmp: export(fmt, make(tmp, **{field: by}), tmp),
+        CommandFailed,
+        rf"exit 2: minitf export {fmt}: error: .*{folder}: the {tokenizer} has \d+ tokens \(added tokens included\) "
+        rf"but config.json's {field} is \d+",
+    )
+
+
 BAD_INPUTS = [
     # 1. vocab_size smaller than the tokenizer: every export refuses it, naming both sizes and the folder.
     *(
@@ -139,89 +188,26 @@ BAD_INPUTS = [
         )
         for fmt in ("native", "gguf", "ollama", "ctranslate2", "onnx", "web")
     ),
-    bad(
-        "native-encoder-vocab-size-below-tokenizer",
-        lambda tmp: export("native", encoder(tmp, vocab_size=3), tmp),
-        CommandFailed,
-        r"exit 2: minitf export native: error: .*encoder: the tokenizer has \d+ tokens \(added tokens included\) but "
-        r"config.json's vocab_size is \d+",
-    ),
-    bad(
-        "ctranslate2-seq2seq-src-vocab-size-below-source-tokenizer",
-        lambda tmp: export("ctranslate2", seq2seq(tmp, src_vocab_size=1), tmp),
-        CommandFailed,
-        r"exit 2: minitf export ctranslate2: error: .*seq2seq: the source tokenizer \(source_tokenizer.json\) has "
-        r"\d+ tokens \(added tokens included\) but config.json's src_vocab_size is \d+",
-    ),
-    bad(
-        "ctranslate2-seq2seq-vocab-size-below-target-tokenizer",
-        lambda tmp: export("ctranslate2", seq2seq(tmp, vocab_size=1), tmp),
-        CommandFailed,
-        r"seq2seq: the target tokenizer \(target_tokenizer.json\) has \d+ tokens \(added tokens included\) but "
-        r"config.json's vocab_size is \d+",
-    ),
+    *(vocab_below_tokenizer(fmt, "encoder", 3) for fmt in ("native", "ctranslate2", "gguf")),
+    vocab_below_tokenizer("ctranslate2", "seq2seq", 1, "src_vocab_size", "source"),
+    *(vocab_below_tokenizer(fmt, "seq2seq", 1, side="target") for fmt in ("ctranslate2", "native")),
     # 2. JSON files that are cut off or not objects: the file and what is wrong, no traceback.
-    bad(
-        "native-tokenizer-json-truncated",
-        lambda tmp: export("native", edited(gpt(tmp), "tokenizer.json", halved), tmp),
-        CommandFailed,
-        r"exit 2: minitf export native: error: .*chars/tokenizer.json is not JSON \(.*\); ",
-    ),
-    bad(
-        "gguf-tokenizer-json-a-list",
-        lambda tmp: export("gguf", edited(gpt(tmp), "tokenizer.json", lambda text: "[]"), tmp),
-        CommandFailed,
-        r"exit 2: minitf export gguf: error: .*chars/tokenizer.json holds a JSON array, not an object",
-    ),
-    bad(
-        "onnx-tokenizer-json-a-string",
-        lambda tmp: export("onnx", edited(gpt(tmp), "tokenizer.json", lambda text: '"x"'), tmp),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: .*chars/tokenizer.json holds a JSON string, not an object",
-    ),
-    bad(
-        "native-tokenizer-config-a-list",
-        lambda tmp: export("native", edited(gpt(tmp), "tokenizer_config.json", lambda text: "[]"), tmp),
-        CommandFailed,
-        r"exit 2: minitf export native: error: .*chars/tokenizer_config.json holds a JSON array, not an object",
-    ),
-    bad(
-        "ctranslate2-source-tokenizer-truncated",
-        lambda tmp: export("ctranslate2", edited(seq2seq(tmp), "source_tokenizer.json", halved), tmp),
-        CommandFailed,
-        r"exit 2: minitf export ctranslate2: error: .*seq2seq/source_tokenizer.json is not JSON \(",
-    ),
-    bad(
-        "native-seq2seq-target-tokenizer-truncated",
-        lambda tmp: export("native", edited(seq2seq(tmp), "target_tokenizer.json", halved), tmp),
-        CommandFailed,
-        r"exit 2: minitf export native: error: .*seq2seq/target_tokenizer.json is not JSON \(",
-    ),
-    bad(
-        "native-seq2seq-vocab-size-below-target-tokenizer",
-        lambda tmp: export("native", seq2seq(tmp, vocab_size=1), tmp),
-        CommandFailed,
-        r"seq2seq: the target tokenizer \(target_tokenizer.json\) has \d+ tokens \(added tokens included\) but "
-        r"config.json's vocab_size is \d+",
-    ),
+    broken_json("native", "gpt", "tokenizer.json", "truncated"),
+    broken_json("gguf", "gpt", "tokenizer.json", "a-list"),
+    broken_json("onnx", "gpt", "tokenizer.json", "a-string"),
+    broken_json("native", "gpt", "tokenizer_config.json", "a-list"),
+    broken_json("ctranslate2", "seq2seq", "source_tokenizer.json", "truncated"),
+    broken_json("native", "seq2seq", "target_tokenizer.json", "truncated"),
+    broken_json("onnx", "encoder", "modules.json", "truncated"),
+    broken_json("gguf", "encoder", "modules.json", "truncated"),
+    broken_json("onnx", "encoder", "1_Pooling/config.json", "a-list"),
+    broken_json("ctranslate2", "encoder", "1_Pooling/config.json", "a-list"),
     bad(
         "native-config-a-string",
         lambda tmp: export("native", edited(gpt(tmp), "config.json", lambda text: '"x"'), tmp),
         CommandFailed,
         r"exit 2: minitf export native: error: .*chars/config.json holds a JSON string, not an object of config "
         r"fields",
-    ),
-    bad(
-        "onnx-encoder-modules-json-truncated",
-        lambda tmp: export("onnx", edited(encoder(tmp), "modules.json", halved), tmp),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: .*encoder/modules.json is not JSON \(",
-    ),
-    bad(
-        "onnx-encoder-pooling-config-a-list",
-        lambda tmp: export("onnx", edited(encoder(tmp), "1_Pooling/config.json", lambda text: "[]"), tmp),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: .*encoder/1_Pooling/config.json holds a JSON array, not an object",
     ),
     # GGUF types and Ollama templates: what the export cannot write exactly is refused before anything is written.
     bad(
@@ -269,6 +255,17 @@ BAD_INPUTS = [
         CommandFailed,
         r"exit 2: minitf export ollama: error: cannot export to Ollama: model_type='minitf_encoder'",
     ),
+    bad(
+        "onnx-encoder-pooling-path-outside",
+        lambda tmp: export(
+            "onnx",
+            edited(encoder(tmp), "modules.json", lambda text: text.replace('"1_Pooling"', '"../../outside"')),
+            tmp,
+        ),
+        CommandFailed,
+        r"exit 2: minitf export onnx: error: .*encoder: modules.json's Pooling path is '../../outside', a path out of "
+        r"the folder",
+    ),
     # 3. A tokenizer file claiming more entries than any vocabulary has: refused before any per-entry work.
     bad(
         "native-tokenizer-vocab-over-limit",
@@ -289,103 +286,15 @@ BAD_INPUTS = [
         CommandFailed,
         r"seq2seq/source_tokenizer.json: its model's vocab holds \d+ entries, more than the 5",
     ),
-    # 4. A full disk: the output folder named, nothing written.
-    bad(
-        "native-gpt-disk-full",
-        disk_full("hf_minitf.export.native.save_file", lambda tmp: export("native", gpt(tmp), tmp)),
-        CommandFailed,
-        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out; free some space there and run again",
-    ),
-    bad(
-        "native-seq2seq-disk-full",
-        disk_full("hf_minitf.export.native_seq2seq.save_file", lambda tmp: export("native", seq2seq(tmp), tmp)),
-        CommandFailed,
-        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out; free some space there and run again",
-    ),
-    bad(
-        "onnx-encoder-pooling-path-outside",
-        lambda tmp: export(
-            "onnx",
-            edited(encoder(tmp), "modules.json", lambda text: text.replace('"1_Pooling"', '"../../outside"')),
-            tmp,
-        ),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: .*encoder: modules.json's Pooling path is '../../outside', a path out of "
-        r"the folder",
-    ),
-    bad(
-        "gguf-gpt-disk-full-short-write",
-        disk_full("gguf.GGUFWriter.write_tensors_to_file", lambda tmp: export("gguf", gpt(tmp), tmp), SHORT_WRITE),
-        CommandFailed,
-        r"exit 2: minitf export gguf: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out.gguf;",
-    ),
-    bad(
-        "native-encoder-disk-full-in-safetensors",
-        disk_full(
-            "hf_minitf.export.native.save_file",
-            lambda tmp: export("native", encoder(tmp), tmp),
-            SAFETENSORS_NO_SPACE,
-        ),
-        CommandFailed,
-        r"exit 2: minitf export native: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out;",
-    ),
-    bad(
-        "onnx-encoder-disk-full-short-write",
-        disk_full(
-            "hf_minitf.export.onnx.export_encoder_graph", lambda tmp: export("onnx", encoder(tmp), tmp), SHORT_WRITE
-        ),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out;",
-    ),
-    bad(
-        "onnx-gpt-disk-full",
-        disk_full("hf_minitf.export.onnx_decoder.export_decoder_graph", lambda tmp: export("onnx", gpt(tmp), tmp)),
-        CommandFailed,
-        r"exit 2: minitf export onnx: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out;",
-    ),
-    bad(
-        "web-gpt-disk-full",
-        disk_full("hf_minitf.export.onnx_decoder.export_decoder_graph", lambda tmp: export("web", gpt(tmp), tmp)),
-        CommandFailed,
-        r"exit 2: minitf export web: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT [^ ]*/out;",
-    ),
-    # The encoder in CTranslate2 and GGUF: the same checks as the other families'.
-    *(
-        bad(
-            f"{fmt}-encoder-vocab-size-below-tokenizer",
-            lambda tmp, fmt=fmt: export(fmt, encoder(tmp, vocab_size=3), tmp),
-            CommandFailed,
-            rf"exit 2: minitf export {fmt}: error: .*encoder: the tokenizer has \d+ tokens \(added tokens included\) "
-            r"but config.json's vocab_size is \d+",
-        )
-        for fmt in ("ctranslate2", "gguf")
-    ),
-    bad(
-        "ctranslate2-encoder-pooling-config-a-list",
-        lambda tmp: export("ctranslate2", edited(encoder(tmp), "1_Pooling/config.json", lambda text: "[]"), tmp),
-        CommandFailed,
-        r"exit 2: minitf export ctranslate2: error: .*encoder/1_Pooling/config.json holds a JSON array, not an object",
-    ),
-    bad(
-        "gguf-encoder-modules-json-truncated",
-        lambda tmp: export("gguf", edited(encoder(tmp), "modules.json", halved), tmp),
-        CommandFailed,
-        r"exit 2: minitf export gguf: error: .*encoder/modules.json is not JSON \(",
-    ),
-    bad(
-        "gguf-encoder-disk-full",
-        disk_full("gguf.GGUFWriter.write_tensors_to_file", lambda tmp: export("gguf", encoder(tmp), tmp), SHORT_WRITE),
-        CommandFailed,
-        r"exit 2: minitf export gguf: error: the disk is full \(No space left on device\): nothing was written to "
-        r"OUT .*/out.gguf;",
-    ),
+    # 4. A full disk (the writer failing as each reports it): the output named, nothing written.
+    disk_full_export("native", "gpt", "hf_minitf.export.native.save_file", NO_SPACE),
+    disk_full_export("native", "seq2seq", "hf_minitf.export.native_seq2seq.save_file", NO_SPACE),
+    disk_full_export("native", "encoder", "hf_minitf.export.native.save_file", SAFETENSORS_NO_SPACE),
+    disk_full_export("gguf", "gpt", "gguf.GGUFWriter.write_tensors_to_file", SHORT_WRITE),
+    disk_full_export("gguf", "encoder", "gguf.GGUFWriter.write_tensors_to_file", SHORT_WRITE),
+    disk_full_export("onnx", "encoder", "hf_minitf.export.onnx.export_encoder_graph", SHORT_WRITE),
+    disk_full_export("onnx", "gpt", "hf_minitf.export.onnx_decoder.export_decoder_graph", NO_SPACE),
+    disk_full_export("web", "gpt", "hf_minitf.export.onnx_decoder.export_decoder_graph", NO_SPACE),
 ]
 
 

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 from factories import ENCODER_ACCENTED_TEXT, ENCODER_KINDS, engine_encoder, workspace
+from helpers import ENCODER_TEXTS
 from sentence_transformers import SentenceTransformer
 from transformers import AutoTokenizer
 
@@ -24,15 +25,7 @@ pytestmark = [
         reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
     ),
 ]
-TEXTS = [
-    "the cat sat on the mat",
-    "what time is it?",
-    "dog",
-    "The QUICK brown fox, jumps over the lazy dog!",
-    "an unseen word: zyzzyva",
-    ENCODER_ACCENTED_TEXT,
-    "Déjà vu (again) - 42 TIMES...",
-]
+TEXTS = [*ENCODER_TEXTS, ENCODER_ACCENTED_TEXT, "Déjà vu (again) - 42 TIMES..."]
 # The least cosine to SentenceTransformer's embeddings. Measured over the three encoders: f32 0.9999998 and f16
 # 0.9999992 (llama.cpp's GELU is the tanh form read from an f16 table; f16 weights round more), q8_0 0.99958 (the
 # learned-position encoder's wide init; the MiniEmbed fixture 0.99996).

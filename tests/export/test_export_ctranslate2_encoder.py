@@ -10,20 +10,14 @@ import shutil
 import numpy as np
 import pytest
 from factories import ENCODER_KINDS, ctranslate2_export, engine_encoder, workspace
-from helpers import run_minitf, run_python
+from helpers import ENCODER_TEXTS, run_minitf, run_python, update_json
 from sentence_transformers import SentenceTransformer
 
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export.ctranslate2 import export_ctranslate2
 
-TEXTS = [
-    "the cat sat on the mat",
-    "what time is it?",
-    "dog",
-    "The QUICK brown fox, jumps over the lazy dog!",
-    "an unseen word: zyzzyva",
-    "the dog runs in the park " * 8,  # past the position table: cut as SentenceTransformer cuts it
-]
+# The shared encoder texts and one past the position table (cut as SentenceTransformer cuts it).
+TEXTS = [*ENCODER_TEXTS, "the dog runs in the park " * 8]
 # The least cosine of the int8 export's embeddings to SentenceTransformer's, measured on the MiniEmbed fixture:
 # 0.99997 (its 32 features round coarsely); the bound leaves room for another CPU's int8 kernels.
 INT8_COSINE = 0.9999
@@ -101,21 +95,21 @@ def test_embed_command_prints_what_the_minitf_folder_prints(capsys):
     assert np.abs(printed - reference("quickstart", TEXTS[:3]).round(6)).max() <= 2e-6
 
 
-def test_pooling_other_than_mean_is_refused(tmp_path):
-    source = tmp_path / "cls_pooling"
-    shutil.copytree(engine_encoder("learned"), source)
-    pooling = json.loads((source / "1_Pooling/config.json").read_text())
-    (source / "1_Pooling/config.json").write_text(json.dumps({**pooling, "pooling_mode": "cls"}))
-    with pytest.raises(ValueError, match="pooling_mode='cls'; the export reproduces mean pooling only"):
-        export_ctranslate2(source, tmp_path / "out")
-    assert not (tmp_path / "out").exists()
-
-
-def test_an_activation_ctranslate2_lacks_is_refused(tmp_path):
-    source = tmp_path / "quick_gelu"
-    shutil.copytree(engine_encoder("learned"), source)
-    config = json.loads((source / "config.json").read_text())
-    (source / "config.json").write_text(json.dumps({**config, "hidden_act": "quick_gelu"}))
-    with pytest.raises(ValueError, match="hidden_act='quick_gelu' has no CTranslate2 equivalent"):
+@pytest.mark.parametrize(
+    "file, changes, refusal",
+    [
+        (
+            "1_Pooling/config.json",
+            {"pooling_mode": "cls"},
+            "pooling_mode='cls'; the export reproduces mean pooling only",
+        ),
+        ("config.json", {"hidden_act": "quick_gelu"}, "hidden_act='quick_gelu' has no CTranslate2 equivalent"),
+    ],
+    ids=["pooling-other-than-mean", "activation-ctranslate2-lacks"],
+)
+def test_what_ctranslate2_cannot_reproduce_is_refused(tmp_path, file, changes, refusal):
+    source = shutil.copytree(engine_encoder("learned"), tmp_path / "changed")
+    update_json(source / file, **changes)
+    with pytest.raises(ValueError, match=refusal):
         export_ctranslate2(source, tmp_path / "out")
     assert not (tmp_path / "out").exists()

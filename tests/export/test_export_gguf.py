@@ -10,24 +10,17 @@ import gguf
 import numpy as np
 import pytest
 import torch
-from factories import make_gpt_sources, make_seq2seq_source, minitf_greedy
+from factories import GPT_FIXTURES, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from helpers import assert_one_line_error, assert_refused_writing_nothing, copy_with_config, run_cli
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
 from hf_minitf.cli import main as minitf_main
-from hf_minitf.export import ExportRefused, export_gguf
+from hf_minitf.export import export_gguf
 from hf_minitf.export.gguf import gguf_vocabulary
 
 DTYPES = ("f32", "f16", "q8_0")
-GPT_CASES = [
-    "char_gpt",
-    "frawdllm_learned",
-    "frawdllm_rope",
-    "bpe_learned",
-    "bpe_rope_untied",
-    "char_rope_no_bias",
-    "char_rope_rotate_half",
-]
+GPT_CASES = [*GPT_FIXTURES, "bpe_learned", "bpe_rope_untied", "char_rope_no_bias", "char_rope_rotate_half"]
 
 
 @pytest.fixture(scope="module")
@@ -237,33 +230,27 @@ def test_chat_template_goes_into_the_file(sources, tmp_path):
     assert reader.fields["tokenizer.chat_template"].contents() == tokenizer.chat_template
 
 
+# Models llama.cpp cannot run exactly (`refused`), and what the refusal of each names.
+REFUSALS = {
+    "relu": "hidden_act='relu'",
+    "crop": "context_overflow='crop'",
+    "seq2seq": "model_type='minitf_seq2seq'.*T5's.*`minitf export ctranslate2` or `minitf export onnx`",
+}
+
+
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory, sources):
     root = tmp_path_factory.mktemp("gguf_refused")
-    relu = sources["char_learned_relu"]
-    crop = root / "crop"
-    shutil.copytree(sources["char_gpt"], crop)
-    config = json.loads((crop / "config.json").read_text())
-    (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
     return {
-        "relu": relu,
-        "crop": crop,
+        "relu": sources["char_learned_relu"],
+        "crop": copy_with_config(sources["char_gpt"], root / "crop", context_overflow="crop"),
         "seq2seq": make_seq2seq_source(root),
     }
 
 
-@pytest.mark.parametrize(
-    "name,field",
-    [
-        ("relu", "hidden_act='relu'"),
-        ("crop", "context_overflow='crop'"),
-        ("seq2seq", "model_type='minitf_seq2seq'.*T5's.*`minitf export ctranslate2` or `minitf export onnx`"),
-    ],
-)
-def test_models_llama_cpp_cannot_run_exactly_are_refused(refused, tmp_path, name, field):
-    with pytest.raises(ExportRefused, match=field):
-        export_gguf(refused[name], tmp_path / "model.gguf")
-    assert not list(tmp_path.iterdir())
+@pytest.mark.parametrize("name", REFUSALS)
+def test_models_llama_cpp_cannot_run_exactly_are_refused(refused, tmp_path, name):
+    assert_refused_writing_nothing(export_gguf, refused[name], tmp_path / "model.gguf", REFUSALS[name])
 
 
 def test_command_line_writes_refuses_and_keeps_existing_files(sources, refused, tmp_path, capsys):
@@ -271,10 +258,8 @@ def test_command_line_writes_refuses_and_keeps_existing_files(sources, refused, 
     arguments = ["export", "gguf", str(sources["frawdllm_rope"]), str(out), "--dtype", "q8_0", "--no-verify"]
     assert minitf_main(arguments) == 0
     assert gguf.GGUFReader(str(out)).fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q8_0
-    capsys.readouterr()
-    assert minitf_main(["export", "gguf", str(sources["frawdllm_rope"]), str(out)]) == 2
-    assert "--overwrite" in capsys.readouterr().err
-    assert minitf_main(["export", "gguf", str(refused["relu"]), str(tmp_path / "relu.gguf")]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("minitf export gguf: error: ") and error.count("\n") == 1 and "hidden_act" in error
+    existing = run_cli(["export", "gguf", sources["frawdllm_rope"], out], capsys)
+    assert_one_line_error(*existing[::2], "--overwrite")
+    relu = run_cli(["export", "gguf", refused["relu"], tmp_path / "relu.gguf"], capsys)
+    assert_one_line_error(*relu[::2], "minitf export gguf: error: ", "hidden_act")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["model.gguf"]

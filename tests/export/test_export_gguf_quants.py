@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from factories import SAVED_GPT_SIZES, convert_gpt_fixture, random_model_folder
+from helpers import one_thread  # noqa: F401  (a fixture, used by name below)
 from transformers import AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
@@ -19,6 +20,7 @@ from hf_minitf.export import ExportRefused, export_gguf
 from hf_minitf.export.gguf import export_gguf_report
 from hf_minitf.training.tasks import number_words
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny torch products: one thread is faster on a loaded machine
 LEGACY = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
 K_MIXES = ("q4_k_m", "q5_k_m", "q6_k")
 # The quickstart-like GPT's rows of 256 keep the K-quants, which are refused (see below).
@@ -28,15 +30,6 @@ HELD_OUT = "\n".join(number_words().held_out[:40])
 # integer grid, a whole step where the grid is asymmetric: Q4_0 and Q5_0 clip the side without the largest
 # value at 7 / 15), plus the f16 scale's own rounding.
 STEPS = {"Q4_0": 1 / 8, "Q5_0": 1 / 16, "Q8_0": 0.51 / 127, "Q4_1": 0.51 * 2 / 15, "Q5_1": 0.51 * 2 / 31}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Torch's tiny matrix products on one thread: with several, a loaded machine makes them ten times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

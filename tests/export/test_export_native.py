@@ -7,11 +7,18 @@ import ast
 import json
 import re
 import shlex
-import shutil
 
 import pytest
 import torch
-from factories import DATA, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from factories import DATA, GPT_FIXTURES, make_encoder_sources, make_gpt_sources, make_seq2seq_source, minitf_greedy
+from helpers import (
+    assert_one_line_error,
+    assert_refused_writing_nothing,
+    copy_with_config,
+    run_cli,
+    run_cli_in_a_fresh_process,
+    update_json,
+)
 from isolation import run_without_hf_minitf
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
@@ -151,10 +158,9 @@ def exported(tmp_path_factory):
     return {"sources": sources, "cases": cases, "references": references, "native": native, "root": root}
 
 
+# The conversion fixtures and the random GPTs of `make_gpt_sources`.
 GPT_CASES = [
-    "char_gpt",
-    "frawdllm_learned",
-    "frawdllm_rope",
+    *GPT_FIXTURES,
     "bpe_learned",
     "bpe_rope_untied",
     "char_rope_no_bias",
@@ -245,36 +251,29 @@ def test_legacy_rotary_fields_alone_give_the_same_model(exported, tmp_path):
     assert parsed.rope_parameters["rope_theta"] == 500.0
 
 
+# Models without an exact native form (`refused_sources`), and what the refusal of each names.
+REFUSALS = {
+    "seq2seq": "norm_type='scalar_std_plus_eps'",
+    "crop": "context_overflow='crop'",
+    "no_pad": "pad_token_id=null",
+}
+
+
 @pytest.fixture(scope="module")
 def refused_sources(tmp_path_factory):
     root = tmp_path_factory.mktemp("refused")
     sources = make_gpt_sources(root / "gpt")
-    crop = root / "crop"
-    shutil.copytree(sources["char_gpt"], crop)
-    config = json.loads((crop / "config.json").read_text())
-    (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
-    no_pad = root / "no_pad"
-    shutil.copytree(make_encoder_sources(root / "encoder")["learned_encoder"], no_pad)
-    config = json.loads((no_pad / "config.json").read_text())
-    (no_pad / "config.json").write_text(json.dumps({**config, "pad_token_id": None}))
+    crop = copy_with_config(sources["char_gpt"], root / "crop", context_overflow="crop")
+    encoder = make_encoder_sources(root / "encoder")["learned_encoder"]
+    no_pad = copy_with_config(encoder, root / "no_pad", pad_token_id=None)
     later_norm = make_seq2seq_source(root / "seq2seq")  # hkproj's later norms: std + eps
-    config = json.loads((later_norm / "config.json").read_text())
-    (later_norm / "config.json").write_text(json.dumps({**config, "norm_type": "scalar_std_plus_eps"}))
+    update_json(later_norm / "config.json", norm_type="scalar_std_plus_eps")
     return {"seq2seq": later_norm, "crop": crop, "no_pad": no_pad}
 
 
-@pytest.mark.parametrize(
-    "name,field",
-    [
-        ("seq2seq", "norm_type='scalar_std_plus_eps'"),
-        ("crop", "context_overflow='crop'"),
-        ("no_pad", "pad_token_id=null"),
-    ],
-)
-def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_path, name, field):
-    with pytest.raises(ExportRefused, match=field):
-        export_native(refused_sources[name], tmp_path / "out")
-    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
+@pytest.mark.parametrize("name", REFUSALS)
+def test_models_without_an_exact_native_form_are_refused(refused_sources, tmp_path, name):
+    assert_refused_writing_nothing(export_native, refused_sources[name], tmp_path / "out", REFUSALS[name])
 
 
 def test_an_encoders_native_export_carries_no_gguf_files_and_says_where_to_write_one(refused_sources, tmp_path):
@@ -288,34 +287,15 @@ def test_command_line_exports_and_refuses_in_one_line(refused_sources, exported,
     source = str(exported["sources"]["frawdllm_rope"])
     assert minitf_main(["export", "native", source, str(tmp_path / "ok"), "--no-verify"]) == 0
     assert (tmp_path / "ok" / "model.safetensors").is_file() and "Exported" in capsys.readouterr().out
-    assert minitf_main(["export", "native", str(refused_sources["seq2seq"]), str(tmp_path / "no")]) == 2
-    error = capsys.readouterr().err
-    assert error.startswith("minitf export native: error: ") and error.count("\n") == 1 and "norm_type=" in error
-    assert minitf_main(["export", "native", str(tmp_path / "absent"), str(tmp_path / "no")]) == 2
-    assert "neither a model folder nor a Hub repo id" in capsys.readouterr().err
+    refused = run_cli(["export", "native", refused_sources["seq2seq"], tmp_path / "no"], capsys)
+    assert_one_line_error(*refused[::2], "minitf export native: error: ", "norm_type=")
+    absent = run_cli(["export", "native", tmp_path / "absent", tmp_path / "no"], capsys)
+    assert_one_line_error(*absent[::2], "neither a model folder nor a Hub repo id")
     assert not (tmp_path / "no").exists()
 
 
 def test_export_help_and_wrong_arguments_need_no_torch():
     """`minitf export [FORMAT] --help` and wrong arguments are answered without importing torch or hf_minitf."""
-    import os
-    import subprocess
-    import sys
-
-    code = (
-        "import contextlib, io, json, sys\nimport hf_minitf.cli as minitf_cli\n"
-        "results = []\n"
-        "for argv in json.loads(sys.argv[1]):\n"
-        "    out, err = io.StringIO(), io.StringIO()\n"
-        "    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
-        "        try:\n"
-        "            status = minitf_cli.main(argv)\n"
-        "        except SystemExit as exit:\n"
-        "            status = exit.code\n"
-        "    results.append([status, out.getvalue(), err.getvalue()])\n"
-        "heavy = sorted({name.split('.')[0] for name in sys.modules} & {'torch', 'transformers', 'sentence_transformers'})\n"
-        "print(json.dumps({'results': results, 'heavy': heavy}))\n"
-    )
     argvs = [
         ["export", "--help"],
         ["export", "native", "--help"],
@@ -323,16 +303,9 @@ def test_export_help_and_wrong_arguments_need_no_torch():
         ["export", "gguf", "src", "out.gguf", "--dtype", "q3_k_s"],
         ["export", "native", "src"],
     ]
-    completed = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(argvs)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, COLUMNS="120"),
-    )
-    report = json.loads(completed.stdout)
-    assert report["heavy"] == []
-    (top, _, _), (native, native_help, _), (gguf_status, gguf_help, _), wrong_dtype, missing_out = report["results"]
+    results, heavy = run_cli_in_a_fresh_process(argvs)
+    assert heavy == []
+    (top, _, _), (native, native_help, _), (gguf_status, gguf_help, _), wrong_dtype, missing_out = results
     assert top == native == gguf_status == 0
     assert "XLMRobertaXLModel" in native_help and "--overwrite" in native_help and "--revision" in native_help
     assert "q8_0" in gguf_help and "gptneox" in gguf_help

@@ -8,13 +8,14 @@ import re
 
 import gguf
 import pytest
-import torch
 from factories import make_chat_gpt_sources, make_gpt
+from helpers import one_thread  # noqa: F401  (a fixture, used by name below)
 from transformers import AutoTokenizer
 
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import export_ollama
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny torch products: one thread is faster on a loaded machine
 CONVERSATIONS = [
     [{"role": "user", "content": "hello there"}],
     [{"role": "system", "content": "be brief"}, {"role": "user", "content": "the quick fox"}],
@@ -126,15 +127,6 @@ def test_renderer_follows_go_whitespace_trimming():
 
 
 # --- the exports -----------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Torch's tiny matrix products on one thread: with several, a loaded machine makes them ten times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import pytest
 from factories import GPT_FIXTURES, gpt_source, minitf_greedy, onnx_gpt_export, prompt_ids, workspace
-from helpers import run_minitf, run_python
+from helpers import copy_with_config, run_minitf, run_python
 from transformers_js import NodeRunner
 
 from hf_minitf.export.onnx import MODEL_FILE, QUANTIZED_FILES, export_onnx
@@ -219,12 +219,7 @@ def test_generate_runs_the_export_and_refuses_what_the_model_folder_refuses():
 
 
 def test_refusals_write_nothing(tmp_path):
-    crop = tmp_path / "crop"
-    import shutil
-
-    shutil.copytree(gpt_source("char_gpt"), crop)
-    config = json.loads((crop / "config.json").read_text())
-    (crop / "config.json").write_text(json.dumps({**config, "context_overflow": "crop"}))
+    crop = copy_with_config(gpt_source("char_gpt"), tmp_path / "crop", context_overflow="crop")
     with pytest.raises(ValueError, match="context_overflow='crop'"):
         export_onnx(crop, tmp_path / "out")
     with pytest.raises(ValueError, match="quantize takes q8, fp16, q4; got 'q2'"):

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from bad_inputs import CHAR_GPT, DATA, TINY
 from helpers import assert_one_line_error
 from safetensors.torch import load_file
 
@@ -25,16 +26,6 @@ from hf_minitf.commands.push import run as push_command
 from hf_minitf.hub.push import PushError, check_push_folder, push_folder
 from hf_minitf.safety.pickles import pickle_reason
 
-DATA = Path(__file__).parents[1] / "data"
-CHAR_GPT = DATA / "char_gpt"
-TINY = dict(
-    vocab_size=40,
-    hidden_size=16,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    intermediate_size=32,
-    max_position_embeddings=16,
-)
 SECRET = "the contents of a private file outside the folder"
 
 

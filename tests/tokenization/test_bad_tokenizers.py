@@ -1,6 +1,7 @@
 """Bad input, one row each: tokenizers: malformed files name the file; text that cannot be tokenized says why."""
 
 import json
+from pathlib import Path
 
 from bad_inputs import (
     MINIEMBED_VOCAB,
@@ -23,20 +24,32 @@ from hf_minitf import (
 )
 from hf_minitf.tokenization.gpt import wrap_tokenizer
 
+# Each loader of one tokenizer file, given a file that is not JSON (these texts) or none, names the file and says which.
+UNREADABLE_FILES = [  # (id, loader, what the file holds (None: no file), the message)
+    (
+        "miniembed-vocab-not-json",
+        miniembed_tokenizer,
+        "{'word_to_id': {}",
+        r"vocab.json is not JSON \(.*\); pass the tokenizer.json MiniEmbed saved",
+    ),
+    ("miniembed-vocab-missing", miniembed_tokenizer, None, r"MiniEmbed tokenizer file .*vocab.json does not exist"),
+    ("bpe-file-not-json", load_bpe_tokenizer, "not json", r"vocab.json is not a `tokenizers` JSON file"),
+    ("bpe-file-missing", load_bpe_tokenizer, None, r"Tokenizer file .*vocab.json does not exist"),
+]
+
+
+def loading(loader, text: str | None):
+    """A row's action: `loader` on `tmp/vocab.json`, holding `text` (no file when None)."""
+
+    def action(tmp: Path) -> None:
+        loader(write(tmp / "vocab.json", text) if text is not None else tmp / "vocab.json")
+
+    return action
+
+
 BAD_INPUTS = [
     # Tokenizers: malformed files name the file; text that cannot be tokenized says why.
-    bad(
-        "miniembed-vocab-not-json",
-        lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "{'word_to_id': {}")),
-        ValueError,
-        r"MiniEmbed tokenizer file .*vocab.json cannot be read as JSON",
-    ),
-    bad(
-        "miniembed-vocab-missing",
-        lambda tmp: miniembed_tokenizer(tmp / "absent.json"),
-        ValueError,
-        r"MiniEmbed tokenizer file .*absent.json does not exist",
-    ),
+    *(bad(case_id, loading(loader, text), ValueError, message) for case_id, loader, text, message in UNREADABLE_FILES),
     bad(
         "miniembed-vocab-a-list",
         lambda tmp: miniembed_tokenizer(write(tmp / "vocab.json", "[1, 2]")),
@@ -109,18 +122,6 @@ BAD_INPUTS = [
         lambda tmp: pair_tokenizer()(text_target=["un chat", "\udcff"]),
         ValueError,
         r"lone surrogate '\\udcff' at character 0",
-    ),
-    bad(
-        "bpe-file-not-json",
-        lambda tmp: load_bpe_tokenizer(write(tmp / "bpe.json", "not json")),
-        ValueError,
-        r"bpe.json is not a `tokenizers` JSON file",
-    ),
-    bad(
-        "bpe-file-missing",
-        lambda tmp: load_bpe_tokenizer(tmp / "bpe.json"),
-        ValueError,
-        r"Tokenizer file .*bpe.json does not exist",
     ),
     bad(
         "bpe-vocab-too-small",

@@ -51,58 +51,37 @@ def test_pairs_from_tsv_json_and_a_saved_dataset(tmp_path):
         load_pairs(tmp_path / "missing.tsv", ["a", "b"])
 
 
-def test_presets_carry_the_original_sizes():
-    shakespeare = get_preset("gpt", "shakespeare-char").config
-    assert (
-        shakespeare["num_hidden_layers"],
-        shakespeare["num_attention_heads"],
-        shakespeare["hidden_size"],
-        shakespeare["max_position_embeddings"],
-    ) == (6, 6, 384, 256)
-    assert get_preset("gpt", "frawdllm-100m").vocab_size == 32000
-    mini = get_preset("encoder", "miniembed-mini")
-    assert (
-        mini.vocab_size,
-        mini.config["num_hidden_layers"],
-        mini.config["hidden_size"],
-        mini.config["intermediate_size"],
-    ) == (30000, 4, 256, 1024)
-    hkproj = get_preset("seq2seq", "hkproj").config
-    assert (
-        hkproj["hidden_size"],
-        hkproj["num_hidden_layers"],
-        hkproj["num_attention_heads"],
-        hkproj["intermediate_size"],
-        hkproj["max_position_embeddings"],
-    ) == (512, 6, 8, 2048, 350)
+# Sizes of each preset as its original codebase has them, a few per row: vocab_size and tokenizer are the preset's
+# own, the other names its config fields. FrawdLLM's are declared once; its training presets read them.
+PRESET_SIZES = [
+    ("gpt", "shakespeare-char", dict(num_hidden_layers=6, num_attention_heads=6, hidden_size=384)),
+    ("gpt", "shakespeare-char", dict(max_position_embeddings=256)),
+    ("gpt", "frawdllm-100m", dict(vocab_size=32000)),
+    ("gpt", "frawdllm-base", dict(vocab_size=8192, tokenizer="bpe", hidden_size=768, num_hidden_layers=12)),
+    ("gpt", "frawdllm-base", dict(num_attention_heads=12, max_position_embeddings=1024)),
+    ("gpt", "frawdllm-base", dict(position_embedding_type="learned", hidden_dropout=0.1)),
+    ("gpt", "frawdllm-small-llama", dict(hidden_size=512, num_hidden_layers=8)),
+    ("gpt", "frawdllm-small-llama", dict(position_embedding_type="rope", hidden_dropout=0.0)),
+    ("encoder", "miniembed-mini", dict(vocab_size=30000, num_hidden_layers=4, hidden_size=256, intermediate_size=1024)),
+    ("seq2seq", "hkproj", dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048)),
+    ("seq2seq", "hkproj", dict(max_position_embeddings=350)),
+]
+
+
+@pytest.mark.parametrize("family, name, sizes", PRESET_SIZES)
+def test_presets_carry_the_original_sizes(family, name, sizes):
+    preset = get_preset(family, name)
+    fields = {"vocab_size": preset.vocab_size, "tokenizer": preset.tokenizer, **preset.config}
+    assert {field: fields[field] for field in sizes} == sizes
+
+
+def test_the_catalog_lists_its_names_and_refuses_others():
     with pytest.raises(ValueError, match="unknown gpt preset 'huge'; choose one of tiny, shakespeare-char"):
         get_preset("gpt", "huge")
     with pytest.raises(ValueError, match="unknown model family 'vision'; choose one of gpt, encoder, seq2seq"):
         get_preset("vision", "tiny")
     assert tuple(FAMILIES) == tuple(PRESETS) == ("gpt", "encoder", "seq2seq")
-
-
-def test_frawdllm_training_presets_are_frawdllms_sizes():
-    """FrawdLLM's sizes are declared once; the training presets (and the converter's head inference) read them."""
     assert list(FRAWDLLM_PRESETS) == ["tiny", "small", "base", "tiny-llama", "small-llama", "100m"]
-    base = get_preset("gpt", "frawdllm-base")
-    assert (
-        base.vocab_size,
-        base.tokenizer,
-        base.config["hidden_size"],
-        base.config["num_hidden_layers"],
-        base.config["num_attention_heads"],
-        base.config["max_position_embeddings"],
-        base.config["position_embedding_type"],
-        base.config["hidden_dropout"],
-    ) == (8192, "bpe", 768, 12, 12, 1024, "learned", 0.1)
-    small_llama = get_preset("gpt", "frawdllm-small-llama").config
-    assert (
-        small_llama["hidden_size"],
-        small_llama["num_hidden_layers"],
-        small_llama["position_embedding_type"],
-        small_llama["hidden_dropout"],
-    ) == (512, 8, "rope", 0.0)
 
 
 @pytest.mark.parametrize(
