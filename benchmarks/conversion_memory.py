@@ -17,16 +17,18 @@ import subprocess
 import sys
 import tempfile
 import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
 from hf_minitf.catalog import FRAWDLLM_PRESETS, FrawdLLMSize
+from hf_minitf.conversion.frawdllm import DEFAULT_IDS, ModelConfigStandIn
 
 # The FrawdLLM presets with learned positions, whose checkpoints this script writes.
 PRESETS = {name: size for name, size in FRAWDLLM_PRESETS.items() if not size.rope}
+# FrawdLLM's ModelConfig names of a catalog preset's fields (FrawdLLMSize's, in their order).
+MODEL_CONFIG_NAMES = ("vocab_size", "n_embd", "n_layer", "n_head", "context_length", "use_rope", "dropout")
 
 MEASURE = """
 import json, sys, threading, time
@@ -56,6 +58,18 @@ sampler.join()
 print(json.dumps(dict(baseline_mb=baseline, peak_mb=peak, anon_mb=peak_anon - baseline_anon,
                       seconds=time.perf_counter() - start)))
 """
+
+
+def frawdllm_config(preset: FrawdLLMSize) -> ModelConfigStandIn:
+    """The ModelConfig FrawdLLM pickles into a training checkpoint, as an instance of the converter's stand-in for
+    that class (registered under FrawdLLM's module name, so that torch.save pickles it as FrawdLLM does)."""
+    for name in ("src", "src.model", "src.model.config"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    sys.modules["src.model.config"].ModelConfig = ModelConfigStandIn
+    config = ModelConfigStandIn()
+    vars(config).update(zip(MODEL_CONFIG_NAMES, preset))
+    vars(config).update(use_rmsnorm=False, use_swiglu=False, **DEFAULT_IDS)
+    return config
 
 
 def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tuple[Path, Path, int]:
@@ -90,27 +104,6 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
     state["lm_head.weight"] = state["embeddings.token_emb.weight"]
     weight_bytes = sum(v.numel() * v.element_size() for k, v in state.items() if k != "lm_head.weight")
 
-    # FrawdLLM pickles its ModelConfig dataclass; define that class under its module name to save one.
-    for name in ("src", "src.model", "src.model.config"):
-        sys.modules.setdefault(name, types.ModuleType(name))
-
-    @dataclass
-    class ModelConfig:
-        vocab_size: int
-        n_embd: int
-        n_layer: int
-        n_head: int
-        context_length: int
-        dropout: float = 0.1
-        use_rope: bool = False
-        use_rmsnorm: bool = False
-        use_swiglu: bool = False
-        pad_token_id: int = 0
-        bos_token_id: int = 2
-        eos_token_id: int = 3
-
-    ModelConfig.__module__, ModelConfig.__qualname__ = "src.model.config", "ModelConfig"
-    sys.modules["src.model.config"].ModelConfig = ModelConfig
     params = {k: v for k, v in state.items() if not k.endswith("attn.mask") and k != "lm_head.weight"}
     optimizer_state = (
         {
@@ -123,14 +116,6 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
         if optimizer
         else {}
     )
-    config = ModelConfig(
-        vocab_size=preset.vocab_size,
-        n_embd=preset.hidden_size,
-        n_layer=preset.num_layers,
-        n_head=preset.num_heads,
-        context_length=preset.context_length,
-        dropout=preset.dropout,
-    )
     pt = folder / "checkpoint.pt"
     torch.save(
         {
@@ -140,7 +125,7 @@ def make_checkpoints(folder: Path, preset: FrawdLLMSize, optimizer: bool) -> tup
             "optimizer_state_dict": optimizer_state,
             "scheduler_state_dict": {},
             "val_loss": 3.2,
-            "config": config,
+            "config": frawdllm_config(preset),
         },
         pt,
     )

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import importlib.util
 import os
-import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from common import RESULTS, compile_everywhere, main_or_worker, serve, time_interleaved, write_json
+
 Generate = Callable[[list[int], int], list[int]]
 
 
@@ -42,9 +39,6 @@ def _minitf(folder: Path, fastest: bool) -> Generate:
     model.generation_config.eos_token_id = None
     options = {}
     if fastest:
-        sys.path.insert(0, str(HERE))
-        from speed import compile_everywhere
-
         model.set_attn_implementation("eager")
         options = dict(cache_implementation="static", compile_config=compile_everywhere())
 
@@ -103,25 +97,7 @@ REFERENCE = "minitf generate()"
 
 
 # ------------------------------------------------------------------------------------------------------- models
-MODELS = {
-    "nanogpt-char": dict(
-        hidden_size=384,
-        num_hidden_layers=6,
-        num_attention_heads=6,
-        max_position_embeddings=256,
-        position_embedding_type="learned",
-        tokenizer="char",
-    ),
-    "frawdllm-small-rope": dict(
-        hidden_size=512,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        max_position_embeddings=512,
-        position_embedding_type="rope",
-        tokenizer="bpe",
-        vocab_size=8192,
-    ),
-}
+MODELS = {"nanogpt-char": "shakespeare-char", "frawdllm-small-rope": "frawdllm-small-llama"}  # name -> GPT preset
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
 TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpeak, speak.\n" * 40
 
@@ -129,14 +105,15 @@ TEXT = "First Citizen:\nBefore we proceed any further, hear me speak.\nAll:\nSpe
 def build_model(name: str, folder: Path, tiny: bool) -> list[int]:
     """A MiniTF model of the named dims (random weights, seeded) with its tokenizer and exports; returns a prompt."""
     import torch
+    from factories import preset_fields
 
     from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer, train_bpe_tokenizer
+    from hf_minitf.catalog.presets import PRESETS
     from hf_minitf.export import export_gguf, export_native
 
-    settings = {**MODELS[name], **(TINY if tiny else {})}
-    kind = settings.pop("tokenizer")
+    settings = {**preset_fields("gpt", MODELS[name]), **(TINY if tiny else {})}
     vocab_size = settings.pop("vocab_size", None)
-    if kind == "char":
+    if PRESETS["gpt"][MODELS[name]].tokenizer == "char":
         tokenizer = char_tokenizer(sorted(set(TEXT)), special_tokens=None, model_max_length=None)
     else:
         tokenizer = train_bpe_tokenizer(
@@ -153,74 +130,39 @@ def build_model(name: str, folder: Path, tiny: bool) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------------------------- worker
-def worker(engine: str, path: Path) -> None:
-    """Load one engine, then answer `{"prompt", "new_tokens"}` lines with `{"seconds", "tokens"}` lines."""
-    generate = ENGINES[engine].load(path)
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        start = time.perf_counter()
-        tokens = generate(request["prompt"], request["new_tokens"])
-        print(json.dumps({"seconds": time.perf_counter() - start, "tokens": tokens}), flush=True)
-
-
-class Worker:
-    def __init__(self, engine: str, path: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--worker", engine, "--path", str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self._read()
-
-    def _read(self) -> dict:
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker exited with status {self.process.wait()}")
-        return json.loads(line)
-
-    def run(self, prompt: list[int], new_tokens: int) -> dict:
-        self.process.stdin.write(json.dumps({"prompt": prompt, "new_tokens": new_tokens}) + "\n")
-        self.process.stdin.flush()
-        return self._read()
-
-    def close(self) -> None:
-        self.process.stdin.close()
-        self.process.wait()
+def worker(spec: dict) -> None:
+    """Load one engine, generate once to warm up, then time a generation on each "go" line from stdin."""
+    generate = ENGINES[spec["engine"]].load(Path(spec["path"]))
+    serve(lambda: generate(spec["prompt"], spec["new_tokens"]), spec["pause"])
 
 
 def bench_model(name: str, engines: list[str], args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         prompt = build_model(name, folder, args.tiny)
-        workers = {engine: Worker(engine, folder / ENGINES[engine].model_file) for engine in engines}
-        try:
-            for engine in engines:  # warm-up (compilation, first allocations)
-                workers[engine].run(prompt, args.new_tokens)
-            seconds = {engine: [] for engine in engines}
-            tokens = {}
-            for _ in range(args.repeats):
-                for engine in engines:
-                    time.sleep(args.pause)
-                    result = workers[engine].run(prompt, args.new_tokens)
-                    seconds[engine].append(result["seconds"])
-                    tokens[engine] = result["tokens"]
-        finally:
-            for worker_process in workers.values():
-                worker_process.close()
-    reference = statistics.median(seconds[REFERENCE])
+        specs = {
+            engine: {
+                "engine": engine,
+                "path": str(folder / ENGINES[engine].model_file),
+                "prompt": prompt,
+                "new_tokens": args.new_tokens,
+                "pause": args.pause,
+            }
+            for engine in engines
+        }
+        timings = time_interleaved(__file__, specs, args.repeats)
+    reference = timings[REFERENCE]
     return [
         {
             "model": name,
             "engine": engine,
-            "median_s": statistics.median(times),
-            "tokens_per_s": args.new_tokens / statistics.median(times),
-            "speed_vs_minitf_generate": reference / statistics.median(times),
-            "tokens_equal_minitf": tokens[engine] == tokens[REFERENCE],
-            "runs": times,
+            "median_s": timing.median,
+            "tokens_per_s": args.new_tokens / timing.median,
+            "speed_vs_minitf_generate": reference.median / timing.median,
+            "tokens_equal_minitf": timing.result == reference.result,
+            "runs": timing.seconds,
         }
-        for engine, times in seconds.items()
+        for engine, timing in timings.items()
     ]
 
 
@@ -233,17 +175,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated engine names")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated model names")
     parser.add_argument("--no-save", action="store_true", help="print only, write no JSON")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--path", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        worker(args.worker, args.path)
-        return {}
     args.new_tokens = args.new_tokens or (16 if args.tiny else 200)
     args.repeats = args.repeats or (1 if args.tiny else 5)
     args.pause = args.pause if args.pause is not None else (0.0 if args.tiny else 2.0)
-    import importlib.util
-
     engines = [
         name
         for name in args.engines.split(",")
@@ -268,11 +203,10 @@ def main(argv: list[str] | None = None) -> dict:
         "rows": rows,
     }
     if not args.no_save:
-        path = HERE / "results" / f"engines-{report['date']}{'-tiny' if args.tiny else ''}.json"
-        path.write_text(json.dumps(report, indent=2) + "\n")
+        path = write_json(RESULTS / f"engines-{report['date']}{'-tiny' if args.tiny else ''}.json", report)
         print(f"wrote {path}")
     return report
 
 
 if __name__ == "__main__":
-    main()
+    main_or_worker(main, worker)

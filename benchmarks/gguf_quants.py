@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from common import write_json
 
 LLAMA_DECODE = """
 import json, sys, time
@@ -44,7 +44,6 @@ print(json.dumps({"tokens_per_s": spec["new_tokens"] / seconds}))
 
 def make_source(root: Path, smoke: bool) -> Path:
     """The MiniTF GPT folder: shakespeare-char's dims (tiny ones for --smoke), random weights, characters."""
-    sys.path.insert(0, str(HERE.parent / "tests"))
     from factories import EXPORT_TEXT, TINY_SIZES, preset_fields, random_model_folder
 
     from hf_minitf import char_tokenizer
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             )
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json(args.json, rows)
     header = "| dtype | size | fell back | types | prompts equal | tokens equal | first diff | perplexity (f32) | llama.cpp tok/s |"
     print(header + "\n|" + "---|" * 9)
     for row in rows:

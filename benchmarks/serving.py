@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -40,6 +39,8 @@ from pathlib import Path
 import openai
 import psutil
 import torch
+from common import write_json
+from factories import preset_fields  # tests/factories.py, on sys.path through common
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer
@@ -47,7 +48,7 @@ from hf_minitf.serving.process import server_process
 
 CHARACTERS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # shakespeare-char's 65
 DIMS = {
-    "nanogpt": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6, max_position_embeddings=256),
+    "nanogpt": preset_fields("gpt", "shakespeare-char"),
     "quickstart": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=128),
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64),
 }
@@ -277,7 +278,7 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{row.get('startup_s', 0):8.1f} {row.get('peak_rss_mb', 0):8.0f} {row['answers_as_generate']}"
             )
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        write_json(args.json, report)
     return report
 
 

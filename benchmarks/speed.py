@@ -43,15 +43,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from transformers import (
-    BertConfig,
-    BertModel,
-    CompileConfig,
-    GenerationConfig,
-    GPT2Config,
-    GPT2LMHeadModel,
-    TorchAoConfig,
-)
+from common import compile_everywhere, cpu_name, write_json
+from factories import TINY_SIZES, preset_fields  # tests/factories.py, on sys.path through common
+from transformers import BertConfig, BertModel, GenerationConfig, GPT2Config, GPT2LMHeadModel, TorchAoConfig
 
 from hf_minitf import (
     MiniTFEncoderConfig,
@@ -76,47 +70,58 @@ WORDS = (
 ).split()
 
 
+# The MiniTF GPT's config fields, and the names GPT-2's config and the nanoGPT-style char GPT give them
+GPT_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings")
+GPT2_NAMES = {
+    **dict(zip(GPT_FIELDS, ("vocab_size", "n_embd", "n_layer", "n_head", "n_positions"))),
+    "initializer_range": "initializer_range",
+}
+CHAR_GPT_NAMES = dict(zip(GPT_FIELDS, ("vocab_size", "n_embd", "n_layer", "n_head", "block_size")))
+
+
+def renamed(fields: dict, names: dict) -> dict:
+    """The config `fields` under another library's `names` for them (those it has no name for left out)."""
+    return {names[key]: value for key, value in fields.items() if key in names}
+
+
 @dataclass
 class Sizes:
-    """Dims of every model; `tiny` shrinks them so a test can run the whole benchmark on tiny models."""
+    """The models' config fields, the catalog presets' (the nanoGPT shakespeare-char GPT, 65 characters; the
+    MiniEmbed mini encoder), and the run's sizes; `tiny` shrinks them so a test can run the whole benchmark."""
 
-    vocab: int = 65
-    hidden: int = 384
-    layers: int = 6
-    heads: int = 6
-    context: int = 256
+    gpt: dict = field(default_factory=lambda: preset_fields("gpt", "shakespeare-char", vocab_size=65))
     prompt: int = 16
     new_tokens: int = 200
     train_batch: int = 16
     train_steps: int = 12
-    encoder_vocab: int = 30000
-    encoder_hidden: int = 256
-    encoder_layers: int = 4
-    encoder_heads: int = 4
-    encoder_ffn: int = 1024
-    encoder_max_length: int = 128
+    encoder: dict = field(default_factory=lambda: preset_fields("encoder", "miniembed-mini"))
     sentences: int = 256
     encode_batch: int = 32
 
     @classmethod
     def tiny(cls) -> Sizes:
+        """The tests' tiny GPT and encoder sizes (context 64, 300 words of at most 32 tokens), few steps."""
         return cls(
-            hidden=32,
-            layers=2,
-            heads=2,
-            context=64,
+            gpt=dict(TINY_SIZES["gpt"], vocab_size=65, max_position_embeddings=64),
             new_tokens=8,
             train_batch=2,
             train_steps=2,
-            encoder_vocab=300,
-            encoder_hidden=32,
-            encoder_layers=1,
-            encoder_heads=2,
-            encoder_ffn=64,
-            encoder_max_length=32,
+            encoder=dict(TINY_SIZES["encoder"], vocab_size=300, max_position_embeddings=32),
             sentences=16,
             encode_batch=8,
         )
+
+    @property
+    def vocab(self) -> int:
+        return self.gpt["vocab_size"]
+
+    @property
+    def context(self) -> int:
+        return self.gpt["max_position_embeddings"]
+
+    @property
+    def encoder_max_length(self) -> int:
+        return self.encoder["max_position_embeddings"]
 
 
 @dataclass
@@ -186,37 +191,16 @@ def char_data(sizes: Sizes) -> tuple[torch.Tensor, dict[str, int]]:
 
 def gpt_models(sizes: Sizes) -> dict[str, torch.nn.Module]:
     torch.manual_seed(0)
-    ours = MiniTFGPTForCausalLM(
-        MiniTFGPTConfig(
-            vocab_size=sizes.vocab,
-            hidden_size=sizes.hidden,
-            num_hidden_layers=sizes.layers,
-            num_attention_heads=sizes.heads,
-            max_position_embeddings=sizes.context,
-            pad_token_id=0,
-            eos_token_id=None,
-        )
-    )
+    ours = MiniTFGPTForCausalLM(MiniTFGPTConfig(**{**sizes.gpt, "pad_token_id": 0, "eos_token_id": None}))
     return {"minitf": ours, "gpt2": gpt2_model(sizes)}
 
 
 def gpt2_model(sizes: Sizes, dropout: float = 0.1) -> GPT2LMHeadModel:
     """transformers' GPT-2 of the MiniTF GPT's dims; `dropout` 0.1 is GPT2Config's default, MiniTF's is 0."""
+    dropouts = {name: dropout for name in ("resid_pdrop", "embd_pdrop", "attn_pdrop")}
+    special = dict(pad_token_id=0, bos_token_id=None, eos_token_id=None)
     return GPT2LMHeadModel(
-        GPT2Config(
-            vocab_size=sizes.vocab,
-            n_embd=sizes.hidden,
-            n_layer=sizes.layers,
-            n_head=sizes.heads,
-            n_positions=sizes.context,
-            activation_function="gelu",
-            pad_token_id=0,
-            bos_token_id=None,
-            eos_token_id=None,
-            resid_pdrop=dropout,
-            embd_pdrop=dropout,
-            attn_pdrop=dropout,
-        )
+        GPT2Config(**renamed(sizes.gpt, GPT2_NAMES), activation_function="gelu", **special, **dropouts)
     )
 
 
@@ -267,10 +251,17 @@ def prompts(sizes: Sizes, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, mask
 
 
-def compile_everywhere() -> CompileConfig:
-    config = CompileConfig(fullgraph=False)
-    config._compile_all_devices = True  # transformers compiles generate's step on GPUs only unless told
-    return config
+def compiled() -> dict:
+    """generate()'s options of the compiled path: a static cache, compiled on CPUs too."""
+    return {"cache_implementation": "static", "compile_config": compile_everywhere()}
+
+
+def decode_paths(no_compile: bool) -> dict[str, dict]:
+    """generate()'s options of each decoding path: its default (dynamic) cache, a static cache, and that compiled."""
+    paths: dict[str, dict] = {"default (dynamic cache)": {}, "static cache": {"cache_implementation": "static"}}
+    if not no_compile:
+        paths["static cache + compile"] = compiled()
+    return paths
 
 
 def paged_cache_config(sizes: Sizes, batch: int) -> dict:
@@ -350,15 +341,7 @@ def load_char_gpt_original(source: Path, sizes: Sizes):
     spec = importlib.util.spec_from_loader("char_gpt_original", loader)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    original = module.GPT(
-        vocab_size=sizes.vocab,
-        n_embd=sizes.hidden,
-        n_head=sizes.heads,
-        n_layer=sizes.layers,
-        block_size=sizes.context,
-        dropout=0.0,
-    )
-    return original.eval()
+    return module.GPT(**renamed(sizes.gpt, CHAR_GPT_NAMES), dropout=0.0).eval()
 
 
 def decode_section(
@@ -371,34 +354,14 @@ def decode_section(
     ids, mask = prompts(sizes, batch)
     cases = []
     for name, model in (("minitf", ours), ("gpt2", gpt2)):
-        cases.append(generate_case(f"{name} default (dynamic cache)", model, ids, mask, sizes))
-        cases.append(generate_case(f"{name} static cache", model, ids, mask, sizes, cache_implementation="static"))
-        if not args.no_compile:
-            cases.append(
-                generate_case(
-                    f"{name} static cache + compile",
-                    model,
-                    ids,
-                    mask,
-                    sizes,
-                    cache_implementation="static",
-                    compile_config=compile_everywhere(),
-                )
-            )
+        for path, options in decode_paths(args.no_compile).items():
+            cases.append(generate_case(f"{name} {path}", model, ids, mask, sizes, **options))
         cases.append(generate_batch_case(f"{name} continuous batching", model, ids, mask, sizes))
     if not args.no_compile:  # the fastest fp32 path: inductor fuses eager attention's softmax for one query
         eager = copy.deepcopy(ours)
         eager.set_attn_implementation("eager")
         cases.append(
-            generate_case(
-                "minitf static cache + compile, eager attention",
-                eager,
-                ids,
-                mask,
-                sizes,
-                cache_implementation="static",
-                compile_config=compile_everywhere(),
-            )
+            generate_case("minitf static cache + compile, eager attention", eager, ids, mask, sizes, **compiled())
         )
     with tempfile.TemporaryDirectory() as folder:
         for kind in ("bf16", "int8"):
@@ -407,17 +370,8 @@ def decode_section(
             notes.setdefault("perplexity", {})[kind] = perplexity(reduced, char_data(sizes)[0], sizes)
             cases.append(generate_case(f"minitf {kind} default", reduced, ids, mask, sizes))
             if not args.no_compile:
-                cases.append(
-                    generate_case(
-                        f"minitf {kind} static cache + compile",
-                        reduced,
-                        ids,
-                        mask,
-                        sizes,
-                        cache_implementation="static",
-                        compile_config=compile_everywhere(),
-                    )
-                )
+                name = f"minitf {kind} static cache + compile"
+                cases.append(generate_case(name, reduced, ids, mask, sizes, **compiled()))
     if args.char_gpt_source and batch == 1:
         original = load_char_gpt_original(args.char_gpt_source, sizes)
 
@@ -484,31 +438,11 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
 
     texts = sentences(sizes)
     tokenizer = train_wordlevel_tokenizer(
-        texts, vocab_size=sizes.encoder_vocab, min_frequency=1, max_length=sizes.encoder_max_length
+        texts, vocab_size=sizes.encoder["vocab_size"], min_frequency=1, max_length=sizes.encoder_max_length
     )
     torch.manual_seed(0)
-    ours = MiniTFEncoderModel(
-        MiniTFEncoderConfig(
-            vocab_size=sizes.encoder_vocab,
-            hidden_size=sizes.encoder_hidden,
-            num_hidden_layers=sizes.encoder_layers,
-            num_attention_heads=sizes.encoder_heads,
-            intermediate_size=sizes.encoder_ffn,
-            max_position_embeddings=sizes.encoder_max_length,
-        )
-    )
-    save_sentence_transformer(ours, tokenizer, folder / "minitf")
-    bert = BertModel(
-        BertConfig(
-            vocab_size=sizes.encoder_vocab,
-            hidden_size=sizes.encoder_hidden,
-            num_hidden_layers=sizes.encoder_layers,
-            num_attention_heads=sizes.encoder_heads,
-            intermediate_size=sizes.encoder_ffn,
-            max_position_embeddings=sizes.encoder_max_length,
-            hidden_act="gelu",
-        )
-    )
+    save_sentence_transformer(MiniTFEncoderModel(MiniTFEncoderConfig(**sizes.encoder)), tokenizer, folder / "minitf")
+    bert = BertModel(BertConfig(**sizes.encoder, hidden_act="gelu"))  # the encoder's field names are BERT's
     bert.save_pretrained(folder / "bert")
     tokenizer.save_pretrained(folder / "bert")
 
@@ -516,7 +450,7 @@ def encode_section(sizes: Sizes, repeats: int, folder: Path) -> list[dict]:
         return SentenceTransformer(
             modules=[
                 Transformer(str(folder / "bert"), max_seq_length=sizes.encoder_max_length, model_kwargs=model_kwargs),
-                Pooling(sizes.encoder_hidden, "mean"),
+                Pooling(sizes.encoder["hidden_size"], "mean"),
             ],
             device="cpu",
         )
@@ -637,7 +571,7 @@ def main(argv: list[str] | None = None) -> dict:
     report = dict(
         torch=torch.__version__,
         threads=torch.get_num_threads(),
-        cpu=_cpu_name(),
+        cpu=cpu_name(),
         sizes=vars(sizes),
         date=time.strftime("%Y-%m-%d"),
     )
@@ -681,16 +615,8 @@ def main(argv: list[str] | None = None) -> dict:
             + ", ".join(f"{name} {value:.0f}" for name, value in report["peak_memory_MiB"].items())
         )
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        write_json(args.json, report)
     return report
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            return next(line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return "unknown CPU"
 
 
 if __name__ == "__main__":

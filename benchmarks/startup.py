@@ -17,14 +17,14 @@ is the baseline.)
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from common import dated_results_path, machine, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 STATEMENTS = (
@@ -96,18 +96,14 @@ def main() -> None:
         print(f"{statement:<46}{cells}{over * 1000:>+12.0f} ms {ratio:>5.2f}x  {'ok' if over <= allowed else 'OVER'}")
         by_side["over_baseline_s"] = over  # type: ignore[assignment]
         by_side["within_bound"] = over <= allowed  # type: ignore[assignment]
-    out = ROOT / "benchmarks" / "results" / f"startup-{time.strftime('%Y-%m-%d')}.json"
-    out.write_text(
-        json.dumps(
-            {
-                "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-                "sides": {label: {"python": python, "hook_off": off} for label, (python, off) in sides.items()},
-                "runs": args.runs,
-                "results": results,
-            },
-            indent=2,
-        )
-        + "\n"
+    out = write_json(
+        dated_results_path("startup"),
+        {
+            "machine": machine(),
+            "sides": {label: {"python": python, "hook_off": off} for label, (python, off) in sides.items()},
+            "runs": args.runs,
+            "results": results,
+        },
     )
     print(f"written to {out.relative_to(ROOT)}")
 

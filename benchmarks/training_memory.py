@@ -14,9 +14,7 @@ Usage: python benchmarks/training_memory.py [--sizes 10,100,1000] [--tokenizer c
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -25,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import dated_results_path, machine, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_CLI = "import sys; from hf_minitf.cli import main; sys.exit(main())"
@@ -135,13 +134,11 @@ def main() -> None:
         code=str(args.code),
         memory_cap_gib=args.memory_cap,
         torch=torch.__version__,
-        machine=f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"{os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE') / 2**30:.0f} GiB",
+        machine=machine(),
         cases=cases,
     )
-    name = f"training-memory-{args.tokenizer}-{args.label or 'run'}-{time.strftime('%Y-%m-%d')}.json"
-    (ROOT / "benchmarks" / "results" / name).write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote benchmarks/results/{name}")
+    path = write_json(dated_results_path(f"training-memory-{args.tokenizer}-{args.label or 'run'}"), results)
+    print(f"wrote {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

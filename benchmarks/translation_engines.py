@@ -15,51 +15,43 @@ Reported: median seconds per run, speed relative to MiniTF, and the translations
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import statistics
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from engines_ctranslate2_onnx import serve, start_worker  # noqa: E402 (the worker processes, as that benchmark runs them)
+import common
 
-ENGINES = ("minitf generate", "onnxruntime", "ctranslate2")
+# How a row is printed (filled in by its fields)
+ROW_LINE = (
+    "{engine:<16} {seconds:9.4f} s  {speed_vs_minitf:5.2f}x  "
+    "{equal_to_minitf}/{sentences} translations equal to MiniTF's"
+)
+VOCABULARIES = {"tiny": (400, 450), "hkproj": (15000, 22000)}  # the preset's source and target vocabulary sizes
 
 
-def translator_folder(root: Path, preset: str, smoke: bool) -> tuple[Path, int]:
-    """A MiniTF translator with random weights (its source vocabulary size returned too), and its two exports."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def translator_fields(preset: str, smoke: bool) -> dict:
+    """The translator's config fields: the catalog preset's (the tests' tiny sizes for --smoke), a wide init."""
+    from factories import TINY_SIZES, preset_fields
 
-    from hf_minitf import MiniTFSeq2SeqTokenizer
+    source, target = VOCABULARIES[preset]
+    if smoke:
+        fields = dict(TINY_SIZES["seq2seq"], src_vocab_size=60, vocab_size=70)
+    else:
+        fields = preset_fields("seq2seq", preset, src_vocab_size=source, vocab_size=target)
+    return {**fields, "initializer_range": 0.1}
+
+
+def build_folders(root: Path, fields: dict) -> dict[str, Path]:
+    """A MiniTF translator with random weights and its two exports, by engine."""
     from hf_minitf.export.ctranslate2 import export_ctranslate2
     from hf_minitf.export.onnx import export_onnx
 
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    from factories import TINY_SIZES, preset_fields, random_model_folder
-
-    sizes = {"tiny": (400, 450), "hkproj": (15000, 22000)}[preset]
-    fields = (
-        dict(TINY_SIZES["seq2seq"], src_vocab_size=60, vocab_size=70)
-        if smoke
-        else preset_fields("seq2seq", preset, src_vocab_size=sizes[0], vocab_size=sizes[1])
-    )
-    fields["initializer_range"] = 0.1
-
-    def word_level(prefix: str, size: int) -> Tokenizer:
-        words = ["[UNK]", "[PAD]", "[SOS]", "[EOS]", *(f"{prefix}{index}" for index in range(size - 4))]
-        tokenizer = Tokenizer(models.WordLevel(vocab={word: i for i, word in enumerate(words)}, unk_token="[UNK]"))
-        tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-        return tokenizer
-
-    pair = MiniTFSeq2SeqTokenizer(word_level("s", fields["src_vocab_size"]), word_level("t", fields["vocab_size"]))
-    folder = random_model_folder("seq2seq", root / "minitf", pair, **fields)
-    export_onnx(folder, root / "onnxruntime")
-    export_ctranslate2(folder, root / "ctranslate2")
-    return folder, fields["src_vocab_size"]
+    folder = common.translator_folder(root / "minitf", fields)
+    return {
+        "minitf generate": folder,
+        "onnxruntime": export_onnx(folder, root / "onnxruntime"),
+        "ctranslate2": export_ctranslate2(folder, root / "ctranslate2"),
+    }
 
 
 def worker(spec: dict) -> None:
@@ -86,80 +78,45 @@ def worker(spec: dict) -> None:
         def translate(text: str) -> str:
             return engine.translate([text], max_new_tokens=new_tokens)[0]
 
-    serve(lambda: [translate(text) for text in texts], spec["pause"])
+    common.serve(lambda: [translate(text) for text in texts], spec["pause"])
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=("tiny", "hkproj"), default="tiny", help="the translator's dims")
-    parser.add_argument("--smoke", action="store_true", help="tiny dims, one round: check that everything runs")
+    parser = common.interleaved_parser(__doc__)
+    parser.add_argument("--preset", choices=tuple(VOCABULARIES), default="tiny", help="the translator's dims")
     parser.add_argument("--sentences", type=int, default=None, help="sentences per run (default 16, smoke 2)")
     parser.add_argument("--new-tokens", type=int, default=32, help="longest translation (default 32)")
-    parser.add_argument("--rounds", type=int, default=None, help="timed runs per engine (default 3, smoke 1)")
-    parser.add_argument("--pause", type=float, default=None, help="seconds of rest before each timed run (2; smoke 0)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the rows to this JSON file")
-    args = parser.parse_args(argv)
-    rounds = args.rounds or (1 if args.smoke else 3)
-    pause = args.pause if args.pause is not None else (0.0 if args.smoke else 2.0)
+    args = common.parse_interleaved(parser, argv)
     count = args.sentences or (2 if args.smoke else 16)
     new_tokens = min(args.new_tokens, 11) if args.smoke else args.new_tokens
-    rng = random.Random(0)
     with tempfile.TemporaryDirectory() as root:
-        folder, source_words = translator_folder(Path(root), args.preset, args.smoke)
-        texts = [
-            " ".join(f"s{rng.randrange(source_words - 4)}" for _ in range(rng.randrange(6, 10))) for _ in range(count)
-        ]
-        workers = {
-            engine: start_worker(
-                {
-                    "group": "translation batch 1",
-                    "engine": engine,
-                    "folder": str(folder.parent / ("minitf" if engine == "minitf generate" else engine)),
-                    "texts": texts,
-                    "new_tokens": new_tokens,
-                    "pause": pause,
-                },
-                __file__,
-            )
-            for engine in ENGINES
+        fields = translator_fields(args.preset, args.smoke)
+        folders = build_folders(Path(root), fields)
+        texts = common.random_sentences(random.Random(0), count, "s", fields["src_vocab_size"] - 4, (6, 10))
+        specs = {
+            engine: {
+                "engine": engine,
+                "folder": str(folder),
+                "texts": texts,
+                "new_tokens": new_tokens,
+                "pause": args.pause,
+            }
+            for engine, folder in folders.items()
         }
-        times: dict[str, list[float]] = {engine: [] for engine in ENGINES}
-        results: dict[str, list[str]] = {}
-        for _ in range(rounds):  # interleaved: every engine once per round
-            for engine, process in workers.items():
-                assert process.stdin is not None and process.stdout is not None
-                process.stdin.write("go\n")
-                process.stdin.flush()
-                answer = json.loads(process.stdout.readline())
-                times[engine].append(answer["seconds"])
-                results[engine] = answer["result"]
-        for process in workers.values():
-            assert process.stdin is not None
-            process.stdin.close()
-            process.wait()
-    reference = statistics.median(times["minitf generate"])
+        timings = common.time_interleaved(__file__, specs, args.rounds)
+    reference = timings["minitf generate"]
     rows = [
         {
             "engine": engine,
-            "seconds": statistics.median(times[engine]),
-            "speed_vs_minitf": reference / statistics.median(times[engine]),
-            "equal_to_minitf": sum(a == b for a, b in zip(results[engine], results["minitf generate"])),
+            "seconds": timing.median,
+            "speed_vs_minitf": reference.median / timing.median,
+            "equal_to_minitf": sum(a == b for a, b in zip(timing.result, reference.result)),
             "sentences": len(texts),
         }
-        for engine in ENGINES
+        for engine, timing in timings.items()
     ]
-    for row in rows:
-        print(
-            f"{row['engine']:<16} {row['seconds']:9.4f} s  {row['speed_vs_minitf']:5.2f}x  "
-            f"{row['equal_to_minitf']}/{row['sentences']} translations equal to MiniTF's"
-        )
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
-    return rows
+    return common.show_and_save(rows, ROW_LINE, args.json)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"]:
-        worker(json.loads(sys.stdin.readline()))
-    else:
-        main()
+    common.main_or_worker(main, worker)

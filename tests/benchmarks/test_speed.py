@@ -9,6 +9,8 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "speed.py"
 
 
 def load_benchmark():
+    if str(SCRIPT.parent) not in sys.path:  # its shared plumbing, benchmarks/common.py, as when run as a script
+        sys.path.append(str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("speed_benchmark", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up there
