@@ -1,33 +1,43 @@
-"""Model cards of MiniTF folders and their exports, built with huggingface_hub's `ModelCard` / `ModelCardData`
-from the templates of `model_cards/`: `facts` reads what a folder is, `render` renders a card, `update` updates
-a folder's card in place, `exports` is what an export's card carries over."""
+"""Model cards of MiniTF folders and their exports: huggingface_hub's `ModelCard` rendered from the templates of
+`model_cards/`, its sections marked so that a card is updated in place (a user's text kept).
 
+What the rest of the package asks of a card, by what it is for:
+
+- a saved folder: `write_model_card` (on `save_pretrained`), `update_model_card` (after training),
+  `relicense_card`, `prepare_upload` (the snippets name the repo it goes to), `stored_parameters` (`minitf info`);
+- a converted model: `render_model_card`, before its folder exists;
+- an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's);
+- measurements: `record_evaluation` (`minitf eval`: model-index, `.eval_results/`, `EVAL_RESULTS_FOLDER`,
+  `is_eval_results_path`), `write_runs_in` and `RunRow` (`minitf verify`'s "Runs in" table);
+- `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
+  `PLACEHOLDER_MODEL_ID` (what a snippet names before the model has a repo).
+
+Inside: `facts` reads what a folder is, `render` renders and splices sections, `update` changes a folder's card,
+`exports`, `evaluation` and `runs_in` the cards of exports and measurements.
+"""
+
+from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
 from hf_minitf.cards.exports import export_card, export_card_data
-from hf_minitf.cards.facts import FolderFacts, file_sha256, stored_parameters
-from hf_minitf.cards.render import build_model_card, card_template, render_card, render_model_card
-from hf_minitf.cards.update import (
-    add_translation_pipeline,
-    prepare_upload,
-    relicense_card,
-    save_card,
-    update_model_card,
-    write_model_card,
-)
+from hf_minitf.cards.facts import read_card, stored_parameters
+from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, render_model_card
+from hf_minitf.cards.runs_in import RunRow, write_runs_in
+from hf_minitf.cards.update import prepare_upload, relicense_card, update_model_card, write_model_card
 
 __all__ = [
-    "FolderFacts",
-    "add_translation_pipeline",
-    "build_model_card",
+    "EVAL_RESULTS_FOLDER",
+    "PLACEHOLDER_MODEL_ID",
+    "RunRow",
     "card_template",
     "export_card",
     "export_card_data",
-    "file_sha256",
+    "is_eval_results_path",
     "prepare_upload",
+    "read_card",
+    "record_evaluation",
     "relicense_card",
-    "render_card",
     "render_model_card",
-    "save_card",
     "stored_parameters",
     "update_model_card",
     "write_model_card",
+    "write_runs_in",
 ]

@@ -24,7 +24,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard
 
 from hf_minitf.cards.facts import read_card
-from hf_minitf.cards.render import _set_section, assemble_card, card_data, card_template
+from hf_minitf.cards.render import assemble_card, card_data, card_template, set_section
 from hf_minitf.cards.update import save_card
 from hf_minitf.modeling.modeling_minitf import README
 from hf_minitf.safety.card_metadata import CardMetadataError, check_card_metadata
@@ -137,7 +137,7 @@ def record_in_card(folder: str | os.PathLike, results: list[EvalResult], model_n
     data = card_data(card)
     data.eval_results = merge_eval_results(data.eval_results or [], results)
     data.model_name = data.model_name or model_name or folder.resolve().name
-    updated = assemble_card(data, _set_section(card.text, EVALUATION_SECTION, _evaluation_section(data.eval_results)))
+    updated = assemble_card(data, set_section(card.text, EVALUATION_SECTION, _evaluation_section(data.eval_results)))
     save_card(updated, folder / README)
     return updated
 

@@ -99,7 +99,7 @@ def sections(text: str) -> dict[str, str]:
     return {match.group(1): match.group(2) for match in _SECTIONS.finditer(text)}
 
 
-def _set_section(text: str, name: str, content: str) -> str:
+def set_section(text: str, name: str, content: str) -> str:
     """Replace the marked section `name` of a card body, or append it."""
     pattern = re.compile(rf"<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n?", re.DOTALL)
     section = _SECTION.format(name=name, text=content.strip()) + "\n"
@@ -211,7 +211,7 @@ def build_model_card(
             lambda match: f'SentenceTransformer("{model_id}", trust_remote_code=True)', text
         )
     for name, content in sections(rendered.text).items():
-        text = _set_section(text, name, content)
+        text = set_section(text, name, content)
     return assemble_card(data, text)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from huggingface_hub import ModelCard
 
 from hf_minitf.cards.facts import read_card
-from hf_minitf.cards.render import _set_section, assemble_card, card_data, card_template, sections
+from hf_minitf.cards.render import assemble_card, card_data, card_template, sections, set_section
 from hf_minitf.cards.update import save_card
 from hf_minitf.catalog.verification import RUNS_IN_SECTION, RUNS_IN_TEMPLATE
 
@@ -70,7 +70,7 @@ def merged_rows(old: list[RunRow], new: list[RunRow]) -> list[RunRow]:
 def with_runs_in(card: ModelCard, rows: list[RunRow]) -> ModelCard:
     """`card` with `rows` merged into its table (`merged_rows`)."""
     table = render_runs_in(merged_rows(runs_in_rows(card), rows))
-    return assemble_card(card_data(card), _set_section(card.text, RUNS_IN_SECTION, table))
+    return assemble_card(card_data(card), set_section(card.text, RUNS_IN_SECTION, table))
 
 
 def write_runs_in(path: str | os.PathLike, rows: list[RunRow]) -> bool:

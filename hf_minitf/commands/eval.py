@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         evaluation = _evaluate_export(folder, info, args, columns, progress)
     recorded = None
     if not args.no_card:
-        from hf_minitf.cards.evaluation import record_evaluation
+        from hf_minitf.cards import record_evaluation
 
         settings = {"measured_by": evaluation.measured_by, **evaluation.details}
         _, recorded = record_evaluation(

@@ -34,8 +34,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from hf_minitf.cards import export_card, export_card_data
-from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID
+from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data
 from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from hf_minitf.cards.evaluation import is_eval_results_path
+from hf_minitf.cards import is_eval_results_path
 from hf_minitf.catalog.publishing import training_byproduct
 from hf_minitf.safety.card_metadata import load_model_card
 from hf_minitf.safety.files import UnsafeFileError, check_upload_sources, folder_files

@@ -205,7 +205,7 @@ def web_page(path: Path) -> Export | None:
 def native_folder(path: Path) -> Export | None:
     """A native export (transformers' GPT-2 / GPT-NeoX, or a SentenceTransformer folder), with the GGUF files
     beside it; or a folder of GGUF files with a card (an Ollama folder)."""
-    from hf_minitf.cards.facts import read_card
+    from hf_minitf.cards import read_card
 
     if not path.is_dir():
         return None

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from hf_minitf.cards.runs_in import RunRow, write_runs_in
+from hf_minitf.cards import RunRow, write_runs_in
 from hf_minitf.catalog.exports import context_limit
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.verification import (

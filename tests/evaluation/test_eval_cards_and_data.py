@@ -13,8 +13,7 @@ from helpers import assert_one_line_error, run_cli
 from huggingface_hub import ModelCard, parse_eval_result_entries
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from hf_minitf.cards import update_model_card
-from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, record_evaluation
+from hf_minitf.cards import EVAL_RESULTS_FOLDER, record_evaluation, update_model_card
 from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES
 from hf_minitf.evaluation import EvalDataError, load_pairs, load_texts
 from hf_minitf.safety.card_metadata import CardMetadataError

@@ -18,7 +18,7 @@ from helpers import assert_one_line_error, run_cli, run_python
 from huggingface_hub import ModelCard
 
 from hf_minitf import MiniTFGPTForCausalLM
-from hf_minitf.cards.runs_in import RunRow, write_runs_in
+from hf_minitf.cards import RunRow, write_runs_in
 from hf_minitf.export import export_ctranslate2, export_gguf, export_native
 from hf_minitf.safety.card_metadata import load_model_card
 
