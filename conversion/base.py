@@ -24,6 +24,8 @@ from hf_minitf.catalog.limits import DTYPE_NAMES
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
 from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
 from hf_minitf.modeling.layers import SinusoidalPositionalEmbedding
+from hf_minitf.safety.json_files import JSON_KINDS
+from hf_minitf.safety.json_files import read_json as read_checked_json
 from hf_minitf.safety.output_folders import OutputFolder, atomic_output_dir, existing_paths, output_folder
 
 # The dtypes a conversion can write, by the names `dtype=` (and `minitf convert --dtype`) takes; "auto" keeps the
@@ -147,14 +149,16 @@ def read_json(path: str | Path | Mapping[str, Any] | None, what: str) -> dict[st
         return dict(path)
     if path is None:
         return {}
-    path = Path(path)
+    return read_json_file(Path(path), what, f"give the {what} as a JSON object")
+
+
+def read_json_file(path: Path, what: str, advice: str, expected: type = dict) -> Any:
+    """The JSON value of the file `path` through the package's one reader, a ConversionError naming `what` and the
+    file when it cannot be read, is not JSON or holds another kind of value (`advice` says what to do)."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        return read_checked_json(path, expected, f"a JSON {JSON_KINDS.get(expected, 'value')}", advice, ConversionError)
+    except OSError as error:
         raise ConversionError(f"Cannot read {what} {path}: {error}") from error
-    if not isinstance(value, dict):
-        raise ConversionError(f"{what} {path} must hold a JSON object, got {type(value).__name__}.")
-    return value
 
 
 def check_given(given: Mapping[str, Any], inferred: Mapping[str, Any], source: str) -> None:
@@ -482,6 +486,7 @@ __all__ = [
     "output_dtype",
     "plan_weights",
     "read_json",
+    "read_json_file",
     "require_architecture",
     "require_heads",
     "save_converted",

@@ -9,7 +9,6 @@ Run: `minitf convert char-gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out 
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from hf_minitf.conversion.base import (
     num_parameters,
     plan_weights,
     read_json,
+    read_json_file,
     require_architecture,
     require_heads,
     shape_of,
@@ -58,10 +58,8 @@ def load_chars(vocab: str | Path | Sequence[str] | None = None, training_text: s
     assert vocab is not None  # exactly one of vocab and training_text is given (checked above)
     entries: Sequence[str] | dict[str, int]  # the characters in id order, or a {character: id} map
     if isinstance(vocab, (str, Path)):
-        try:
-            entries = json.loads(Path(vocab).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise ConversionError(f"Cannot read the character vocabulary {vocab}: {error}") from error
+        advice = "give the characters as a JSON list in id order, or a {character: id} object"
+        entries = read_json_file(Path(vocab), "the character vocabulary", advice, object)
     else:
         entries = vocab
     if isinstance(entries, dict):

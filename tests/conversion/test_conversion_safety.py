@@ -204,6 +204,42 @@ def test_what_the_weights_cannot_say_is_asked_for(tmp_path, conversion, expected
     assert_no_output(tmp_path)
 
 
+def char_gpt_reading(file: str, text: str | None, option: str):
+    """Converting the char-GPT fixture with `option` (vocab or original_config) naming `file`, which holds `text`
+    (None: no such file)."""
+
+    def conversion(tmp: Path) -> None:
+        if text is not None:
+            (tmp / file).write_text(text, encoding="utf-8")
+        options = {"vocab": CHARS, "num_heads": 4, option: tmp / file}
+        convert_char_gpt(CHAR_GPT / "checkpoint.pt", tmp / "out", **options)
+
+    return conversion
+
+
+# Each JSON file a conversion reads, when it is not what it should be, is named with what to give instead.
+UNREADABLE_JSON = {
+    "vocab-not-json": (char_gpt_reading("vocab.json", '["a", ', "vocab"), r"vocab.json is not JSON \(.*\); give the"),
+    "vocab-missing": (char_gpt_reading("vocab.json", None, "vocab"), r"Cannot read the character vocabulary .*vocab"),
+    "config-not-json": (
+        char_gpt_reading("config.json", "{'n_head': 4}", "original_config"),
+        r"config.json is not JSON \(.*\); give the original config as a JSON object",
+    ),
+    "config-not-an-object": (
+        char_gpt_reading("config.json", "[4]", "original_config"),
+        r"config.json holds a JSON array, not a JSON object; give the original config as a JSON object",
+    ),
+    "config-missing": (char_gpt_reading("config.json", None, "original_config"), r"Cannot read original config"),
+}
+
+
+@pytest.mark.parametrize("conversion,expected", list(UNREADABLE_JSON.values()), ids=list(UNREADABLE_JSON))
+def test_a_json_file_that_cannot_be_read_is_named(tmp_path, conversion, expected):
+    with pytest.raises(ConversionError, match=expected):
+        conversion(tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
 def test_rmsnorm_weights_are_refused_but_the_inert_flag_is_not(tmp_path):
     """FrawdLLM's use_rmsnorm flag changes nothing in its model; only weights without LayerNorm biases are refused."""
     state = load_file(DATA / "frawdllm_learned/original.safetensors")
