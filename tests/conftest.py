@@ -28,6 +28,16 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture
+def one_thread():
+    """Torch on one thread for the test: tiny models' products (and their training) are several times faster there
+    than on two busy cores. A module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 # Tokenizer files of the original codebases, shared by the conversion and fault-injection tests.
 @pytest.fixture(scope="module")
 def tokenizer_files(tmp_path_factory):

@@ -1,6 +1,6 @@
 """Helpers several test folders share: running `minitf` in this process, or code and `minitf` in a fresh one,
-checking its one-line errors, copying a model folder with changed config fields, checking a refused export, torch on
-one thread, reading a PNG, writing a tokenizer laid out like FrawdLLM's."""
+checking its one-line errors, copying a model folder with changed config fields, checking a refused export, reading a
+PNG, writing a tokenizer laid out like FrawdLLM's."""
 
 import json
 import os
@@ -13,7 +13,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-import torch
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
 from hf_minitf.cli import main
@@ -131,16 +130,6 @@ def assert_refused_writing_nothing(export, source: Path, out: Path, message: str
     with pytest.raises(ExportRefused, match=message):
         export(source, out)
     assert not list(out.parent.iterdir())
-
-
-@pytest.fixture(scope="module")
-def one_thread():
-    """Torch's tiny matrix products on one thread: with several, a loaded machine makes them ten times slower. A test
-    module uses it with `pytestmark = pytest.mark.usefixtures("one_thread")` after importing it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 from factories import SAVED_GPT_SIZES, convert_gpt_fixture, random_model_folder
-from helpers import one_thread  # noqa: F401  (a fixture, used by name below)
 from transformers import AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer

@@ -9,7 +9,6 @@ import re
 import gguf
 import pytest
 from factories import make_chat_gpt_sources, make_gpt
-from helpers import one_thread  # noqa: F401  (a fixture, used by name below)
 from transformers import AutoTokenizer
 
 from hf_minitf.cli import main as minitf_main

@@ -280,15 +280,6 @@ def number_pairs():
     return [pair for pair in pairs if pair not in held_out][:600], held_out
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models train several times faster on one thread than on two busy cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_learns_toy_translation_with_trainer_and_pipeline(tmp_path, one_thread):
     train, held_out = number_pairs()
     tokenizer = train_translation_tokenizers(train, min_frequency=1)
