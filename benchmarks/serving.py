@@ -1,7 +1,7 @@
 """`minitf serve` under load: concurrent completion requests to each engine, beside sequential generate() calls.
 
     python benchmarks/serving.py [MODEL_DIR] [--requests 1 16 64] [--new-tokens 64] [--rounds 2] [--json serving.json]
-        [--vllm-python .venv-vllm/bin/python]
+        [--engines] [--vllm-python .venv-vllm/bin/python]
     python benchmarks/serving.py --tiny --rounds 1     # checks the script runs; measures nothing
 
 Without MODEL_DIR it saves a MiniTF GPT of nanoGPT shakespeare-char dims (65 characters, 6 layers, 6 heads, 384
@@ -10,8 +10,11 @@ random weights and no end token, so every request generates exactly --new-tokens
 - `generate() sequential`: each burst's prompts through `model.generate()` one after another, in this process
   (once: it is the reference text and speed);
 - `serve`: all requests of a burst sent at once (one client thread each, the `openai` client) to `minitf serve
-  MODEL_DIR`, whose transformers GenerateManager runs them one after another on its inference thread;
-- `serve --continuous-batching`: the same to `minitf serve MODEL_DIR --continuous-batching` (paged attention);
+  MODEL_DIR`, whose worker runs them through `generate()` one after another;
+- `serve --continuous-batching`: the same to `minitf serve MODEL_DIR --continuous-batching` (concurrent greedy
+  requests generated together, in left-padded batches);
+- `serve ONNX export`, `serve CTranslate2 export` (with --engines): the same to `minitf serve EXPORT`, the folder's
+  `minitf export onnx` / `minitf export ctranslate2` made first, run by ONNX Runtime / CTranslate2;
 - `serve --engine vllm` (with --vllm-python): the same to vLLM's server behind `minitf serve`, as it starts, and
   with `VLLM_CPU_NUM_OF_RESERVED_CPU=0` (vLLM's CPU build keeps a core for its scheduler by default).
 The servers run one at a time, in alternating order round by round (a, b, c, then c, b, a), each a subprocess
@@ -28,6 +31,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -171,6 +175,14 @@ def environment_set(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def export(folder: Path, engine: str) -> Path:
+    """`minitf export ENGINE FOLDER` into a folder beside it (in a subprocess: the engine's threads stay there)."""
+    out = folder.parent / f"{folder.name}-{engine}"
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "hf_minitf.cli", "export", engine, str(folder), str(out)], check=True)
+    return out
+
+
 def serve_bursts(folder: Path, bursts: dict[int, list[str]], new_tokens: int, options: tuple[str, ...]) -> dict:
     """Start `minitf serve MODEL OPTIONS`, warm it up, send each burst at once; its figures and answers."""
     started = time.perf_counter()
@@ -207,6 +219,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens each request generates (default 64)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds over the servers (default 2)")
     parser.add_argument("--vllm-python", type=Path, help="vLLM's Python: adds `minitf serve --engine vllm`")
+    parser.add_argument(
+        "--engines", action="store_true", help="add the model's ONNX and CTranslate2 exports, served by minitf serve"
+    )
     parser.add_argument("--json", type=Path, help="write every figure to this JSON file")
     parser.add_argument(
         "--size",
@@ -218,27 +233,34 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     new_tokens = 4 if args.tiny else args.new_tokens
     bursts = {size: prompts(size) for size in args.requests}
-    servers: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-        "serve": ((), {}),
-        "serve --continuous-batching": (("--continuous-batching",), {}),
+    # name -> (the folder served: the model or one of its exports, options, environment)
+    servers: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
+        "serve": ("model", (), {}),
+        "serve --continuous-batching": ("model", ("--continuous-batching",), {}),
     }
+    if args.engines:
+        servers["serve ONNX export"] = ("onnx", (), {})
+        servers["serve CTranslate2 export"] = ("ctranslate2", (), {})
     if args.vllm_python:
         vllm = ("--engine", "vllm", "--vllm-python", str(args.vllm_python))
-        servers["serve --engine vllm"] = (vllm, {})
+        servers["serve --engine vllm"] = ("model", vllm, {})
         # vLLM's CPU build keeps one core for its scheduler: on 2 cores the model gets one thread, unless told not to
-        servers["serve --engine vllm, no core reserved"] = (vllm, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"})
+        servers["serve --engine vllm, no core reserved"] = ("model", vllm, {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0"})
     with tempfile.TemporaryDirectory() as work:
         folder = args.model or Path(work) / "gpt"
         if args.model is None:
             save_model(folder, "tiny" if args.tiny else args.size)
+        served = {"model": folder}
+        if args.engines:
+            served.update({engine: export(folder, engine) for engine in ("onnx", "ctranslate2")})
         reference = {size: generate_sequentially(folder, texts, new_tokens) for size, texts in bursts.items()}
         runs: dict[str, list[dict]] = {name: [] for name in servers}
         for round_index in range(args.rounds):
             order = list(servers) if round_index % 2 == 0 else list(reversed(servers))
             for name in order:
-                options, environment = servers[name]
+                which, options, environment = servers[name]
                 with environment_set(environment):
-                    runs[name].append(serve_bursts(folder, bursts, new_tokens, options))
+                    runs[name].append(serve_bursts(served[which], bursts, new_tokens, options))
     report: dict = {
         "settings": {
             "model": str(args.model or f"random MiniTF GPT ({'tiny' if args.tiny else args.size} dims)"),
@@ -268,12 +290,12 @@ def main(argv: list[str] | None = None) -> dict:
         report["cases"][str(size)] = rows
         print(f"{size} concurrent requests of {new_tokens} new tokens, medians of {args.rounds} rounds")
         print(
-            f"{'case':28} {'req/s':>8} {'x generate':>10} {'median s':>9} {'p95 s':>8} {'tok/s':>8} "
+            f"{'case':30} {'req/s':>8} {'x generate':>10} {'median s':>9} {'p95 s':>8} {'tok/s':>8} "
             f"{'start s':>8} {'peak MB':>8} as generate()"
         )
         for name, row in rows.items():
             print(
-                f"{name:28} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
+                f"{name:30} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
                 f"{row['median_latency_s']:9.3f} {row['p95_latency_s']:8.3f} {row['tokens_per_s']:8.1f} "
                 f"{row.get('startup_s', 0):8.1f} {row.get('peak_rss_mb', 0):8.0f} {row['answers_as_generate']}"
             )

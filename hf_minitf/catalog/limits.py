@@ -50,6 +50,9 @@ CHAT_TEMPLATE_SECONDS = 2.0
 template with nested `range(99999)` loops held the server for over a minute."""
 CHAT_TEMPLATE_MAX_CHARS = 16 * 2**20
 """Most characters a chat template may write for one request (twice the default body limit, in characters)."""
+MAX_BATCH = 32
+"""`minitf serve --continuous-batching`'s default batch: most concurrent greedy requests to a GPT generated together
+(a batch steps as slowly as its longest row, and holds every row's cache)."""
 SHUTDOWN_GRACE_SECONDS = 30
 """`minitf serve --shutdown-grace`'s default: after SIGTERM (or Ctrl-C) the server stops accepting connections and
 lets the requests in flight finish for this long, then cancels them and exits."""
@@ -80,6 +83,7 @@ __all__ = [
     "MAX_EVAL_DATA_BYTES",
     "MAX_NEW_TOKENS",
     "MAX_PORT",
+    "MAX_BATCH",
     "MAX_REQUEST_BYTES",
     "MAX_STEPS",
     "MAX_STEPS_SCALE",

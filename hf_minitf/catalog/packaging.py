@@ -43,16 +43,9 @@ EXTRAS: dict[str, Extra] = {
     for extra in (
         Extra(
             name="serve",
-            # httpx: the HTTP client of `minitf serve --engine vllm`'s front (and of FastAPI's TestClient). minitf
-            # serve subclasses the parts of transformers 5.24's serving code, which transformers 5.25 rewrote.
-            requirements=(
-                "fastapi>=0.110",
-                "uvicorn>=0.29",
-                "openai>=1.98",
-                "pydantic>=2",
-                "httpx>=0.27",
-                "transformers>=5.24,<5.25",
-            ),
+            # The server (FastAPI, on transformers' public API: it takes the transformers installed); httpx: the HTTP
+            # client of `minitf serve --engine vllm`'s front (and of FastAPI's TestClient).
+            requirements=("fastapi>=0.110", "uvicorn>=0.29", "openai>=1.98", "pydantic>=2", "httpx>=0.27"),
             modules=("fastapi", "starlette", "uvicorn", "openai", "pydantic", "httpx"),
             needed_by="minitf serve",
         ),

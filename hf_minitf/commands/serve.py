@@ -1,4 +1,4 @@
-"""`minitf serve SRC...`: model folders behind transformers' OpenAI-compatible server (hf_minitf.serving.server)."""
+"""`minitf serve SRC...`: model folders behind the package's OpenAI-compatible server (hf_minitf.serving.server)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import ipaddress
 import os
 
-from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
+from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_BATCH, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.catalog.packaging import EXTRAS, docs_page, missing_extra
 from hf_minitf.commands.common import (
     CommandError,
@@ -18,16 +18,18 @@ from hf_minitf.commands.common import (
     say,
 )
 
-HELP = "serve model folders over an OpenAI-compatible HTTP API (transformers' server, or vLLM's)"
+HELP = "serve model folders over an OpenAI-compatible HTTP API (its own, or vLLM's)"
 DESCRIPTION = f"""\
-Serve model folders over an OpenAI-compatible HTTP API, on transformers' own server (`transformers serve`):
-the same routes, request and response schemas and streaming.
+Serve model folders over an OpenAI-compatible HTTP API (OpenAI's routes, request and response shapes and
+streaming), generating with transformers' generate() or with the engine of an export folder.
 
 - a GPT folder (saved, trained, converted, a native GPT-2/GPT-NeoX folder, or a Hub repo id) answers
   POST /v1/completions, and POST /v1/chat/completions and /v1/responses when its tokenizer has a chat template
   (without one: HTTP 400 pointing to /v1/completions);
 - an encoder folder answers POST /v1/embeddings (concurrent requests are encoded in shared batches);
-- a seq2seq (translation) folder answers POST /v1/completions, the prompt being the text to translate.
+- a seq2seq (translation) folder answers POST /v1/completions, the prompt being the text to translate;
+- an ONNX or CTranslate2 export folder (minitf export onnx / ctranslate2) answers as the folder it was exported
+  from, run by its engine (greedy or temperature sampling; no penalties, logit bias or top_p).
 GET /v1/models lists the served models (named as given here), GET /health answers {{"status": "ok"}}.
 Errors answer HTTP 4xx in OpenAI's error shape. Needs the serve extra: {EXTRAS["serve"].install}.
 See {docs_page("serving.md")} for curl and openai-client examples.
@@ -43,8 +45,7 @@ SERVER_OPTIONS = ("host", "port", "log_level", "dtype", "trust_remote_code", "ma
 # batches continuously and sizes its own cache) rather than silently ignored.
 DEFAULT_ENGINE_OPTIONS = {
     "continuous_batching": False,
-    "cb_num_blocks": None,
-    "cb_max_batch_tokens": None,
+    "max_batch_size": MAX_BATCH,
     "device": "auto",
     "shutdown_grace": SHUTDOWN_GRACE_SECONDS,
 }
@@ -78,21 +79,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--continuous-batching",
         action="store_true",
-        help="generate for concurrent requests together (transformers' continuous batching with "
-        "paged attention) instead of one request after another",
+        help="generate concurrent greedy requests to a GPT together, in one batch, instead of one request after "
+        "another (each request gets the tokens it gets alone; requests with stop strings, penalties, a logit bias or "
+        "sampling still run alone)",
     )
     parser.add_argument(
-        "--cb-num-blocks",
+        "--max-batch-size",
         type=count,
-        default=None,
-        help="KV cache size for continuous batching, in blocks of 256 tokens (default: 32 on a CPU, "
-        "from the free memory on a GPU)",
-    )
-    parser.add_argument(
-        "--cb-max-batch-tokens",
-        type=count,
-        default=None,
-        help="most tokens in one continuous batching step (default: transformers')",
+        default=MAX_BATCH,
+        help=f"with --continuous-batching: most requests generated together (default: {MAX_BATCH})",
     )
     parser.add_argument(
         "--api-key",
@@ -126,7 +121,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         default="transformers",
         choices=ENGINES,
-        help="transformers: transformers' own server, every family (default); vllm: the GPT on vLLM's server "
+        help="transformers: this package's server, generating with transformers (or an export's engine), every family "
+        "(default); vllm: the GPT on vLLM's server "
         "(needs vLLM: see 'Installing vLLM' in docs/serving.md)",
     )
     parser.add_argument(
@@ -158,7 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 @reports_errors("serve")
 def run(args: argparse.Namespace) -> int:
-    """`minitf serve`: the models behind transformers' OpenAI-compatible server (hf_minitf.serving.server)."""
+    """`minitf serve`: the models behind the package's OpenAI-compatible server (hf_minitf.serving.server)."""
     api_key = _api_key(args.api_key)
     if api_key is None and not _is_loopback(args.host):
         from hf_minitf.serving import API_KEY_VARIABLE
@@ -176,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{given[0]} is an option of --engine vllm; add --engine vllm or leave it out")
     try:
         from hf_minitf.serving.server import serve
-    except ImportError as error:  # the serve extra or transformers' serving code is missing: the message says which
+    except ImportError as error:  # the serve extra is missing: the message says which
         raise CommandError(missing_extra(error) or str(error)) from error
 
     quiet_transformers()

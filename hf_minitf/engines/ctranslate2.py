@@ -114,6 +114,16 @@ class CTranslate2Translator:
             for result in results
         ]
 
+    def new_ids(self, source: list[int], max_new_tokens: int) -> list[int]:
+        """The target ids greedy search gives after the start token, at most `max_new_tokens` (end token included)."""
+        (result,) = self.translator.translate_batch(
+            [self.tokenizer.convert_ids_to_tokens(source)],
+            beam_size=1,
+            max_decoding_length=max_new_tokens,
+            return_end_token=True,
+        )
+        return [self.target_ids[token] for token in result.hypotheses[0]]
+
 
 class CTranslate2Embedder:
     """An encoder export run by `ctranslate2.Encoder`: tokenizer -> token states -> masked mean -> L2 normalize, as

@@ -1,8 +1,8 @@
 """`POST /v1/embeddings` (OpenAI's embeddings API) for the embedding models `minitf serve` serves.
 
-transformers' server has no embeddings route; this one sits on the same app. A request's texts are encoded by
-the model's `SentenceTransformer.encode`, so the vectors are those of local `encode`; requests that arrive while a
-batch is being encoded wait and are encoded together in the next one (`EmbeddingBatcher`).
+A request's texts are encoded by the model's `SentenceTransformer.encode` (or an export engine's `encode`), so the
+vectors are those of local `encode`; requests that arrive while a batch is being encoded wait and are encoded
+together in the next one (`EmbeddingBatcher`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import asyncio
 import base64
 import ctypes
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 from fastapi import FastAPI
@@ -20,6 +19,7 @@ from starlette.background import BackgroundTask
 
 from hf_minitf.serving.checks import check_field_types, check_text_length, check_unicode
 from hf_minitf.serving.errors import RequestError
+from hf_minitf.serving.models import ServedModel, ServedModels
 
 # OpenAI's request fields (`user` is accepted and unused, as there).
 FIELDS = {"input", "model", "encoding_format", "dimensions", "user"}
@@ -111,14 +111,26 @@ def _encoding(body: dict, dimension: int) -> str:
     return encoding_format
 
 
-def _dimension(model) -> int:
+def _dimension(served: ServedModel) -> int:
     """The embedding size (sentence-transformers 6 renamed the method; 5 has the old name only)."""
+    model = served.model
+    if served.engine != "transformers":
+        return int(model.encode(["a"]).shape[1])
     method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     return method()
 
 
-def _encoder(model) -> Callable[[list[str]], np.ndarray]:
+def _max_length(served: ServedModel) -> int:
+    """The most tokens a text may have: the SentenceTransformer's `max_seq_length`, an engine's `max_length`."""
+    return served.model.max_seq_length if served.engine == "transformers" else served.model.max_length
+
+
+def _encoder(served: ServedModel) -> Callable[[list[str]], np.ndarray]:
+    model = served.model
+
     def encode(texts: list[str]) -> np.ndarray:
+        if served.engine != "transformers":
+            return np.asarray(model.encode(texts), dtype=np.float32)
         return model.encode(texts, batch_size=min(len(texts), 64), convert_to_numpy=True).astype(np.float32)
 
     return encode
@@ -149,24 +161,21 @@ def release_freed_memory() -> None:
     libc.malloc_trim(0)
 
 
-def add_embeddings_route(app: FastAPI, manager: Any) -> None:
-    """Add `POST /v1/embeddings`, answering for the encoder models that `manager` (the ServedModelManager) serves."""
-    batchers = {
-        served.key: EmbeddingBatcher(_encoder(served.model))
-        for served in manager.served.values()
-        if served.family == "encoder"
-    }
+def add_embeddings_route(app: FastAPI, models: ServedModels) -> None:
+    """Add `POST /v1/embeddings`, answering for the encoder models among `models`."""
+    encoders = [served for served in models.models.values() if served.family == "encoder"]
+    batchers = {served.name: EmbeddingBatcher(_encoder(served)) for served in encoders}
+    dimensions = {served.name: _dimension(served) for served in encoders}
     app.state.embedding_batchers = batchers
 
     @app.post("/v1/embeddings")
     async def embeddings(body: dict) -> JSONResponse:
         check_unicode(body)
         check_field_types(body)
-        served = manager.find_for(body, ("encoder",), "/v1/embeddings")
-        dimension = _dimension(served.model)
-        encoding_format = _encoding(body, dimension)
+        served = models.find_for(body, ("encoder",), "/v1/embeddings")
+        encoding_format = _encoding(body, dimensions[served.name])
         texts = _texts(body)
-        limit = served.model.max_seq_length
+        limit = _max_length(served)
         for index, text in enumerate(texts):
             check_text_length(len(text), limit, served.chars_per_token, served.name, "input", f"input[{index}]")
         lengths = await asyncio.to_thread(_token_counts, served.tokenizer, texts)
@@ -179,7 +188,7 @@ def add_embeddings_route(app: FastAPI, manager: Any) -> None:
                 param="input",
                 code="context_length_exceeded",
             )
-        vectors = await batchers[served.key].embed(texts)
+        vectors = await batchers[served.name].embed(texts)
         encode = (
             (lambda row: base64.b64encode(row.astype("<f4").tobytes()).decode("ascii"))
             if encoding_format == "base64"

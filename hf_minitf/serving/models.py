@@ -1,6 +1,6 @@
-"""The models `minitf serve` answers for: each folder under the name it was given, and transformers' model manager
-limited to them (a request naming another model answers 404 instead of a download; generative models load with
-the Auto classes where `transformers` has no attribute of their architecture's name)."""
+"""The models `minitf serve` answers for: each folder (or Hub repo id) under the name it was given, loaded once at
+start-up with the public Auto classes (or SentenceTransformer, or the engine of an export folder), and the lookup of
+the model a request names (`ServedModels`)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
-
 from hf_minitf.catalog.exports import context_limit
-from hf_minitf.catalog.families import FAMILIES
-from hf_minitf.serving.api import model_manager as _model_manager
-from hf_minitf.serving.api import utils as _utils
+from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES
 from hf_minitf.serving.checks import chars_per_token
 from hf_minitf.serving.errors import RequestError
-from hf_minitf.serving.family import model_family
-from hf_minitf.serving.templates import guard_chat_template
+from hf_minitf.serving.family import model_family, served_config
 
 # The routes each family answers, for the error of a request sent to another one.
 ROUTES = {family.name: family.route for family in FAMILIES.values()}
@@ -29,22 +23,34 @@ ROUTES = {family.name: family.route for family in FAMILIES.values()}
 
 @dataclass
 class ServedModel:
-    """One model folder (or Hub repo id) the server answers for, under the name it was given."""
+    """One model the server answers for, under the name it was given: its family, tokenizer and what runs it
+    (`model`: a transformers model, a SentenceTransformer, or the runner of an export folder, `engine` naming which)."""
 
     name: str
-    key: str
     family: str
-    config: Any
-    model: Any = None
-    tokenizer: Any = None
+    model: Any
+    tokenizer: Any
+    engine: str = "transformers"
+    config: Any = None
 
     @property
     def context_limit(self) -> int | None:
         """Most tokens (prompt and generated) a generative model reads, or None where it has no such limit: a GPT's
         as `minitf generate` counts it (`catalog.exports.context_limit`), a translator's its position table."""
+        if self.engine != "transformers":
+            if self.family == "gpt":
+                return self.model.position_limit
+            return getattr(self.model, "max_positions", None) or getattr(self.model, "default_length", None)
         if self.family == "gpt":
             return context_limit(self.config)
         return getattr(self.config, "max_position_embeddings", None)
+
+    @property
+    def vocab_size(self) -> int:
+        """The ids a logit bias may name."""
+        if self.config is not None and getattr(self.config, "vocab_size", None):
+            return self.config.vocab_size
+        return len(self.tokenizer)
 
     @functools.cached_property
     def chars_per_token(self) -> int:
@@ -52,119 +58,108 @@ class ServedModel:
         return chars_per_token(self.tokenizer)
 
 
-def _is_local(name: str) -> bool:
-    return os.path.exists(name)
+def _device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-class ServedModelManager(_model_manager.ModelManager):
-    """transformers' model manager for the given models only: a request naming another model answers 404 (instead of
-    a download), a request sent to a route its family does not answer 400; generative models load with the Auto
-    classes where `transformers` has no attribute of their architecture's name."""
+def load_model(source: str, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False) -> ServedModel:
+    """Load one folder or Hub repo id to serve: a MiniTF or native folder in transformers (an encoder as a
+    SentenceTransformer), an ONNX or CTranslate2 export folder in its engine."""
+    from hf_minitf.engines import export_info, load_engine
 
-    def __init__(self, served: Sequence[ServedModel], **options) -> None:
-        super().__init__(model_timeout=-1, **options)
-        self.served = {model.key: model for model in served}
-        for model in served:
-            if model.family == "gpt":
-                model.model, model.tokenizer = self.load_model_and_processor(model.key)
+    export = export_info(source) if Path(source).is_dir() else None
+    if export is not None:
+        exported = MODEL_TYPES[export["family"]]
+        runner = load_engine(source, exported.engine_kind)  # type: ignore[call-overload]
+        return ServedModel(source, exported.name, runner, runner.tokenizer, engine=export["engine"])
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    def find(self, name: str | None) -> ServedModel:
-        """The served model a request names (any served model when the request names none and one is served)."""
+    config = served_config(source, trust_remote_code)
+    family = model_family(config)
+    torch_dtype = None if dtype == "auto" else getattr(torch, dtype)
+    if family == "encoder":
+        from sentence_transformers import SentenceTransformer  # heavy: imported when an encoder is served
+
+        encoder = SentenceTransformer(
+            source,
+            device=_device(device),
+            trust_remote_code=trust_remote_code,
+            model_kwargs={"dtype": torch_dtype} if torch_dtype else None,
+        )
+        return ServedModel(source, family, encoder, encoder.tokenizer, config=config)
+    auto = AutoModelForCausalLM if family == "gpt" else AutoModelForSeq2SeqLM
+    loaded = auto.from_pretrained(source, dtype=torch_dtype or "auto", trust_remote_code=trust_remote_code)
+    model: Any = loaded.to(_device(device)).eval()  # type: ignore[arg-type]  # transformers' partial types
+    tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+    return ServedModel(source, family, model, tokenizer, config=config)
+
+
+def _same_place(name: str, served: str) -> bool:
+    return os.path.exists(name) and os.path.exists(served) and Path(name).resolve() == Path(served).resolve()
+
+
+class ServedModels:
+    """The served models by name: a request naming another model answers 404 (never a download), a request sent
+    to a route its model's family does not answer 400 naming the route that does."""
+
+    def __init__(self, models: Sequence[ServedModel]) -> None:
+        self.models = {model.name: model for model in models}
+
+    def find(self, name: Any) -> ServedModel:
+        """The served model a request names (the only one, when it names none and one is served)."""
         if name is None:
-            if len(self.served) == 1:
-                return next(iter(self.served.values()))
-            raise RequestError(400, f"Name the model: one of {self._names()}.", param="model")
+            if len(self.models) == 1:
+                return next(iter(self.models.values()))
+            raise RequestError(400, f"Name the model: one of {self.names()}.", param="model")
         if not isinstance(name, str):
-            raise RequestError(400, f"model must be a string, one of {self._names()}.", param="model")
-        key = self.process_model_name(name)
-        if key in self.served:
-            return self.served[key]
-        if _is_local(name):
-            for served in self.served.values():
-                if _is_local(served.key) and Path(served.key).resolve() == Path(name).resolve():
-                    return served
-        raise self._not_served(name)
-
-    def find_for(self, body: dict, families: Sequence[str], route: str) -> ServedModel:
-        """The served model a request names, checked to be of one of `families`; the request's `model` is set to
-        its name."""
-        served = self.find(body.get("model"))
-        if served.family not in families:
-            raise self._wrong_route(served, route)
-        body["model"] = served.name
-        return served
-
-    def _names(self) -> str:
-        return ", ".join(repr(model.name) for model in self.served.values())
-
-    def _not_served(self, name: str) -> RequestError:
-        return RequestError(
+            raise RequestError(400, f"model must be a string, one of {self.names()}.", param="model")
+        if name in self.models:
+            return self.models[name]
+        for served in self.models.values():
+            if _same_place(name, served.name):
+                return served
+        raise RequestError(
             404,
-            f"The model {name!r} is not served here; this server serves {self._names()}.",
+            f"The model {name!r} is not served here; this server serves {self.names()}.",
             param="model",
             code="model_not_found",
         )
 
-    @staticmethod
-    def _wrong_route(served: ServedModel, route: str) -> RequestError:
-        return RequestError(
-            400,
-            f"{served.name!r} is a {served.family} model, which {route} does not serve; send "
-            f"its requests to {ROUTES[served.family]}.",
-            param="model",
-        )
-
-    def load_model_and_processor(self, model_id_and_revision: str, *args, **kwargs):
-        """transformers' loading (cached after the start), for the served GPTs only: every generation route of
-        transformers' app loads its model through here."""
-        served = self.served.get(model_id_and_revision)
-        if served is None:
-            raise self._not_served(model_id_and_revision)
-        if served.family != "gpt":
-            raise self._wrong_route(served, "this route")
-        model, processor = super().load_model_and_processor(model_id_and_revision, *args, **kwargs)
-        guard_chat_template(processor)  # transformers' handlers render chat templates on the event loop
-        return model, processor
-
-    def _load_model(
-        self,
-        model_id_and_revision: str,
-        tqdm_class: type | None = None,
-        progress_callback=None,
-        gguf_file: str | None = None,
-    ):
-        """transformers' loader, or AutoModelForCausalLM for an architecture transformers does not export."""
-        model_id, revision = _utils.split_revision(model_id_and_revision)
-        config = AutoConfig.from_pretrained(model_id, revision=revision, trust_remote_code=self.trust_remote_code)
-        if gguf_file is not None or hasattr(transformers, (config.architectures or [""])[0]):
-            return super()._load_model(
-                model_id_and_revision, tqdm_class=tqdm_class, progress_callback=progress_callback, gguf_file=gguf_file
+    def find_for(self, body: dict, families: Sequence[str], route: str) -> ServedModel:
+        """The served model a request names, checked to be of one of `families`."""
+        served = self.find(body.get("model"))
+        if served.family not in families:
+            raise RequestError(
+                400,
+                f"{served.name!r} is a {served.family} model, which {route} does not serve; send its requests to "
+                f"{ROUTES[served.family]}.",
+                param="model",
             )
-        options = dict(
-            revision=revision,
-            attn_implementation=self.attn_implementation,
-            dtype=self.dtype,
-            device_map=self.device,
-            trust_remote_code=self.trust_remote_code,
-            tqdm_class=tqdm_class,
-        )
-        quantization = self.get_quantization_config()
-        if quantization is not None:
-            options["quantization_config"] = quantization
-        return AutoModelForCausalLM.from_pretrained(model_id, **options)
+        return served
 
-    def list_models(self, cache_dir: str | None = None) -> list[dict]:
-        """The served models, all loaded (`status` is transformers' addition to OpenAI's model object)."""
-        return [
-            {
-                "id": model.name,
-                "object": "model",
-                "created": 0,
-                "owned_by": _utils.model_owner(model.name),
-                "status": {"value": "loaded"},
-            }
-            for model in self.served.values()
-        ]
+    def names(self) -> str:
+        return ", ".join(repr(name) for name in self.models)
+
+    def listing(self) -> dict:
+        """`GET /v1/models`: OpenAI's list of model objects."""
+        return {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": model_owner(name)} for name in self.models
+            ],
+        }
 
 
-__all__ = ["ROUTES", "ServedModel", "ServedModelManager", "model_family"]
+def model_owner(name: str) -> str:
+    """A model's owner as OpenAI-compatible servers name it: "local" for a folder, else the Hub organization."""
+    if os.path.exists(name):
+        return "local"
+    return name.split("/")[0] if "/" in name else ""
+
+
+__all__ = ["ROUTES", "ServedModel", "ServedModels", "load_model", "model_owner"]

@@ -3,15 +3,12 @@ as OpenAI defines them, over the tokens generated so far (the prompt does not co
 
     logits[t] -= frequency_penalty * count(t) + presence_penalty * (count(t) > 0);  logits[t] += logit_bias[t]
 
-transformers' server maps `frequency_penalty` to its multiplicative `repetition_penalty` (1 + penalty, over the
-prompt too; an HTTP 500 for a negative penalty) and `logit_bias` to `sequence_bias` (a 500 for an integer bias);
-the handlers undo both (`requests._SamplingAsAsked`) and generation gets this processor instead. Continuous
-batching has no per-request processors, so such a request is generated on its own (`stops.GenerationState`)."""
+(transformers' own `repetition_penalty` is multiplicative and counts the prompt: another thing.) A request with
+this processor is generated alone, never in a shared batch (`serving.generation`)."""
 
 from __future__ import annotations
 
-import contextvars
-from typing import Any, cast
+from typing import cast
 
 import torch
 from transformers import LogitsProcessor
@@ -51,7 +48,4 @@ def openai_logits(body: dict) -> OpenAILogits | None:
     return OpenAILogits(frequency, presence, bias)
 
 
-# The processor of the request being handled (on this task), set by the request checks, read where it generates.
-REQUEST_LOGITS: contextvars.ContextVar[Any] = contextvars.ContextVar("REQUEST_LOGITS", default=None)
-
-__all__ = ["REQUEST_LOGITS", "OpenAILogits", "openai_logits"]
+__all__ = ["OpenAILogits", "openai_logits"]

@@ -1,20 +1,17 @@
 """Sampling as each request asks: its own temperature, top_p and `seed`, whatever runs before or beside it.
 
-transformers' server seeds torch's global generator when it builds a request's config (`set_torch_seed`), not when
-the request generates: a request queued behind others, or running beside them (another served model's thread, the
-continuous batch), draws from a generator they draw from too, so the same `seed` gives different texts. And its
-continuous batch samples every request with the settings of the first one it was started with.
+Seeding torch's global generator would not do: a request queued behind others, or running beside them (another
+served model's thread), draws from a generator they draw from too, so the same `seed` would give different texts.
 
 Here a sampled request draws from a generator of its own (`RequestSampler`: a logits processor that samples with
 transformers' warpers, then leaves only its choice, which generate's greedy step takes), seeded with the request's
-`seed`, else a random one. Such a request has a processor of its own, so it is generated outside the continuous
-batch (`stops.GenerationState`), which then holds greedy requests only. With the same seed, a request gives the
-tokens `torch.manual_seed(seed); model.generate(do_sample=True, ...)` gives alone.
+`seed`, else a random one. Such a request has a processor of its own, so it is generated alone, never in a shared
+batch (`serving.generation`). With the same seed, a request gives the tokens
+`torch.manual_seed(seed); model.generate(do_sample=True, ...)` gives alone.
 """
 
 from __future__ import annotations
 
-import contextvars
 import secrets
 from typing import Any, cast
 
@@ -30,7 +27,6 @@ from transformers import (
 )
 
 from hf_minitf.catalog.limits import GREEDY_BELOW_TEMPERATURE
-from hf_minitf.serving.penalties import REQUEST_LOGITS
 
 # transformers' values for the sampling fields a generation config leaves unset (GenerationConfig's global defaults).
 SAMPLING_DEFAULTS = {"temperature": 1.0, "top_k": 50, "top_p": 1.0}
@@ -82,12 +78,11 @@ class RequestSampler(LogitsProcessor):
         return cast(torch.FloatTensor, only)
 
 
-def sample_for_request(config: Any, body: dict) -> RequestSampler | None:
-    """For a request whose config samples: its sampler (seeded with its `seed`, else a random one), with the config
+def sample_for_request(config: Any, seed: int | None) -> RequestSampler | None:
+    """For a request whose config samples: its sampler (seeded with `seed`, else a random one), with the config
     turned greedy so that generate takes the sampler's choice; None for a greedy request."""
     if not config.do_sample:
         return None
-    seed = body.get("seed")
     sampler = RequestSampler(config, secrets.randbits(63) if seed is None else seed)
     config.do_sample = False
     for name in ("temperature", "top_k", "top_p", "min_p", "typical_p"):  # read by the sampler, not by generate
@@ -95,24 +90,8 @@ def sample_for_request(config: Any, body: dict) -> RequestSampler | None:
     return sampler
 
 
-# The sampler of the request being handled (on this task), set when its config is built, read where it generates;
-# and whether it samples, set by the request checks (the continuous batch is chosen before its config is built).
-REQUEST_SAMPLER: contextvars.ContextVar[RequestSampler | None] = contextvars.ContextVar("REQUEST_SAMPLER", default=None)
-REQUEST_SAMPLING: contextvars.ContextVar[dict | None] = contextvars.ContextVar("REQUEST_SAMPLING", default=None)
-
-
-def request_processors() -> LogitsProcessorList | None:
-    """The logits processors of the request being handled: its penalties and logit bias, then its sampler (last:
-    it leaves one token); None when it has neither."""
-    processors = [processor for processor in (REQUEST_LOGITS.get(), REQUEST_SAMPLER.get()) if processor is not None]
-    return LogitsProcessorList(processors) if processors else None
-
-
 __all__ = [
-    "REQUEST_SAMPLER",
-    "REQUEST_SAMPLING",
     "RequestSampler",
     "asks_to_sample",
-    "request_processors",
     "sample_for_request",
 ]

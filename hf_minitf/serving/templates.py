@@ -2,8 +2,7 @@
 
 A chat template is code from the model folder, run by jinja2 in transformers' sandbox, which stops escapes but not
 loops: nested `range(99999)` loops held the whole server for over a minute. Here each request's messages are
-rendered (and tokenized) on a worker thread before transformers' handler runs, under `template_limits`, and the
-handler is given that result instead of rendering again on the event loop (`guard_chat_template`).
+rendered (and tokenized) on a worker thread, under `template_limits` (`render_chat`).
 
 A thread cannot be killed, so the limits are checked from inside the rendering: jinja2 compiles a template into
 Python generators (code objects named `<template>`), whose every line and every piece of output a trace function of
@@ -16,17 +15,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
+import copy
 import inspect
+import json
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import jinja2
 
 from hf_minitf.catalog.limits import CHAT_TEMPLATE_MAX_CHARS, CHAT_TEMPLATE_SECONDS
+from hf_minitf.serving.checks import TEXT_PARTS
 from hf_minitf.serving.errors import RequestError
 
 # The file name jinja2 gives the code it compiles a template string to (`Environment.from_string`).
@@ -72,50 +72,6 @@ def template_limits(seconds: float = CHAT_TEMPLATE_SECONDS, max_chars: int = CHA
         sys.settrace(previous)
 
 
-@dataclass
-class _Rendered:
-    """One request's chat, rendered and tokenized ahead: the arguments it was rendered with and the token lists."""
-
-    conversation: list
-    options: dict
-    encoding: Any  # transformers' BatchEncoding of lists (no tensors)
-
-    def matches(self, conversation: Any, options: dict) -> bool:
-        return conversation == self.conversation and _without_tensors(options) == self.options
-
-    def as_asked(self, return_tensors: str | None) -> Any:
-        if return_tensors is None:
-            return self.encoding
-        from transformers import BatchEncoding
-
-        return BatchEncoding({key: [value] for key, value in self.encoding.items()}, tensor_type=return_tensors)
-
-
-_RENDERED_AHEAD: contextvars.ContextVar[_Rendered | None] = contextvars.ContextVar("minitf_rendered", default=None)
-
-
-def _without_tensors(options: dict) -> dict:
-    return {key: value for key, value in options.items() if key != "return_tensors"}
-
-
-def guard_chat_template(tokenizer: Any) -> None:
-    """Make the served tokenizer's `apply_chat_template` return the chat rendered ahead for this request (same
-    conversation and arguments), and render anything else within `template_limits`. Idempotent."""
-    if getattr(tokenizer, "_minitf_render", None) is not None:
-        return
-    render = tokenizer.apply_chat_template
-
-    def apply_chat_template(conversation, *args, **options):
-        ahead = _RENDERED_AHEAD.get()
-        if ahead is not None and not args and ahead.matches(conversation, options):
-            return ahead.as_asked(options.get("return_tensors"))
-        with template_limits():
-            return render(conversation, *args, **options)
-
-    tokenizer._minitf_render = render
-    tokenizer.apply_chat_template = apply_chat_template
-
-
 def _limit_error(name: str, error: BaseException) -> RequestError:
     return RequestError(
         400,
@@ -127,35 +83,50 @@ def _limit_error(name: str, error: BaseException) -> RequestError:
     )
 
 
-async def render_ahead(
-    tokenizer: Any, name: str, conversation: list, options: dict, param: str = "messages"
-) -> contextlib.AbstractContextManager[Any]:
-    """Render and tokenize `conversation` with the served tokenizer on a worker thread, within the limits; returns a
-    context manager within which the tokenizer's `apply_chat_template` (called by transformers' handler with the
-    same arguments) returns that result, which the block gets. Template errors are a RequestError naming `param`."""
-    render: Callable = getattr(tokenizer, "_minitf_render", tokenizer.apply_chat_template)
-    options = _without_tensors(options)
+def template_messages(messages: list[dict]) -> list[dict]:
+    """OpenAI's chat messages as chat templates read them: the text parts of a content joined by spaces, tool calls'
+    arguments parsed from JSON (templates iterate them as mappings), the tool call id kept."""
+    converted = []
+    for message in messages:
+        entry: dict[str, Any] = {"role": message["role"]}
+        if message.get("tool_calls"):
+            calls = copy.deepcopy(message["tool_calls"])
+            for call in calls:
+                function = call.get("function") or call
+                if isinstance(function["arguments"], str):
+                    function["arguments"] = json.loads(function["arguments"])
+            entry["tool_calls"] = calls
+            entry["content"] = ""
+        else:
+            content = message.get("content") or ""
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            entry["content"] = " ".join(part["text"] for part in parts if part["type"] in TEXT_PARTS)
+        if "tool_call_id" in message:
+            entry["tool_call_id"] = message["tool_call_id"]
+        converted.append(entry)
+    return converted
 
-    def rendered() -> Any:
+
+async def render_chat(
+    tokenizer: Any, name: str, messages: list, tools: Any = None, variables: dict | None = None, param: str = "messages"
+) -> list[int]:
+    """The token ids of `messages` rendered by the tokenizer's chat template (with a generation prompt, `tools` and
+    the template `variables`) on a worker thread, within the limits; template errors are a RequestError naming
+    `param`."""
+
+    def rendered() -> list[int]:
         with template_limits():
-            return render(conversation, **options)
+            encoding = tokenizer.apply_chat_template(
+                messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True, **(variables or {})
+            )
+        return list(encoding["input_ids"])
 
     try:
-        encoding = await asyncio.to_thread(rendered)
+        return await asyncio.to_thread(rendered)
     except TemplateLimitExceeded as error:
         raise _limit_error(name, error) from error
     except (KeyError, TypeError, ValueError, jinja2.TemplateError) as error:
         raise RequestError(400, f"The {param} do not fit {name!r}'s chat template: {error}", param=param) from error
-    return _using(_Rendered(conversation, options, encoding))
 
 
-@contextlib.contextmanager
-def _using(rendered: _Rendered) -> Iterator[Any]:
-    token = _RENDERED_AHEAD.set(rendered)
-    try:
-        yield rendered.encoding
-    finally:
-        _RENDERED_AHEAD.reset(token)
-
-
-__all__ = ["TemplateLimitExceeded", "guard_chat_template", "render_ahead", "template_limits"]
+__all__ = ["TemplateLimitExceeded", "render_chat", "template_limits", "template_messages"]

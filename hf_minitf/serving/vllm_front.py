@@ -72,7 +72,8 @@ def build_front_app(
     )
     from hf_minitf.serving.errors import RequestError, install_openai_errors, limit_request_bytes, require_api_key
     from hf_minitf.serving.fields import CHAT, COMPLETIONS, RESPONSES, check_fields
-    from hf_minitf.serving.templates import render_ahead
+    from hf_minitf.serving.models import model_owner
+    from hf_minitf.serving.templates import render_chat, template_messages
 
     app = FastAPI()
     longest_token = chars_per_token(model.tokenizer)
@@ -172,11 +173,8 @@ def build_front_app(
         check_text_length(
             text_chars(messages), model.context_limit, longest_token, model.name, "messages", "The messages' text"
         )
-        options = dict(add_generation_prompt=True, tokenize=True, return_dict=True)
-        with await render_ahead(
-            model.tokenizer, model.name, messages, {**options, **(body.get("chat_template_kwargs") or {})}
-        ) as encoding:
-            ids = encoding["input_ids"]
+        variables = body.get("chat_template_kwargs") or {}
+        ids = await render_chat(model.tokenizer, model.name, template_messages(messages), None, variables)
         check_new_tokens(
             body, ("max_completion_tokens", "max_tokens"), len(ids), model.context_limit, model.name, "messages"
         )
@@ -203,7 +201,7 @@ def build_front_app(
 
     @app.get("/v1/models")
     async def list_models() -> dict:
-        entries = [{"id": model.name, "object": "model", "created": 0, "owned_by": _owner(model.name)}]
+        entries = [{"id": model.name, "object": "model", "created": 0, "owned_by": model_owner(model.name)}]
         if others:
             response = await client.get(others.url + "/v1/models", headers={"Authorization": f"Bearer {others.key}"})
             entries += response.json()["data"]
@@ -218,13 +216,6 @@ def build_front_app(
         require_api_key(app, api_key)
     limit_request_bytes(app, max_request_bytes)
     return app
-
-
-def _owner(name: str) -> str:
-    """As transformers' server names a model's owner: "local" for a folder, else the Hub organization."""
-    if os.path.exists(name):
-        return "local"
-    return name.split("/")[0] if "/" in name else ""
 
 
 __all__ = ["Backend", "build_front_app"]

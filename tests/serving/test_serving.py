@@ -662,12 +662,22 @@ def test_serve_of_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
     assert len(error.splitlines()) == 1 and error.startswith("minitf serve: error: cannot serve")
 
 
-def test_missing_serving_code_is_a_clear_error(monkeypatch):
-    from hf_minitf.serving import api
+def test_a_missing_serve_extra_is_a_one_line_error_naming_it(tmp_path, capsys, monkeypatch):
+    from hf_minitf.cli import main
 
-    monkeypatch.setitem(sys.modules, "transformers.cli.serving", None)
-    with pytest.raises(api.ServingUnavailable, match=r"transformers' serving code.*hf-minitf\[serve\]"):
-        api.serving_api()
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    monkeypatch.delitem(sys.modules, "hf_minitf.serving.server", raising=False)
+    assert main(["serve", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "hf-minitf[serve]" in error, error
+
+
+def test_the_server_imports_no_private_transformers_module():
+    """The server runs on transformers' public API: nothing from `transformers.cli`, no ContextVar (issue 49)."""
+    package = Path(__file__).parents[2] / "hf_minitf"
+    for path in package.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        assert "transformers.cli" not in text and "ContextVar" not in text, path
 
 
 # ------------------------------------------------------------------------------------------------ the docs page

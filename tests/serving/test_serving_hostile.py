@@ -23,7 +23,6 @@ from transformers import AutoTokenizer
 
 from hf_minitf import char_tokenizer
 from hf_minitf.catalog.limits import CHARS_PER_TOKEN_FLOOR, MAX_NEW_TOKENS
-from hf_minitf.serving.api import chat_completion, completion, response
 from hf_minitf.serving.fields import REFUSED, ROUTES, field_table, route_fields
 from hf_minitf.serving.process import server_process
 from hf_minitf.serving.templates import TemplateLimitExceeded, template_limits
@@ -322,16 +321,28 @@ def test_null_is_not_set_for_every_field(server, folders, route):
     assert answer.status_code == 200 and answer.text == answer.text.replace('"error"', ""), answer.text
 
 
+# The fields this server takes beyond OpenAI's request schemas: transformers serve's free-form `generation_config`
+# (refused, naming OpenAI's fields instead), the chat template's variables (vLLM's and transformers' name) and a
+# seed for /v1/responses.
+EXTENSIONS = {COMPLETIONS: {"generation_config"}, CHAT: {"generation_config", "chat_template_kwargs"}}
+EXTENSIONS[RESPONSES] = {"generation_config", "seed"}
+
+
 def test_the_table_holds_every_field_of_the_routes_schemas():
-    """Every field of the request schemas this transformers and openai know is in the table (a field a later
-    openai adds is refused as unknown until it has a row), and nothing else."""
+    """Every field of the request schemas the installed openai package publishes is in the table (a field a later
+    openai adds is refused as unknown until it has a row), and nothing else but this server's extensions."""
+    from openai.types import completion_create_params
+    from openai.types.chat import completion_create_params as chat_create_params
+    from openai.types.responses import response_create_params
+
     schemas = {
-        COMPLETIONS: completion.TransformersTextCompletionCreateParams,
-        CHAT: chat_completion.TransformersCompletionCreateParamsStreaming,
-        RESPONSES: response.TransformersResponseCreateParamsStreaming,
+        COMPLETIONS: completion_create_params.CompletionCreateParamsStreaming,
+        CHAT: chat_create_params.CompletionCreateParamsStreaming,
+        RESPONSES: response_create_params.ResponseCreateParamsStreaming,
     }
     for route, schema in schemas.items():
-        assert set(route_fields(route)) == set(schema.__mutable_keys__), route
+        fields = schema.__required_keys__ | schema.__optional_keys__
+        assert set(route_fields(route)) == fields | EXTENSIONS[route], route
 
 
 def test_the_serving_page_shows_the_field_table():
@@ -527,40 +538,33 @@ def test_no_key_off_loopback_warns(tmp_path, capsys, monkeypatch):
     assert "WARNING" not in err
 
 
-# ------------------------------------------------------------------------------------------------ the continuous batch
-def test_a_continuous_batch_whose_worker_died_is_replaced(tmp_path, monkeypatch):
-    """A model error kills transformers' continuous-batching worker (its request fails); the next request gets a
-    new worker and its answer, where transformers' server answered every later request 503 until restarted."""
-    from transformers import AutoModelForCausalLM, ContinuousBatchingConfig, GenerationConfig
+# ------------------------------------------------------------------------------------------------ the worker
+def test_a_failed_generation_fails_its_requests_and_the_worker_goes_on(tmp_path, monkeypatch):
+    """A model error fails the request (or batch) it happened in; the worker then generates the next one."""
+    from transformers import AutoModelForCausalLM
 
-    from hf_minitf.serving.stops import GenerationState
+    from hf_minitf.serving.generation import ModelWorker
+    from hf_minitf.serving.models import ServedModel
+    from hf_minitf.serving.requests import GenerationRequest
 
     folder = make_gpt(tmp_path / "gpt")
     model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
-    state = GenerationState(continuous_batching=True, cb_config=ContinuousBatchingConfig(num_blocks=32))
-    config = GenerationConfig(max_new_tokens=5, do_sample=False, eos_token_id=tokenizer.eos_token_id)
-    inputs = {"input_ids": tokenizer("the qu")["input_ids"]}
+    worker = ModelWorker(ServedModel("gpt", "gpt", model, tokenizer, config=model.config), max_batch=4)
+    prompt = tokenizer("the qu")["input_ids"]
 
-    async def complete(request_id: str) -> str:
-        manager = state.get_manager("gpt", use_cb=True)
-        manager.init_cb(model, config)
-        text, _, _ = await manager.generate_non_streaming(model, tokenizer, inputs, config, request_id)
-        return text
+    async def complete() -> list[int]:
+        generation = worker.submit(GenerationRequest(worker.served, COMPLETIONS, prompt, 5))
+        return [token async for ids in generation.tokens() for token in ids]
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("injected model error")
 
     try:
-        before = asyncio.run(complete("before"))
+        before = asyncio.run(complete())
         with monkeypatch.context() as patch:
             patch.setattr(type(model), "forward", broken)
             with pytest.raises(RuntimeError, match="injected model error"):
-                asyncio.run(complete("dies"))
-        deadline = time.monotonic() + 10
-        while state.is_cb_alive() and time.monotonic() < deadline:  # the worker records its death after the reply
-            time.sleep(0.05)
-        assert not state.is_cb_alive()
-        assert asyncio.run(complete("after")) == before
-        assert state.is_cb_alive()
+                asyncio.run(complete())
+        assert asyncio.run(complete()) == before and len(before) == 5
     finally:
-        state.shutdown()
+        worker.close()

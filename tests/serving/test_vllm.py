@@ -135,7 +135,7 @@ def test_a_python_without_vllm_is_named(tmp_path, capsys, monkeypatch, how):
     ("arguments", "named"),
     [
         (["--engine", "vllm", "--continuous-batching"], "--continuous-batching"),
-        (["--engine", "vllm", "--cb-num-blocks", "8"], "--cb-num-blocks"),
+        (["--engine", "vllm", "--max-batch-size", "8"], "--max-batch-size"),
         (["--engine", "vllm", "--device", "cpu"], "--device"),
         (["--tensor-parallel-size", "2"], "--tensor-parallel-size"),
         (["--vllm-python", "python"], "--vllm-python"),
