@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -130,6 +131,7 @@ def serve(
     import uvicorn
 
     app = build_app(sources, **options)
+    print(startup_line(app.state.models, host, port), file=sys.stderr, flush=True)
     # uvicorn raises the SIGTERM it handled again once it has stopped, which would kill the process (status -15)
     # after a clean shutdown: while it runs, that second delivery finds this no-op handler.
     main_thread = threading.current_thread() is threading.main_thread()
@@ -141,8 +143,17 @@ def serve(
             signal.signal(signal.SIGTERM, previous)
 
 
+def startup_line(models: ServedModels, host: str, port: int) -> str:
+    """What `minitf serve` says once its models are loaded: where it listens, each model with what runs it, and the
+    transformers it runs on."""
+    import transformers
+
+    served = "; ".join(f"{name} ({model.family}, {model.engine})" for name, model in models.models.items())
+    return f"minitf serve: http://{host}:{port} serves {served}; transformers {transformers.__version__}"
+
+
 def _stopped(_signal_number: int, _frame) -> None:
     """SIGTERM delivered again by uvicorn after its graceful shutdown: the server has already stopped."""
 
 
-__all__ = ["build_app", "load_served_models", "serve"]
+__all__ = ["build_app", "load_served_models", "serve", "startup_line"]

@@ -23,9 +23,9 @@ from hf_minitf.serving.models import ServedModel
 )
 def test_a_gpt_has_one_context_limit(config, limit):
     assert context_limit(config) == limit
-    assert ServedModel(name="m", key="m", family="gpt", config=config).context_limit == limit
+    assert ServedModel(name="m", family="gpt", model=None, tokenizer=None, config=config).context_limit == limit
 
 
 def test_a_translator_is_limited_by_its_position_table():
     config = tiny_config("seq2seq", max_position_embeddings=40)
-    assert ServedModel(name="m", key="m", family="seq2seq", config=config).context_limit == 40
+    assert ServedModel(name="m", family="seq2seq", model=None, tokenizer=None, config=config).context_limit == 40

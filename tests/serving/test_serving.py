@@ -672,6 +672,15 @@ def test_a_missing_serve_extra_is_a_one_line_error_naming_it(tmp_path, capsys, m
     assert len(error.splitlines()) == 1 and "hf-minitf[serve]" in error, error
 
 
+def test_the_serve_extra_keeps_the_installed_transformers():
+    """The server runs on transformers' public API, so its extra pins no transformers (it held 5.24 before, and
+    `pip install "hf-minitf[serve]"` downgraded a newer one)."""
+    from importlib.metadata import requires
+
+    serve = [line for line in requires("hf-minitf") or [] if 'extra == "serve"' in line]
+    assert serve and not any(line.startswith("transformers") for line in serve), serve
+
+
 def test_the_server_imports_no_private_transformers_module():
     """The server runs on transformers' public API: nothing from `transformers.cli`, no ContextVar (issue 49)."""
     package = Path(__file__).parents[2] / "hf_minitf"
