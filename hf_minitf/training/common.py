@@ -265,10 +265,20 @@ def describe_losses(log_history: Sequence[dict]) -> str:
     return f"Trained for {steps} steps; training loss {losses[0]:.3f} at the start, {losses[-1]:.3f} at the end."
 
 
+def saving(*parts: Any) -> Callable[[Path], None]:
+    """What `write_folder` saves for a model and its tokenizer: each part's `save_pretrained` into the folder."""
+
+    def save(folder: Path) -> None:
+        for part in parts:
+            part.save_pretrained(folder)
+
+    return save
+
+
 def write_folder(
     trainer: Trainer,
     target: OutputFolder | None,
-    save,
+    save: Callable[[Path], Any],
     result: TrainingResult,
     title: str,
     dataset_name: str | None,
@@ -392,6 +402,7 @@ def check_pairs(pairs: Sequence[Sequence[str]], what: str) -> list[tuple[str, st
 
 
 __all__ = [
+    "saving",
     "LOSS_CURVE",
     "LossOnBarCallback",
     "StopOnNonFiniteLoss",

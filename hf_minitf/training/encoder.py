@@ -10,27 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from transformers import (
-    set_seed,
-)
+from transformers import set_seed
 
 from hf_minitf.evaluation.held_out import encoder_held_out
 from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
-from hf_minitf.safety.output_folders import (
-    OutputFolder,
-)
+from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
-from hf_minitf.training.common import (
-    WorkDir,
-    bars_as_settings_say,
-    held_out_pairs,
-    run_trainer,
-    start_training,
-    training_arguments,
-    write_folder,
-)
+from hf_minitf.training import common
 from hf_minitf.training.runs import (
     TEMPORARY_ADVICE,
     prepare_run,
@@ -76,7 +64,7 @@ def _check_in_batch_pairs(pairs: Sequence[tuple[str, str]]) -> None:
         )
 
 
-@bars_as_settings_say
+@common.bars_as_settings_say
 def train_encoder(
     pairs: Sequence[tuple[str, str]],
     out: str | Path | OutputFolder | None,
@@ -113,9 +101,9 @@ def train_encoder(
             """No card data of sentence-transformers': the folder's card is this package's (`write_folder`), and
             collecting it drew examples from the data under a progress bar that --no-progress could not hide."""
 
-    prepared = start_training("encoder", preset, settings, license, out, overwrite, config_overrides)
+    prepared = common.start_training("encoder", preset, settings, license, out, overwrite, config_overrides)
     _, settings, license, chosen, target, fields = prepared
-    pairs, eval_pairs, corpus = held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
+    pairs, eval_pairs, corpus = common.held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     _check_in_batch_pairs(pairs)
     texts = [text for pair in pairs for text in pair]
     tokenizer = train_wordlevel_tokenizer(
@@ -133,10 +121,10 @@ def train_encoder(
     def as_dataset(rows: Sequence[tuple[str, str]]) -> Dataset:
         return Dataset.from_dict({"anchor": [row[0] for row in rows], "positive": [row[1] for row in rows]})
 
-    with WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
+    with common.WorkDir(settings) as work_dir, tempfile.TemporaryDirectory(prefix="minitf-encoder-") as start:
         with writing_into(Path(start), f"the temporary folder {start}", TEMPORARY_ADVICE):
             embedder = SentenceTransformer(save_sentence_transformer(model, tokenizer, start))
-        arguments = training_arguments(
+        arguments = common.training_arguments(
             settings,
             work_dir,
             bool(eval_pairs),
@@ -150,11 +138,11 @@ def train_encoder(
             eval_dataset=as_dataset(eval_pairs) if eval_pairs else None,
             loss=losses.MultipleNegativesRankingLoss(embedder),
         )
-        eval_results = run_trainer(trainer, settings, bool(eval_pairs), model, record)
+        eval_results = common.run_trainer(trainer, settings, bool(eval_pairs), model, record)
         eval_results |= encoder_held_out(embedder.eval(), eval_pairs or [])
         trained = cast(MiniTFEncoderModel, embedder[0].auto_model).eval()  # the Transformer module holds the encoder
         result = TrainingResult(None, trained, tokenizer, trainer.state.log_history, eval_results)
-        result.folder = write_folder(
+        result.folder = common.write_folder(
             trainer,
             target,
             lambda folder: save_sentence_transformer(trained, tokenizer, folder),

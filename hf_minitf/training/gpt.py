@@ -23,9 +23,7 @@ from transformers import (
 from hf_minitf.evaluation.held_out import gpt_held_out
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
-from hf_minitf.safety.output_folders import (
-    OutputFolder,
-)
+from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.tokenization.chat_templates import (
     ChatTemplateChange,
     apply_chat_template_to_tokenizer,
@@ -34,16 +32,7 @@ from hf_minitf.tokenization.chat_templates import (
     template_characters,
 )
 from hf_minitf.tokenization.gpt import CHAR_SPECIAL_TOKENS, char_tokenizer, train_bpe_tokenizer
-from hf_minitf.training.common import (
-    WorkDir,
-    bars_as_settings_say,
-    held_out_indices,
-    run_trainer,
-    split_held_out,
-    start_training,
-    training_arguments,
-    write_folder,
-)
+from hf_minitf.training import common
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 from hf_minitf.training.runs import (
     TEMPORARY_ADVICE,
@@ -118,7 +107,7 @@ class _GPTCorpus:
         return str(self.file.path) if self.file else "the GPT training text"
 
 
-@bars_as_settings_say
+@common.bars_as_settings_say
 def train_gpt(
     texts: str | Sequence[str] | TextFile,
     out: str | Path | OutputFolder | None,
@@ -154,7 +143,7 @@ def train_gpt(
     file) gives the tokenizer a chat template (`tokenization.chat_templates.set_chat_template`); a character
     vocabulary then also holds the characters the template writes.
     """
-    _, settings, license, chosen, target, fields = start_training(
+    _, settings, license, chosen, target, fields = common.start_training(
         "gpt", preset, settings, license, out, overwrite, config_overrides
     )
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
@@ -170,7 +159,7 @@ def train_gpt(
         raise TrainingError(f"tokenizer must be char or bpe, got {kind!r}")
     template = chat_template_spec(chat_template) if chat_template is not None else None
     template_alphabet = template_characters(template, CHAR_SPECIAL_TOKENS) if template and kind == "char" else ()
-    with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, WorkDir(settings) as work_dir:
+    with tempfile.TemporaryDirectory(prefix="minitf-tokens-") as token_dir, common.WorkDir(settings) as work_dir:
         built = _gpt_tokenizer(
             corpus, kind, vocab_size or chosen.vocab_size or 8192, bpe_sample_chars, context, template_alphabet
         )
@@ -192,7 +181,7 @@ def train_gpt(
             if eval_ids is not None:
                 train_blocks, eval_blocks = TokenBlocks(ids, block_size), TokenBlocks(eval_ids, block_size)
             else:
-                held = held_out_indices(len(ids) // block_size, eval_fraction, settings.seed)
+                held = common.held_out_indices(len(ids) // block_size, eval_fraction, settings.seed)
                 train_blocks, eval_blocks = (
                     TokenBlocks(ids, block_size, excluded=held),
                     TokenBlocks(ids, block_size, chosen=held),
@@ -215,7 +204,7 @@ def train_gpt(
             if eval_texts is not None:
                 train_blocks, eval_blocks = blocks, examples(eval_texts)
             else:
-                train_blocks, eval_blocks = split_held_out(blocks, eval_fraction, settings.seed)
+                train_blocks, eval_blocks = common.split_held_out(blocks, eval_fraction, settings.seed)
         if not len(train_blocks):
             raise TrainingError(
                 f"the training text gives fewer than {block_size} tokens; give more text or a smaller --block-size"
@@ -236,24 +225,19 @@ def train_gpt(
         record = prepare_run(model, built, target, settings, digest.hexdigest() if digest else "", dataset_name)
         trainer = Trainer(
             model=model,
-            args=training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
+            args=common.training_arguments(settings, work_dir, eval_blocks is not None, TrainingArguments),
             train_dataset=train_blocks,
             eval_dataset=eval_blocks,
             processing_class=built,
             data_collator=DataCollatorForLanguageModeling(built, mlm=False),
         )
-        eval_results = run_trainer(trainer, settings, eval_blocks is not None, model, record, loss_cause)
+        eval_results = common.run_trainer(trainer, settings, eval_blocks is not None, model, record, loss_cause)
         if eval_blocks is not None:
             eval_results |= gpt_held_out(model, cast(Iterable[dict[str, list[int]]], eval_blocks))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
-
-        def save(folder: Path) -> None:
-            model.save_pretrained(folder)
-            built.save_pretrained(folder)
-
-        result.folder = write_folder(
-            trainer, target, save, result, f"MiniTF GPT ({preset})", dataset_name, extra_markdown, model_id, license
-        )
+        card = (dataset_name, extra_markdown, model_id, license)
+        save = common.saving(model, built)
+        result.folder = common.write_folder(trainer, target, save, result, f"MiniTF GPT ({preset})", *card)
     return result
 
 

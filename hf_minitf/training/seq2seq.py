@@ -18,25 +18,13 @@ from hf_minitf.evaluation.held_out import seq2seq_held_out
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
-from hf_minitf.safety.output_folders import (
-    OutputFolder,
-)
-from hf_minitf.training.common import (
-    WorkDir,
-    bars_as_settings_say,
-    held_out_pairs,
-    run_trainer,
-    start_training,
-    training_arguments,
-    write_folder,
-)
-from hf_minitf.training.runs import (
-    prepare_run,
-)
+from hf_minitf.safety.output_folders import OutputFolder
+from hf_minitf.training import common
+from hf_minitf.training.runs import prepare_run
 from hf_minitf.training.settings import TrainingResult, TrainSettings
 
 
-@bars_as_settings_say
+@common.bars_as_settings_say
 def train_seq2seq(
     pairs: Sequence[tuple[str, str]],
     out: str | Path | OutputFolder | None,
@@ -57,9 +45,9 @@ def train_seq2seq(
     Source and target word-level vocabularies are trained on the training pairs (words seen once count);
     pairs longer than the preset's positions are truncated.
     """
-    prepared = start_training("seq2seq", preset, settings, license, out, overwrite, config_overrides)
+    prepared = common.start_training("seq2seq", preset, settings, license, out, overwrite, config_overrides)
     _, settings, license, _, target, fields = prepared
-    pairs, eval_pairs, corpus = held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
+    pairs, eval_pairs, corpus = common.held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     limit = fields["max_position_embeddings"]
     tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
     set_seed(settings.seed)
@@ -85,26 +73,21 @@ def train_seq2seq(
         ]
 
     eval_rows = encode(eval_pairs) if eval_pairs else []
-    with WorkDir(settings) as work_dir:
+    with common.WorkDir(settings) as work_dir:
         trainer = Seq2SeqTrainer(
             model=model,
-            args=training_arguments(settings, work_dir, bool(eval_rows), Seq2SeqTrainingArguments),
+            args=common.training_arguments(settings, work_dir, bool(eval_rows), Seq2SeqTrainingArguments),
             train_dataset=encode(pairs),
             eval_dataset=eval_rows or None,  # type: ignore[arg-type]  # a list of examples is a map-style dataset
             processing_class=tokenizer,
             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
-        eval_results = run_trainer(trainer, settings, bool(eval_rows), model, record)
+        eval_results = common.run_trainer(trainer, settings, bool(eval_rows), model, record)
         eval_results |= seq2seq_held_out(model, tokenizer, eval_pairs or [])
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
-
-        def save(folder: Path) -> None:
-            model.save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-
-        result.folder = write_folder(
-            trainer, target, save, result, f"MiniTF seq2seq ({preset})", dataset_name, extra_markdown, model_id, license
-        )
+        card = (dataset_name, extra_markdown, model_id, license)
+        save = common.saving(model, tokenizer)
+        result.folder = common.write_folder(trainer, target, save, result, f"MiniTF seq2seq ({preset})", *card)
     return result
 
 
