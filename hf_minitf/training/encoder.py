@@ -12,13 +12,13 @@ from typing import Any, cast
 
 from transformers import set_seed
 
+import hf_minitf.training.common as common
 from hf_minitf.evaluation.held_out import encoder_held_out
 from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.safety.output_folders import OutputFolder
 from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
-from hf_minitf.training import common
 from hf_minitf.training.runs import (
     TEMPORARY_ADVICE,
     prepare_run,

@@ -20,6 +20,7 @@ from transformers import (
     set_seed,
 )
 
+import hf_minitf.training.common as common
 from hf_minitf.evaluation.held_out import gpt_held_out
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -32,7 +33,6 @@ from hf_minitf.tokenization.chat_templates import (
     template_characters,
 )
 from hf_minitf.tokenization.gpt import CHAR_SPECIAL_TOKENS, char_tokenizer, train_bpe_tokenizer
-from hf_minitf.training import common
 from hf_minitf.training.data import CHUNK_CHARS, TextFile, TokenBlocks, encode_to_file, text_chunks
 from hf_minitf.training.runs import (
     TEMPORARY_ADVICE,

@@ -14,12 +14,12 @@ from transformers import (
     set_seed,
 )
 
+import hf_minitf.training.common as common
 from hf_minitf.evaluation.held_out import seq2seq_held_out
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
 from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
 from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
 from hf_minitf.safety.output_folders import OutputFolder
-from hf_minitf.training import common
 from hf_minitf.training.runs import prepare_run
 from hf_minitf.training.settings import TrainingResult, TrainSettings
 
