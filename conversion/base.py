@@ -4,7 +4,6 @@ card) atomically."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -452,18 +451,6 @@ def convert_checkpoint(
     return converted
 
 
-def convert_from_args(
-    args: argparse.Namespace, convert: Callable[..., ConvertedModel], *options: str, **given: Any
-) -> ConvertedModel:
-    """`convert` run by a parsed `minitf convert SOURCE`: the checkpoint into --out, with the source's `options`
-    (each the parsed argument of the same name), `given`, and the --dtype, --overwrite and --license every source
-    takes."""
-    chosen = {option: getattr(args, option) for option in options}
-    return convert(
-        args.checkpoint, args.out, **chosen, **given, dtype=args.dtype, overwrite=args.overwrite, license=args.license
-    )
-
-
 __all__ = [
     "DTYPES",
     "LOADING",
@@ -473,7 +460,6 @@ __all__ = [
     "check_given",
     "conversion_summary",
     "convert_checkpoint",
-    "convert_from_args",
     "count_layers",
     "embedding_layer_size",
     "expected_weights",

@@ -8,7 +8,6 @@ Run: `minitf convert char-gpt CHECKPOINT --vocab vocab.json --num-heads 4 --out 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,7 @@ from hf_minitf.cards import render_model_card
 from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
-    conversion_summary,
     convert_checkpoint,
-    convert_from_args,
     count_layers,
     num_parameters,
     plan_weights,
@@ -162,11 +159,3 @@ def convert_char_gpt(
     return convert_checkpoint(
         checkpoint, target, lambda source: plan_char_gpt(source, chars, num_heads, original_fields, dtype), license
     )
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed char-gpt command; prints what was inferred."""
-    options = ("vocab", "training_text", "num_heads")
-    converted = convert_from_args(args, convert_char_gpt, *options, original_config=args.config)
-    print(conversion_summary(converted, f"character GPT {args.checkpoint}", args.out))
-    return 0

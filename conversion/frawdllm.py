@@ -11,7 +11,6 @@ Run: `minitf convert frawdllm CHECKPOINT --tokenizer tokenizer.json --out DIR`, 
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from collections.abc import Mapping
@@ -27,9 +26,7 @@ from hf_minitf.catalog import FRAWDLLM_PRESETS
 from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
-    conversion_summary,
     convert_checkpoint,
-    convert_from_args,
     count_layers,
     embedding_layer_size,
     num_parameters,
@@ -37,7 +34,6 @@ from hf_minitf.conversion.base import (
     read_json,
     require_architecture,
     require_heads,
-    save_embedding_layer,
     shape_of,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
@@ -565,23 +561,3 @@ def convert_frawdllm_embeddings(
             weights[f"{prefix}embed_positions.weight"] = source.get("pos_emb.weight").clone()
             fields.update(position_embedding_type="learned", max_position_embeddings=positions)
     return weights, fields
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed frawdllm command; prints what was converted and how to load it."""
-    options = ("tokenizer", "num_heads", "config", "context_length", "revision")
-    converted = convert_from_args(args, convert_frawdllm, *options)
-    print(conversion_summary(converted, f"FrawdLLM {args.checkpoint}", args.out))
-    return 0
-
-
-def run_embeddings(args: argparse.Namespace) -> int:
-    """Run a parsed frawdllm-embeddings command."""
-    weights, fields = convert_frawdllm_embeddings(args.checkpoint, prefix=args.prefix)
-    what, config_class = "FrawdLLM Embeddings layer", "MiniTFGPTConfig"
-    print(
-        save_embedding_layer(
-            weights, fields, args.out, what, config_class, args.checkpoint, dtype=args.dtype, overwrite=args.overwrite
-        )
-    )
-    return 0

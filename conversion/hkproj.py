@@ -10,7 +10,6 @@ Run: `minitf convert hkproj tmodel_19.pt --source-tokenizer tokenizer_en.json --
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,7 @@ from hf_minitf.conversion.base import (
     ConvertedModel,
     Rule,
     check_given,
-    conversion_summary,
     convert_checkpoint,
-    convert_from_args,
     count_layers,
     num_parameters,
     plan_weights,
@@ -294,11 +291,3 @@ def convert_hkproj(
         )
 
     return convert_checkpoint(checkpoint, target, plan, license)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed hkproj command; prints what was inferred."""
-    options = ("source_tokenizer", "target_tokenizer", "num_heads", "norm_type", "config", "max_length")
-    converted = convert_from_args(args, convert_hkproj, *options)
-    print(conversion_summary(converted, f"hkproj translation model {args.checkpoint}", args.out))
-    return 0

@@ -11,7 +11,6 @@ Run: `minitf convert miniembed model.safetensors --config config.json --tokenize
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,7 @@ from hf_minitf.cards import render_model_card
 from hf_minitf.conversion.base import (
     ConvertedModel,
     check_given,
-    conversion_summary,
     convert_checkpoint,
-    convert_from_args,
     count_layers,
     embedding_layer_size,
     num_parameters,
@@ -32,7 +29,6 @@ from hf_minitf.conversion.base import (
     read_json,
     require_architecture,
     require_heads,
-    save_embedding_layer,
     shape_of,
     sinusoidal_length,
 )
@@ -206,23 +202,3 @@ def convert_transformer_embedding(
         scale_embeddings=True,
     )
     return weights, fields
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run a parsed miniembed command; prints what was inferred."""
-    options = ("tokenizer", "config", "num_heads", "max_length")
-    converted = convert_from_args(args, convert_miniembed, *options)
-    print(conversion_summary(converted, f"MiniEmbed {args.checkpoint}", args.out))
-    return 0
-
-
-def run_embeddings(args: argparse.Namespace) -> int:
-    """Run a parsed transformer-embedding command."""
-    weights, fields = convert_transformer_embedding(args.checkpoint, prefix=args.prefix)
-    what, config_class = "Transformer-embedding layer", "MiniTFEncoderConfig"
-    print(
-        save_embedding_layer(
-            weights, fields, args.out, what, config_class, args.checkpoint, dtype=args.dtype, overwrite=args.overwrite
-        )
-    )
-    return 0

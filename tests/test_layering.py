@@ -7,9 +7,10 @@ of its own layer
     tools (training, conversion, export) > evaluation > model folders > tokenization > hub > cards > safety > models >
     facts (catalog, the model code's light files, the card templates).
 
-Also: the saved model code (hf_minitf/modeling) imports only its siblings, torch and transformers, and `hf_minitf`
-outside its `conversion` subpackage never imports `hf_minitf.conversion`, nor `hf_minitf.export` and `catalog` the
-engines that run the exports (`hf_minitf.engines`).
+Also: the saved model code (hf_minitf/modeling) imports only its siblings, torch and transformers; `hf_minitf`
+outside its `conversion` subpackage imports `hf_minitf.conversion` only from the commands (conversion is a library
+below them and imports no command line), a command imports no module by a computed name, and neither
+`hf_minitf.export` nor `catalog` imports the engines that run the exports (`hf_minitf.engines`).
 """
 
 import ast
@@ -25,7 +26,7 @@ ROOT = Path(__file__).parent.parent
 # pattern here. Imports point down; between packages of one layer they are refused (the tools do not import each
 # other: what chains two of them sits above both), except among the facts.
 LAYERS = [
-    ("cli", ["hf_minitf.cli", "hf_minitf.__main__", "hf_minitf.conversion.__main__"]),
+    ("cli", ["hf_minitf.cli", "hf_minitf.__main__"]),
     ("commands", ["hf_minitf.commands", "hf_minitf.commands.*"]),
     ("public API", ["hf_minitf"]),  # the package: registers the models and names the public API
     (
@@ -157,7 +158,8 @@ GRAPH = {module: imports_of(module) for module in MODULES}
 
 def test_every_module_has_a_layer_and_the_layers_are_in_order():
     placed = {module: layer_of(module) for module in MODULES}
-    assert placed["hf_minitf.cli"] == placed["hf_minitf.conversion.__main__"] == "cli"
+    assert placed["hf_minitf.cli"] == placed["hf_minitf.__main__"] == "cli"
+    assert placed["hf_minitf.conversion.__main__"] == placed["hf_minitf.conversion"] == "tools"  # below the commands
     assert placed["hf_minitf.commands.train"] == placed["hf_minitf.commands"] == "commands"
     assert {placed[name] for name in ("hf_minitf.training.trainers", "hf_minitf.conversion.base")} == {"tools"}
     assert placed["hf_minitf.export.native"] == "tools" and placed["hf_minitf.engines.dispatch"] == "engines"
@@ -247,15 +249,35 @@ def test_string_module_names_count_as_imports(tmp_path, monkeypatch):
     assert imports_of("hf_minitf.modeling.modeling_minitf") == {"hf_minitf.cards.update"}
 
 
-def test_hf_minitf_outside_conversion_never_imports_conversion():
+def test_only_the_commands_import_conversion_and_conversion_imports_no_command_line():
+    """conversion/ is a library: the `convert` command (and the CLI) call it, nothing else in hf_minitf imports it,
+    and none of its modules, its `__main__` included, imports the command line."""
     offenders = sorted(
         f"{module} imports {target}"
         for module, targets in GRAPH.items()
         if module.startswith("hf_minitf")
         and not module.startswith("hf_minitf.conversion")
-        and layer_of(module) != "cli"
+        and layer_of(module) not in ("cli", "commands")
         for target in targets
         if target.startswith("hf_minitf.conversion")
+    )
+    offenders += sorted(
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        if module.startswith("hf_minitf.conversion")
+        for target in targets
+        if layer_of(target) in ("cli", "commands")
+    )
+    assert not offenders, offenders
+
+
+def test_the_commands_import_no_module_by_a_computed_name():
+    """What a command runs is an import the graph above sees: no `importlib.import_module` in a command's module
+    (the package's `__init__` alone lists its own command modules by name)."""
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for module, path in MODULES.items()
+        if module.startswith("hf_minitf.commands.") and "import_module" in path.read_text(encoding="utf-8")
     )
     assert not offenders, offenders
 

@@ -1,5 +1,5 @@
 """The sources `minitf convert SOURCE` takes, one registry entry each: the original project, the function that
-converts it from Python (as `hf_minitf.conversion` exports it), the module that runs it, and its help: what it reads,
+converts it from Python (as `hf_minitf.conversion` exports it), its module, and its help: what it reads,
 what it infers from the weights and what must be given. Light to import, so `minitf convert SOURCE --help` needs no torch.
 
 Adding a source is one entry here plus its module in `conversion/` (see CONTRIBUTING.md).
@@ -19,8 +19,6 @@ class Converter(NamedTuple):
     """The converting function, exported by hf_minitf.conversion."""
     module: str
     """Its module in hf_minitf.conversion."""
-    runner: str
-    """The function of that module that runs a parsed `minitf convert SOURCE`."""
     summary: str
     description: str
     license: str | None = None
@@ -129,7 +127,6 @@ CONVERTERS: dict[str, Converter] = {
         "nanoGPT-style character GPT",
         "convert_char_gpt",
         "char_gpt",
-        "run",
         "nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer",
         CHAR_GPT_DESCRIPTION,
     ),
@@ -137,7 +134,6 @@ CONVERTERS: dict[str, Converter] = {
         "FrawdLLM",
         "convert_frawdllm",
         "frawdllm",
-        "run",
         "FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models too) -> MiniTFGPTForCausalLM + its BPE tokenizer",
         FRAWDLLM_DESCRIPTION,
     ),
@@ -145,7 +141,6 @@ CONVERTERS: dict[str, Converter] = {
         "MiniEmbed",
         "convert_miniembed",
         "miniembed",
-        "run",
         "MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
         MINIEMBED_DESCRIPTION,
         license="mit",
@@ -154,7 +149,6 @@ CONVERTERS: dict[str, Converter] = {
         "hkproj pytorch-transformer",
         "convert_hkproj",
         "hkproj",
-        "run",
         "hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration",
         HKPROJ_DESCRIPTION,
     ),
@@ -162,7 +156,6 @@ CONVERTERS: dict[str, Converter] = {
         "Transformer-embedding layer (TransformerEmbedding)",
         "convert_transformer_embedding",
         "miniembed",
-        "run_embeddings",
         "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF encoder embedding weights",
         TRANSFORMER_EMBEDDING_DESCRIPTION,
     ),
@@ -170,7 +163,6 @@ CONVERTERS: dict[str, Converter] = {
         "FrawdLLM Embeddings layer",
         "convert_frawdllm_embeddings",
         "frawdllm",
-        "run_embeddings",
         "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
         FRAWDLLM_EMBEDDINGS_DESCRIPTION,
     ),

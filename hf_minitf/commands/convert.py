@@ -4,10 +4,10 @@ sub-command per source of `hf_minitf.catalog.converters` (its help is there; its
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.limits import DTYPE_NAMES, HKPROJ_NORM_TYPES
@@ -191,11 +191,90 @@ def add_parser(commands) -> argparse.ArgumentParser:
     )
 
 
+def _convert(args: argparse.Namespace, convert: Callable[..., Any], what: str, *options: str, **given: Any) -> int:
+    """Run `convert` on the parsed checkpoint into --out, with the source's `options` (each the parsed argument of
+    the same name), `given`, and the --dtype, --overwrite and --license every source takes; print what was
+    inferred."""
+    from hf_minitf.conversion.base import conversion_summary
+
+    chosen = {option: getattr(args, option) for option in options}
+    converted = convert(
+        args.checkpoint, args.out, **chosen, **given, dtype=args.dtype, overwrite=args.overwrite, license=args.license
+    )
+    print(conversion_summary(converted, f"{what} {args.checkpoint}", args.out))
+    return 0
+
+
+def _convert_embedding_layer(
+    args: argparse.Namespace, convert: Callable[..., Any], what: str, config_class: str
+) -> int:
+    """Run an embedding layer's `convert` and write its weights into --out."""
+    from hf_minitf.conversion.base import save_embedding_layer
+
+    weights, fields = convert(args.checkpoint, prefix=args.prefix)
+    saved = save_embedding_layer(
+        weights, fields, args.out, what, config_class, args.checkpoint, dtype=args.dtype, overwrite=args.overwrite
+    )
+    print(saved)
+    return 0
+
+
+def run_char_gpt(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.char_gpt import convert_char_gpt
+
+    options = ("vocab", "training_text", "num_heads")
+    return _convert(args, convert_char_gpt, "character GPT", *options, original_config=args.config)
+
+
+def run_frawdllm(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.frawdllm import convert_frawdllm
+
+    options = ("tokenizer", "num_heads", "config", "context_length", "revision")
+    return _convert(args, convert_frawdllm, "FrawdLLM", *options)
+
+
+def run_miniembed(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.miniembed import convert_miniembed
+
+    return _convert(args, convert_miniembed, "MiniEmbed", "tokenizer", "config", "num_heads", "max_length")
+
+
+def run_hkproj(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.hkproj import convert_hkproj
+
+    options = ("source_tokenizer", "target_tokenizer", "num_heads", "norm_type", "config", "max_length")
+    return _convert(args, convert_hkproj, "hkproj translation model", *options)
+
+
+def run_transformer_embedding(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.miniembed import convert_transformer_embedding
+
+    return _convert_embedding_layer(
+        args, convert_transformer_embedding, "Transformer-embedding layer", "MiniTFEncoderConfig"
+    )
+
+
+def run_frawdllm_embeddings(args: argparse.Namespace) -> int:
+    from hf_minitf.conversion.frawdllm import convert_frawdllm_embeddings
+
+    return _convert_embedding_layer(args, convert_frawdllm_embeddings, "FrawdLLM Embeddings layer", "MiniTFGPTConfig")
+
+
+# Each source's runner: its converter called with the parsed arguments.
+RUNNERS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "char-gpt": run_char_gpt,
+    "frawdllm": run_frawdllm,
+    "miniembed": run_miniembed,
+    "hkproj": run_hkproj,
+    "transformer-embedding": run_transformer_embedding,
+    "frawdllm-embeddings": run_frawdllm_embeddings,
+}
+
+
 @reports_errors(lambda args: f"convert {args.source}")
 def run(args: argparse.Namespace) -> int:
-    """`minitf convert SOURCE ...`: the runner of that source's module in hf_minitf.conversion."""
+    """`minitf convert SOURCE ...`: that source's runner."""
     from transformers.utils import logging
 
     logging.disable_progress_bar()  # stderr holds the summary's notes or one error line, not save/load bars
-    converter = CONVERTERS[args.source]
-    return getattr(importlib.import_module(f"hf_minitf.conversion.{converter.module}"), converter.runner)(args)
+    return RUNNERS[args.source](args)

@@ -20,14 +20,14 @@ BPE as it is; a character tokenizer rewritten as a byte-level vocabulary (each c
 alphabet) plus the merges that join the bytes of its multi-byte characters. Special tokens are CONTROL tokens.
 Matrices are written in the chosen type: `f32`, `f16`, or a llama.cpp quantization whose tensor types follow
 llama.cpp's rules (`tensor_types`, after llama-quant.cpp's `llama_tensor_get_type`), quantized by the gguf package;
-norms and biases stay f32, as in llama.cpp's own converter. `export_gguf_report` also reads the written file back
-and measures how far its rounded weights move the model (`GGUFAgreement`).
+norms and biases stay f32, as in llama.cpp's own converter. `export_gguf_report` also has the written file read back
+and measured by `hf_minitf.evaluation.agreement`: how far its rounded weights move the model (`GGUFAgreement`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +42,15 @@ from hf_minitf.catalog.exports import (
     GGUF_AGREEMENT_PROMPT_TOKENS,
     GGUF_AGREEMENT_PROMPTS,
     GGUF_AGREEMENT_TEXT,
-    context_limit,
 )
 from hf_minitf.catalog.limits import GGUF_DTYPES
+from hf_minitf.evaluation.agreement import (
+    GGUFAgreement,
+    agreement_prompts,
+    load_weights,
+    measure_agreement,
+    read_gguf_weights,
+)
 from hf_minitf.export.gguf_encoder import export_encoder_gguf
 from hf_minitf.export.gguf_file import (
     FILE_TYPES,
@@ -290,137 +296,12 @@ def _write_gguf(
 
 
 # ------------------------------------------------------------------------------------------------ agreement
-def read_gguf_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    """Every tensor of a GGUF file as float32, dequantized by the gguf package, rows first (torch's shape)."""
-    from gguf import GGUFReader, quants
-
-    arrays = {}
-    for tensor in GGUFReader(str(path)).tensors:
-        shape = tuple(reversed([int(size) for size in tensor.shape]))
-        arrays[tensor.name] = quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32).reshape(shape)
-    return arrays
-
-
 def dequantized_model(path: str | os.PathLike, model: Any) -> Any:
     """`model` (a MiniTF GPT in float32) with the weights of the GGUF file `path` as llama.cpp reads them: each
-    tensor dequantized. A tied head is untied when the file stores the head apart (gptneox files always do), since
-    llama.cpp then reads the embedding and the head each in its own type."""
-    weights = minitf_weights(read_gguf_weights(path), model.config)
-    if "lm_head.weight" in weights and model.lm_head.weight is model.model.embed_tokens.weight:
-        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
-    parameters = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in weights.items():
-            if name in parameters:  # a model without attention biases: the file's zeros have no parameter
-                parameters[name].copy_(tensor.reshape(parameters[name].shape))
-    return model
-
-
-@dataclass
-class GGUFAgreement:
-    """How the GGUF file's rounded weights, run in MiniTF (float32), agree with the MiniTF folder: greedy tokens
-    after `prompts` prompts (`new_tokens` each), and perplexity on held-out text."""
-
-    prompts: int
-    new_tokens: int
-    first_differences: list[int | None]
-    """Per prompt, the first generated position whose token differs (None: all equal)."""
-    perplexity: float
-    float32_perplexity: float
-    text_tokens: int
-
-    @property
-    def equal_prompts(self) -> int:
-        return sum(position is None for position in self.first_differences)
-
-    @property
-    def equal_tokens(self) -> int:
-        """Generated tokens equal before each prompt's first difference, summed over the prompts."""
-        return sum(self.new_tokens if position is None else position for position in self.first_differences)
-
-    @property
-    def first_difference(self) -> int | None:
-        return min((position for position in self.first_differences if position is not None), default=None)
-
-    def summary(self) -> str:
-        differs = "" if self.first_difference is None else f"; first difference at token {self.first_difference}"
-        return (
-            f"greedy tokens equal for {self.equal_prompts} of {self.prompts} prompts x {self.new_tokens} new tokens "
-            f"({self.equal_tokens} of {self.prompts * self.new_tokens} before the first difference{differs}); "
-            f"perplexity {self.perplexity:.4f} (float32: {self.float32_perplexity:.4f}) on {self.text_tokens} "
-            "held-out tokens"
-        )
-
-
-def agreement_prompts(tokenizer, text: str, count: int, length: int) -> list[list[int]]:
-    """The first `length` tokens of each of the first `count` lines of `text` that have that many."""
-    prompts = []
-    for line in text.splitlines():
-        ids = tokenizer(line, add_special_tokens=False).input_ids
-        if len(ids) >= length:
-            prompts.append(ids[:length])
-        if len(prompts) == count:
-            break
-    if not prompts:
-        raise ValueError(
-            f"the agreement text has no line of {length} tokens or more; give text with one prompt per line."
-        )
-    return prompts
-
-
-def greedy_tokens(model: Any, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
-    """Each prompt's greedy continuation (no stop at an end token), the prompts as one batch of equal lengths."""
-    model.generation_config.eos_token_id = None
-    with torch.no_grad():
-        output = model.generate(
-            torch.tensor(prompts),
-            attention_mask=torch.ones(len(prompts), len(prompts[0]), dtype=torch.long),
-            max_new_tokens=new_tokens,
-            do_sample=False,
-            pad_token_id=model.config.pad_token_id or 0,
-        )
-    return output[:, len(prompts[0]) :].tolist()
-
-
-def perplexity(model: Any, ids: list[int], window: int) -> float:
-    """exp(mean negative log-likelihood) of each token after the first of every `window`-token piece of `ids`."""
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for start in range(0, len(ids) - 1, window):
-            piece = torch.tensor([ids[start : start + window]])
-            if piece.shape[1] < 2:
-                break
-            logits = model(piece).logits[0, :-1]
-            total += torch.nn.functional.cross_entropy(logits, piece[0, 1:], reduction="sum").item()
-            count += piece.shape[1] - 1
-    return math.exp(total / count)
-
-
-def measure_agreement(
-    path: str | os.PathLike, source: MiniTFSource, tokenizer, text: str = GGUF_AGREEMENT_TEXT
-) -> GGUFAgreement:
-    """The GGUF file `path`'s agreement with the MiniTF folder it was written from (see `GGUFAgreement`): prompts are
-    the first `GGUF_AGREEMENT_PROMPT_TOKENS` tokens of the text's first lines, the perplexity's held-out text the
-    whole text, in pieces of the context length. Learned positions generate only to the end of their table."""
-    reference = source.load_model(torch.float32)
-    prompts = agreement_prompts(tokenizer, text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
-    limit = context_limit(reference.config)
-    new_tokens = GGUF_AGREEMENT_NEW_TOKENS
-    if limit is not None:
-        new_tokens = min(new_tokens, limit - GGUF_AGREEMENT_PROMPT_TOKENS)
-    ids = tokenizer(text, add_special_tokens=False, verbose=False).input_ids  # longer than a context: read in pieces
-    window = reference.config.max_position_embeddings
-    expected = greedy_tokens(reference, prompts, new_tokens)
-    float32_perplexity = perplexity(reference, ids, window)
-    rounded = dequantized_model(path, reference)  # the same model object, its weights replaced
-    generated = greedy_tokens(rounded, prompts, new_tokens)
-    first_differences = [
-        next((position for position, (a, b) in enumerate(zip(want, got)) if a != b), None)
-        for want, got in zip(expected, generated)
-    ]
-    return GGUFAgreement(
-        len(prompts), new_tokens, first_differences, perplexity(rounded, ids, window), float32_perplexity, len(ids)
-    )
+    tensor dequantized (`evaluation.agreement.read_gguf_weights`), put back in MiniTF's layout (`minitf_weights`).
+    A tied head is untied when the file stores the head apart (gptneox files always do), since llama.cpp then reads
+    the embedding and the head each in its own type."""
+    return load_weights(model, minitf_weights(read_gguf_weights(path), model.config))
 
 
 # ---------------------------------------------------------------------------------------------------- export
@@ -480,7 +361,12 @@ def _export_gpt_gguf(
         agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
     with output_file(out) as partial:
         _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
-        agreement = None if agreement_text is None else measure_agreement(partial, opened, tokenizer, agreement_text)
+        agreement = None
+        if agreement_text is not None:  # measured by hf_minitf.evaluation on the loaded model and the file's weights
+            reference = opened.load_model(torch.float32)
+            rounded = dequantized_model(partial, copy.deepcopy(reference))
+            counts = (GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS, GGUF_AGREEMENT_NEW_TOKENS)
+            agreement = measure_agreement(reference, rounded, tokenizer, agreement_text, *counts)
     return GGUFExport.written(out, dtype, types, agreement)
 
 
@@ -496,11 +382,18 @@ def export_gguf_report(
 ) -> GGUFExport:
     """`export_gguf`, returning what was written (`GGUFExport`): each tensor's type, the tensors that fell back,
     and, for a GPT unless `agreement_text` is None, the file's agreement measured on that text
-    (`measure_agreement`; an encoder's is measured by `minitf verify` in llama.cpp)."""
+    (`evaluation.agreement.measure_agreement`; an encoder's is measured by `minitf verify` in llama.cpp)."""
     if dtype not in GGUF_DTYPES:
         raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
     checked = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
-    opened = open_source(source, revision)
+    return write_gguf_report(open_source(source, revision), checked, dtype, license, agreement_text)
+
+
+def write_gguf_report(
+    opened: MiniTFSource, checked: Path, dtype: str, license: str | None, agreement_text: str | None
+) -> GGUFExport:
+    """`export_gguf_report` of an opened source into the checked path `checked`: an export that writes the GGUF
+    file beside other files (`export_ollama`) hands in the source it opened, so the model and tokenizer load once."""
     if opened.family == "encoder":
         return GGUFExport.written(checked, dtype, export_encoder_gguf(opened, checked, dtype, license))
     if opened.family != "gpt":
@@ -548,7 +441,6 @@ __all__ = [
     "gguf_refusal",
     "gguf_tensors",
     "gguf_vocabulary",
-    "measure_agreement",
     "minitf_weights",
-    "read_gguf_weights",
+    "write_gguf_report",
 ]

@@ -21,7 +21,7 @@ from jinja2.exceptions import TemplateError
 
 from hf_minitf.cards import export_card, export_card_data
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
-from hf_minitf.export.gguf import GGUFExport, export_gguf_report
+from hf_minitf.export.gguf import GGUFExport, write_gguf_report
 from hf_minitf.export.source import ExportRefused, open_source
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder
 
@@ -196,8 +196,11 @@ def export_ollama(
     (`export_gguf_report` at `dtype`, its agreement measured on `agreement_text` unless None), the `Modelfile` and
     README.md. Raises ExportRefused for what `export_gguf` refuses and for a chat template that has no exact
     Ollama TEMPLATE (see `chat_wrapping`); `out` is written whole or not at all."""
+    from hf_minitf.catalog.limits import GGUF_DTYPES
     from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 
+    if dtype not in GGUF_DTYPES:
+        raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
     opened = open_source(source, revision)
     target = output_folder(out, overwrite=overwrite, inputs=[opened.folder] if opened.repo_id is None else [])
     if opened.family != "gpt":
@@ -211,14 +214,7 @@ def export_ollama(
     stops = stop_strings(tokenizer, wrapping)
     name = ollama_name(opened.repo_id or str(source))
     with atomic_output_dir(target) as work:
-        written = export_gguf_report(
-            source,
-            work / OLLAMA_GGUF_FILE,
-            dtype=dtype,
-            revision=revision,
-            license=license,
-            agreement_text=agreement_text,
-        )
+        written = write_gguf_report(opened, work / OLLAMA_GGUF_FILE, dtype, license, agreement_text)
         modelfile = modelfile_text(OLLAMA_GGUF_FILE, wrapping, stops, config.max_position_embeddings)
         (work / OLLAMA_MODELFILE).write_text(modelfile, encoding="utf-8")
         data = export_card_data(opened.folder, license) | {"base_model": opened.repo_id}

@@ -7,11 +7,12 @@ never its code, and the model is built from this package's own classes: exportin
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -168,14 +169,25 @@ class MiniTFSource:
     def family(self) -> str:
         return MODEL_TYPES[self.config["model_type"]].name
 
+    loaded: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The model and the tokenizer once loaded: every writer and measurement of one export reads the same ones."""
+
     def load_model(self, dtype: torch.dtype | None = None):
         """The MiniTF model in eval mode (the class a folder of its family holds: the causal LM, the bare encoder,
         the translation model), in `dtype` or the saved weights'; built from this package's classes, so no code of
-        the source runs."""
-        family = FAMILIES[self.family]
-        model_class = family.load(next(iter(family.auto_classes.values())))
-        options = {} if dtype is None else {"dtype": dtype}
-        return model_class.from_pretrained(self.folder, trust_remote_code=False, **options).eval()
+        the source runs. Loaded once: a later call gets the same model, or a copy of it in another `dtype` (a copy
+        too is what a caller that changes the model must take)."""
+        model = self.loaded.get("model")
+        if model is None:
+            family = FAMILIES[self.family]
+            model_class = family.load(next(iter(family.auto_classes.values())))
+            options = {} if dtype is None else {"dtype": dtype}
+            model = self.loaded["model"] = model_class.from_pretrained(
+                self.folder, trust_remote_code=False, **options
+            ).eval()
+        if dtype is None or model.dtype == dtype:
+            return model
+        return copy.deepcopy(model).to(dtype)
 
     @property
     def tokenizer_files(self) -> tuple[tuple[str, str, str], ...]:
@@ -184,8 +196,12 @@ class MiniTFSource:
 
     def load_tokenizer(self):
         """The folder's tokenizer, after checking its files (JSON objects, within TOKENIZER_MAX_ENTRIES) and that
-        it emits no id past the model's embedding (`check_vocab_sizes`): every export reads the tokenizer here."""
+        it emits no id past the model's embedding (`check_vocab_sizes`): every export reads the tokenizer here, once
+        (a later call gets the same tokenizer)."""
         from transformers import AutoTokenizer
+
+        if "tokenizer" in self.loaded:
+            return self.loaded["tokenizer"]
 
         if FAMILIES[self.family].tokenizer_class is None and not (self.folder / "tokenizer.json").is_file():
             raise ValueError(
@@ -200,6 +216,7 @@ class MiniTFSource:
                 read_json(self.folder / name)
         tokenizer = AutoTokenizer.from_pretrained(self.folder, trust_remote_code=False)
         self.check_vocab_sizes(tokenizer)
+        self.loaded["tokenizer"] = tokenizer
         return tokenizer
 
     def check_vocab_sizes(self, tokenizer) -> None:
@@ -212,13 +229,13 @@ class MiniTFSource:
             if self.family == "seq2seq"
             else (len(tokenizer),)
         )
-        for (_, side, field), size in zip(self.tokenizer_files, sizes):
-            limit = getattr(config, field)
+        for (_, side, size_field), size in zip(self.tokenizer_files, sizes):
+            limit = getattr(config, size_field)
             if size > limit:
                 raise SourceFileError(
-                    f"{self.name}: {side} has {size} tokens (added tokens included) but config.json's {field} is "
+                    f"{self.name}: {side} has {size} tokens (added tokens included) but config.json's {size_field} is "
                     f"{limit}; ids {limit} to {size - 1} would index past the model's embedding: give the folder "
-                    f"the tokenizer the model was trained with, or a model with {field} >= {size}."
+                    f"the tokenizer the model was trained with, or a model with {size_field} >= {size}."
                 )
 
     def load_generation_config(self):

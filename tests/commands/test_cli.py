@@ -328,23 +328,27 @@ class RecordingNamespace(argparse.Namespace):
 
 @pytest.mark.parametrize("source", CONVERT_SOURCES)
 def test_each_convert_option_reaches_the_converter_and_each_converter_parameter_has_an_option(source, monkeypatch):
-    """What the torch-free parser defines is what the converter takes: its runner reads every parsed option and no
-    other, and passes the converter function every one of its parameters, each straight from an option."""
+    """What the torch-free parser defines is what the converter takes: its runner (in `minitf convert`) reads every
+    parsed option and no other, and passes the converter function every one of its parameters, each straight from
+    an option."""
+    from hf_minitf.commands.convert import RUNNERS
+
     module = importlib.import_module(f"hf_minitf.conversion.{SOURCES[source].module}")
     function_name = SOURCES[source].function
     converter = getattr(module, function_name)
     calls = []
+    embedding_layer = source.endswith("embedding") or source.endswith("embeddings")
 
     def record(*positional, **keywords):
         calls.append(inspect.signature(converter).bind(*positional, **keywords).arguments)
-        return ({}, {}) if SOURCES[source].runner == "run_embeddings" else None
+        return ({}, {}) if embedding_layer else None
 
     monkeypatch.setattr(module, function_name, record)
-    monkeypatch.setattr(module, "conversion_summary", lambda *args: "", raising=False)
-    monkeypatch.setattr(module, "save_embedding_layer", lambda *args, **keywords: "", raising=False)
+    monkeypatch.setattr("hf_minitf.conversion.base.conversion_summary", lambda *args: "")
+    monkeypatch.setattr("hf_minitf.conversion.base.save_embedding_layer", lambda *args, **keywords: "")
     dests = {action.dest for action in convert_parser(source)._actions if action.dest != "help"}
     args = RecordingNamespace(**{dest: f"<{dest}>" for dest in dests})
-    assert getattr(module, SOURCES[source].runner)(args) == 0
+    assert RUNNERS[source](args) == 0
     assert args.read == dests
     [given] = calls
     assert set(given) == set(inspect.signature(converter).parameters), "a converter parameter has no option"

@@ -418,14 +418,16 @@ def test_cli_converts_and_reports_errors(data_dir, tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_the_conversion_package_runs_as_a_script(data_dir, tmp_path, tokenizer_files):
-    """`python -m hf_minitf.conversion SOURCE ...` is `minitf convert SOURCE ...`."""
+@pytest.mark.parametrize("program", [["hf_minitf", "convert"], ["hf_minitf.conversion"]])
+def test_the_convert_command_runs_as_a_module(program, data_dir, tmp_path, tokenizer_files):
+    """`python -m hf_minitf convert SOURCE ...` is `minitf convert SOURCE ...`; so is the old spelling `python -m
+    hf_minitf.conversion SOURCE ...`, which warns once that it is deprecated, naming the new command."""
     fixture = data_dir / "frawdllm_rope"
     result = subprocess.run(
         [
             sys.executable,
             "-m",
-            "hf_minitf.conversion",
+            *program,
             "frawdllm",
             str(fixture / "checkpoint.pt"),
             "--tokenizer",
@@ -439,6 +441,9 @@ def test_the_conversion_package_runs_as_a_script(data_dir, tmp_path, tokenizer_f
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+    deprecated = program == ["hf_minitf.conversion"]
+    assert result.stderr.count("FutureWarning") == deprecated, result.stderr
+    assert ("python -m hf_minitf convert" in result.stderr) == deprecated, result.stderr
     assert f"Converted FrawdLLM {fixture / 'checkpoint.pt'} into {tmp_path / 'out'}" in result.stdout
     model_line = "MiniTFGPTForCausalLM (minitf_gpt), 2 layers, hidden size 32, 4 heads, RoPE, 28,544 parameters"
     assert model_line in result.stdout

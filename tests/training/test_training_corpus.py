@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from hf_minitf.tokenization.gpt import char_tokenizer, train_bpe_tokenizer
+from hf_minitf.training.common import held_out_indices
 from hf_minitf.training.data import (
     TextFile,
     TokenBlocks,
@@ -22,7 +23,6 @@ from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
 from hf_minitf.training.trainers import (
     TrainingError,
     TrainSettings,
-    _held_out_indices,
     train_encoder,
     train_gpt,
     train_seq2seq,
@@ -108,7 +108,7 @@ def test_a_corpus_of_many_chunks_trains_as_the_text_in_memory(kind, tmp_path):
 
 def test_the_held_out_blocks_are_a_random_fraction_apart_from_the_training_blocks():
     ids = np.arange(16 * 500, dtype=np.uint16)
-    held = _held_out_indices(500, 0.1, seed=3)
+    held = held_out_indices(500, 0.1, seed=3)
     assert len(held) == 50 and held == sorted(set(held)) and held != list(range(50))
     train, evaluation = TokenBlocks(ids, 16, excluded=held), TokenBlocks(ids, 16, chosen=held)
     train_starts = [train[index]["input_ids"][0] // 16 for index in range(len(train))]
@@ -117,7 +117,7 @@ def test_the_held_out_blocks_are_a_random_fraction_apart_from_the_training_block
     assert train[0]["input_ids"] == list(range(train_starts[0] * 16, train_starts[0] * 16 + 16))
     with pytest.raises(IndexError):
         train[len(train)]
-    assert len(_held_out_indices(10**7, 0.05, seed=0)) == 1000  # at most 1000, drawn without listing 10**7
+    assert len(held_out_indices(10**7, 0.05, seed=0)) == 1000  # at most 1000, drawn without listing 10**7
 
 
 def test_a_white_space_file_is_refused(tmp_path):
@@ -202,7 +202,7 @@ def test_a_corpus_nothing_can_be_learned_from_is_refused_before_training(case, t
             return train_encoder(data, out, **options)
         return train_gpt(data, out, block_size=16, tokenizer="bpe" if family == "bpe" else "char", **options)
 
-    with caplog.at_level("WARNING", logger="hf_minitf.training.trainers"):
+    with caplog.at_level("WARNING", logger="hf_minitf.training"):
         if refused:
             with pytest.raises(TrainingError) as error:
                 train()

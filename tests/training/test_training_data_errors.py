@@ -12,7 +12,8 @@ import torch
 from helpers import assert_one_line_error, run_cli
 from safetensors import SafetensorError
 
-import hf_minitf.training.trainers as trainers
+import hf_minitf.training.encoder as encoder_trainer
+import hf_minitf.training.gpt as gpt_trainer
 from hf_minitf.safety.output_folders import OutputDiskFull
 from hf_minitf.training.data import TextFile, TrainingDataError, load_pairs, load_texts
 
@@ -92,7 +93,7 @@ def test_training_data_errors_name_the_file_and_line(case, tmp_path):
 
 
 NO_SPACE = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-REAL_ENCODE = trainers.encode_to_file
+REAL_ENCODE = gpt_trainer.encode_to_file
 REAL_SAVE = torch.save
 
 
@@ -101,7 +102,7 @@ def temporary_disk_full(monkeypatch, tmp_path):
         path.write_bytes(b"")  # the file is made, then the disk is full
         raise NO_SPACE
 
-    monkeypatch.setattr(trainers, "encode_to_file", full)
+    monkeypatch.setattr(gpt_trainer, "encode_to_file", full)
 
 
 def checkpoint_weights_full(monkeypatch, tmp_path):
@@ -135,7 +136,7 @@ def encoder_temporary_full(monkeypatch, tmp_path):
     def full(model, tokenizer, folder):
         raise OutputDiskFull(folder)  # what save_sentence_transformer raises on a full disk
 
-    monkeypatch.setattr(trainers, "save_sentence_transformer", full)
+    monkeypatch.setattr(encoder_trainer, "save_sentence_transformer", full)
 
 
 def token_folder_deleted(monkeypatch, tmp_path):
@@ -143,7 +144,7 @@ def token_folder_deleted(monkeypatch, tmp_path):
         shutil.rmtree(path.parent)  # a cleaner of old files in the temporary folder
         return REAL_ENCODE(tokenizer, documents, path, *args, **kwargs)
 
-    monkeypatch.setattr(trainers, "encode_to_file", deleted)
+    monkeypatch.setattr(gpt_trainer, "encode_to_file", deleted)
 
 
 def current_folder_deleted(monkeypatch, tmp_path):
