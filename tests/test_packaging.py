@@ -155,3 +155,20 @@ def test_python_m_hf_minitf_is_the_minitf_command():
     module = subprocess.run([sys.executable, "-m", "hf_minitf", "--version"], capture_output=True, text=True)
     assert module.returncode == done.returncode == 0 and module.stdout == done.stdout
     assert module.stdout.startswith("minitf")
+
+
+def oldest_pins() -> dict[str, str]:
+    """constraints/oldest.txt: each distribution pinned (name normalized) to the version `make test-oldest` runs."""
+    lines = (ROOT / "constraints" / "oldest.txt").read_text(encoding="utf-8").splitlines()
+    pins = [line.split("==") for line in lines if line.strip() and not line.startswith("#")]
+    return {name_of(name): version for name, version in pins}
+
+
+def test_each_floor_of_pyproject_is_the_version_test_oldest_pins():
+    floors = {}
+    for requirement in PYPROJECT["dependencies"]:
+        floor = re.search(r">=([^,;\s]+)", requirement)
+        assert floor is not None, f"{requirement}: every dependency has a floor, tested by make test-oldest"
+        floors[name_of(requirement)] = floor[1]
+    assert floors == oldest_pins()
+
