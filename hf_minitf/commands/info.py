@@ -10,7 +10,7 @@ import sys
 from hf_minitf.catalog.packaging import VERSIONS_SHOWN, installed_version, version_warning
 from hf_minitf.commands.common import add_model_folder, architectures, model_folder, read_config, reports_errors
 
-HELP = "the versions of transformers & co; a model folder: family, parameters, sizes, files, card metadata"
+HELP = "versions of transformers & co; a model folder: family, parameters, sizes, files, card metadata"
 DESCRIPTION = (
     "Name the installed transformers, sentence-transformers, huggingface_hub and torch (with a warning when "
     "transformers is outside the tested range), and describe a saved model folder without loading its weights."
