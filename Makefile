@@ -11,24 +11,51 @@ BIN := $(VENV)/bin
 # thread: fresh processes, imports, compiles).
 TEST_WORKERS ?= 2
 
+# The suite at the oldest versions pyproject.toml promises (constraints/oldest.txt) and at the newest releases.
+OLDEST_VENV ?= .venv-oldest
+LATEST_VENV ?= .venv-latest
+
 VLLM_VENV ?= .venv-vllm
 VLLM_PYTHON ?= python3.11
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: demo test test-wheel test-browser lint vllm-env test-vllm clean
+.PHONY: demo test test-oldest test-latest test-wheel test-browser lint vllm-env test-vllm clean
+
+# $(call install_venv,VENV,VENV_FLAGS,PIP_FLAGS): the venv VENV with torch installed first (and held at TORCH_VERSION
+# by a constraint, so no other package pulls another torch), then the package, editable, with the test extra.
+define install_venv
+	$(PYTHON) -m venv $(2) $(1)
+	$(1)/bin/python -m pip install --quiet --upgrade pip
+	echo "torch==$(TORCH_VERSION)" > $(1)/torch-constraint.txt
+	$(1)/bin/python -m pip install --quiet -c $(1)/torch-constraint.txt torch
+	$(1)/bin/python -m pip install --quiet -c $(1)/torch-constraint.txt $(3) -e ".[test]"
+	touch $(1)/.installed
+endef
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==$(TORCH_VERSION)
-	$(BIN)/python -m pip install --quiet -e ".[test]"
-	touch $@
+	$(call install_venv,$(VENV),,)
+
+# Fresh (--clear) each time pyproject.toml or the constraints change: the oldest floors, exactly.
+$(OLDEST_VENV)/.installed: pyproject.toml constraints/oldest.txt
+	$(call install_venv,$(OLDEST_VENV),--clear,-c constraints/oldest.txt)
+
+# The newest releases the index has, every time it is asked for (LATEST_PIP_FLAGS adds pip flags, e.g. a -c file).
+$(LATEST_VENV)/.installed: FORCE
+	$(call install_venv,$(LATEST_VENV),--clear,--upgrade --upgrade-strategy eager $(LATEST_PIP_FLAGS))
 
 demo: $(VENV)/.installed
 	$(BIN)/minitf quickstart --overwrite
 
+PYTEST_SUITE := -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: $(VENV)/.installed
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python $(PYTEST_SUITE)
+
+test-oldest: $(OLDEST_VENV)/.installed
+	$(OLDEST_VENV)/bin/python $(PYTEST_SUITE)
+
+test-latest: $(LATEST_VENV)/.installed
+	$(LATEST_VENV)/bin/python $(PYTEST_SUITE)
 
 # The package as users get it: sdist and wheel built, the wheel alone (no extra) in a fresh venv, used from a folder
 # outside the checkout (tests/wheel/check_wheel.sh). PYTHON=... tries another interpreter.
@@ -63,5 +90,7 @@ test-vllm: $(VLLM_VENV)/.installed $(VENV)/.installed
 	$(VLLM_BIN)/python -m pytest -q -m vllm tests/serving/test_vllm.py
 	MINITF_VLLM_PYTHON=$(VLLM_BIN)/python $(BIN)/python -m pytest -q -m vllm tests/serving/test_vllm.py -k "served or one_server"
 
+FORCE:
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) quickstart_models .pytest_cache
+	rm -rf $(VENV) $(OLDEST_VENV) $(LATEST_VENV) $(VLLM_VENV) quickstart_models .pytest_cache

@@ -1,6 +1,7 @@
 """hf-minitf as a distribution: pyproject.toml's dependencies match what the code imports (the base dependencies
 everything but an extra's commands, each extra what only its commands need, as hf_minitf.catalog.packaging declares),
-and a command that meets a missing extra says which to install. `make test-wheel` installs the wheel for real."""
+their floors are the versions `make test-oldest` runs, a command that meets a missing extra says which to install, and
+`minitf info` warns outside the tested transformers. `make test-wheel` installs the wheel for real."""
 
 import ast
 import re
@@ -8,12 +9,25 @@ import sys
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
+import huggingface_hub
 import pytest
+import sentence_transformers
 import tomllib
+import torch
+import transformers
 from factories import model_folder
-from helpers import assert_one_line_error, run_minitf
+from helpers import assert_one_line_error, run_cli, run_minitf
 
-from hf_minitf.catalog.packaging import EXTRAS, PACKAGE, extra_providing, missing_extra
+from hf_minitf.catalog import packaging
+from hf_minitf.catalog.packaging import (
+    EXTRAS,
+    PACKAGE,
+    TESTED_TRANSFORMERS,
+    extra_providing,
+    missing_extra,
+    release,
+    version_warning,
+)
 
 ROOT = Path(__file__).parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
@@ -155,3 +169,65 @@ def test_python_m_hf_minitf_is_the_minitf_command():
     module = subprocess.run([sys.executable, "-m", "hf_minitf", "--version"], capture_output=True, text=True)
     assert module.returncode == done.returncode == 0 and module.stdout == done.stdout
     assert module.stdout.startswith("minitf")
+
+
+def oldest_pins() -> dict[str, str]:
+    """constraints/oldest.txt: each distribution pinned (name normalized) to the version `make test-oldest` runs."""
+    lines = (ROOT / "constraints" / "oldest.txt").read_text(encoding="utf-8").splitlines()
+    pins = [line.split("==") for line in lines if line.strip() and not line.startswith("#")]
+    return {name_of(name): version for name, version in pins}
+
+
+def test_each_floor_of_pyproject_is_the_version_test_oldest_pins():
+    floors = {}
+    for requirement in PYPROJECT["dependencies"]:
+        floor = re.search(r">=([^,;\s]+)", requirement)
+        assert floor is not None, f"{requirement}: every dependency has a floor, tested by make test-oldest"
+        floors[name_of(requirement)] = floor[1]
+    assert floors == oldest_pins()
+
+
+def test_the_tested_range_starts_at_the_oldest_transformers():
+    oldest, newest = TESTED_TRANSFORMERS
+    assert oldest == oldest_pins()["transformers"]
+    assert release(oldest) < release(newest)
+
+
+@pytest.mark.parametrize(
+    ("installed", "warned"),
+    [("5.17.0", False), ("5.20.1", False), ("5.24.0", False), ("5.16.1", True), ("5.99.0", True), ("6.0.0.dev0", True)],
+)
+def test_version_warning_names_a_transformers_outside_the_tested_range(monkeypatch, installed, warned):
+    real_version = packaging.metadata.version
+    monkeypatch.setattr(
+        packaging.metadata, "version", lambda name: installed if name == "transformers" else real_version(name)
+    )
+    monkeypatch.setattr(packaging, "TESTED_TRANSFORMERS", ("5.17.0", "5.24.0"))
+    warning = version_warning()
+    if not warned:
+        assert warning is None
+    else:
+        assert warning is not None and "\n" not in warning
+        assert warning.startswith(f"transformers {installed} is outside the range hf-minitf is tested on (5.17.0 to ")
+        assert 'pip install "transformers>=5.17.0,<=5.24.0"' in warning
+
+
+def test_version_warning_without_transformers(monkeypatch):
+    def not_found(name):
+        raise packaging.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(packaging.metadata, "version", not_found)
+    assert version_warning().startswith("transformers is not installed, outside the range hf-minitf is tested on")
+
+
+def test_minitf_info_names_the_versions_and_warns_outside_the_range(monkeypatch, capsys):
+    status, out, err = run_cli(["info"], capsys)
+    assert status == 0 and err == ""
+    assert out == (
+        f"versions: transformers {transformers.__version__}, sentence-transformers {sentence_transformers.__version__}, "
+        f"huggingface_hub {huggingface_hub.__version__}, torch {torch.__version__}\n"
+    )
+    monkeypatch.setattr(packaging, "TESTED_TRANSFORMERS", ("5.0.0", "5.1.0"))
+    status, out, err = run_cli(["info"], capsys)
+    assert status == 0 and out.startswith("versions: transformers ")
+    assert err.startswith(f"minitf info: warning: transformers {transformers.__version__} is outside the range ")

@@ -1,4 +1,4 @@
-"""The README names the two commands the Makefile and CI run; the CLI documents itself. (The README's and docs'
+"""The README names the two commands the Makefile and CI run (and the support matrix's two); the CLI documents itself. (The README's and docs'
 code blocks run in test_docs.py.)"""
 
 from pathlib import Path
@@ -16,7 +16,9 @@ def test_readme_documents_the_two_commands_and_ci_runs_the_test_one():
     demo_recipe = (README.parent / "Makefile").read_text().split("\ndemo:")[1].split("\n\n")[0]
     assert "minitf quickstart" in demo_recipe and "minitf quickstart" in text
     ci = (README.parent / ".ci" / "run").read_text()
-    assert ci.strip().splitlines()[-1] == "make test"
+    # the pinned suite, then the support matrix: the oldest promised versions and the newest releases
+    assert ci.strip().splitlines()[-3:] == ["make test", "make test-oldest", "make test-latest"]
+    assert "make test-oldest" in text and "make test-latest" in text
 
 
 def test_cli_help_lists_every_command(capsys):

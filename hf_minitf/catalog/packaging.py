@@ -3,12 +3,15 @@ provides and what needs it), and where the documentation is. Everything the mode
 push` and the Python API import is a base dependency; an extra holds what only its commands need.
 
 pyproject.toml's `[project.optional-dependencies]` lists the same requirements (tests/test_packaging.py holds the
-two equal). A command that meets a missing module of an extra says which extra to install (`missing_extra`).
+two equal). A command that meets a missing module of an extra says which extra to install (`missing_extra`). The
+transformers releases the suite is tested on, and the warning outside them (`version_warning`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from importlib import metadata
 
 PACKAGE = "hf-minitf"
 SOURCE_DISTRIBUTION = f"pip download --no-deps --no-binary :all: {PACKAGE}"
@@ -96,4 +99,58 @@ def missing_extra(error: BaseException) -> str | None:
     )
 
 
-__all__ = ["EXTRAS", "PACKAGE", "SOURCE_DISTRIBUTION", "Extra", "docs_page", "extra_providing", "missing_extra"]
+# The transformers releases the whole suite passed on, at the last run of the support matrix (`make test-oldest`:
+# constraints/oldest.txt's transformers, which tests/test_packaging.py holds equal to this; `make test-latest`: the
+# newest release that passed). README.md and CHANGELOG.md state the same range and date.
+TESTED_TRANSFORMERS = ("5.17.0", "5.25.0")
+TESTED_ON = "2026-12-06"
+
+# What `minitf info` and the server's start-up line name, in this order.
+VERSIONS_SHOWN = ("transformers", "sentence-transformers", "huggingface_hub", "torch")
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of `distribution`, read from its metadata (nothing is imported); None if absent."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A version's release numbers (`5.25.0.dev0` -> (5, 25, 0)), enough to compare releases of one project."""
+    numbers = re.match(r"\d+(?:\.\d+)*", version)
+    if numbers is None:
+        raise ValueError(f"{version!r} is no version number (expected one like 5.24.0)")
+    return tuple(int(number) for number in numbers[0].split("."))
+
+
+def version_warning() -> str | None:
+    """One line naming the installed transformers and the range hf-minitf is tested on, when it is outside that
+    range; None inside it. Torch-free: `minitf info` and the server's start-up line call it."""
+    installed = installed_version("transformers")
+    oldest, newest = TESTED_TRANSFORMERS
+    if installed is not None and release(oldest) <= release(installed) <= release(newest):
+        return None
+    found = f"transformers {installed} is outside" if installed else "transformers is not installed, outside"
+    return (
+        f"{found} the range {PACKAGE} is tested on ({oldest} to {newest}, last run {TESTED_ON}): "
+        f'pip install "transformers>={oldest},<={newest}" for a tested one'
+    )
+
+
+__all__ = [
+    "EXTRAS",
+    "PACKAGE",
+    "SOURCE_DISTRIBUTION",
+    "TESTED_ON",
+    "TESTED_TRANSFORMERS",
+    "VERSIONS_SHOWN",
+    "Extra",
+    "docs_page",
+    "extra_providing",
+    "installed_version",
+    "missing_extra",
+    "release",
+    "version_warning",
+]

@@ -242,9 +242,10 @@ def add_out(parser: argparse.ArgumentParser, default: str | None = None, what: s
     )
 
 
-def add_model_folder(parser: argparse.ArgumentParser, help: str) -> None:
-    """The `DIR` positional of a command that uses a model folder (`args.model`); `help` says which folders."""
-    parser.add_argument("model", type=Path, metavar="DIR", help=help)
+def add_model_folder(parser: argparse.ArgumentParser, help: str, optional: bool = False) -> None:
+    """The `DIR` positional of a command that uses a model folder (`args.model`, None when `optional` and not
+    given); `help` says which folders."""
+    parser.add_argument("model", type=Path, metavar="DIR", help=help, nargs="?" if optional else None)
 
 
 def forwarded(args: argparse.Namespace, *names: str) -> dict[str, Any]:

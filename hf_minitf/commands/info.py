@@ -1,24 +1,41 @@
-"""`minitf info DIR`: describe a model folder or engine export without loading its weights."""
+"""`minitf info [DIR]`: the versions of transformers and its companions (and whether transformers is one the package
+is tested on), and a model folder or engine export described without loading its weights."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
+from hf_minitf.catalog.packaging import VERSIONS_SHOWN, installed_version, version_warning
 from hf_minitf.commands.common import add_model_folder, architectures, model_folder, read_config, reports_errors
 
-HELP = "describe a model folder: family, parameters, sizes, files, card metadata"
-DESCRIPTION = "Describe a saved model folder without loading its weights."
+HELP = "versions of transformers & co; a model folder: family, parameters, sizes, files, card metadata"
+DESCRIPTION = (
+    "Name the installed transformers, sentence-transformers, huggingface_hub and torch (with a warning when "
+    "transformers is outside the tested range), and describe a saved model folder without loading its weights."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_folder(parser, "a model folder")
+    add_model_folder(parser, "a model folder (without one: the versions alone)", optional=True)
+
+
+def print_versions() -> None:
+    """The versions line, and on standard error the warning when transformers is outside the tested range."""
+    print("versions: " + ", ".join(f"{name} {installed_version(name) or 'not installed'}" for name in VERSIONS_SHOWN))
+    warning = version_warning()
+    if warning is not None:
+        print(f"minitf info: warning: {warning}", file=sys.stderr)
 
 
 @reports_errors("info")
 def run(args: argparse.Namespace) -> int:
-    """`minitf info DIR`: what a model folder or engine export holds. Everything is read before anything is
-    printed, so a malformed file gives its one-line error and no half report."""
+    """`minitf info [DIR]`: the versions, then what a model folder or engine export holds. Everything is read
+    before anything is printed, so a malformed file gives its one-line error and no half report."""
+    if args.model is None:
+        print_versions()
+        return 0
     from huggingface_hub.utils import logging as hub_logging
 
     from hf_minitf.cards import stored_parameters
@@ -44,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         "max_position_embeddings",
         "position_embedding_type",
     )
+    print_versions()
     print(f"folder: {folder}")
     if export is not None:
         details = ", ".join(f"{key} {export[key]}" for key in ("quantization", "source") if export.get(key))
