@@ -88,13 +88,9 @@ def train_encoder(
     its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
     """
     from datasets import Dataset
-    from sentence_transformers import (  # type: ignore[attr-defined]  # `losses`: sentence-transformers 6 keeps it as an alias
-        SentenceTransformer,
-        SentenceTransformerTrainer,
-        SentenceTransformerTrainingArguments,
-        losses,
-    )
-    from sentence_transformers.training_args import BatchSamplers
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer import losses  # the module's home since sentence-transformers 5.4
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     class _TrainerWithoutItsCard(SentenceTransformerTrainer):
         def add_model_card_callback(self, default_args_dict: dict[str, Any]) -> None:

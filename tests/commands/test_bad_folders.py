@@ -171,11 +171,11 @@ BAD_INPUTS = [
         r"exit 2: minitf push: error: .*gpt/README.md: its YAML metadata does not parse \(line 3",
     ),
     bad(
-        "serve-ctranslate2-export",
+        "serve-incomplete-ctranslate2-export",
         lambda tmp: minitf("serve", engine_export(tmp, "ctranslate2", "generator", "minitf_gpt")),
         CommandFailed,
-        r"exit 2: minitf serve: error: cannot serve .*export: it is an engine export \(ctranslate2 generator\), which "
-        r"minitf generate, translate or embed run; serve the MiniTF folder",
+        r"exit 2: minitf serve: error: .*export: its minitf_export.json says it is a ctranslate2 generator export, but "
+        r"it has no model.bin, which such an export holds; export the model again with minitf export",
     ),
     bad(
         "info-export-file-not-json",
