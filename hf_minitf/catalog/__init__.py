@@ -1,5 +1,5 @@
 """What the package declares once, light to import (no torch, no transformers): the model families, their
-presets, the bounds and choices of options, the conversion sources and the export formats with their help, and the
+presets, the bounds and choices of options, the conversion sources and the export formats' names, and the
 package's extras (`packaging`).
 
 The `minitf` parser reads it without importing torch; every module of the package asks it instead of keeping
@@ -7,7 +7,7 @@ its own table.
 """
 
 from hf_minitf.catalog.converters import CONVERTERS, Converter
-from hf_minitf.catalog.exports import EXPORTS, ExportFormat
+from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, Family, family_named, family_of_model_type
 from hf_minitf.catalog.presets import FRAWDLLM_PRESETS, PRESETS, FrawdLLMSize, Preset, get_preset
 
@@ -19,7 +19,6 @@ __all__ = [
     "MODEL_TYPES",
     "PRESETS",
     "Converter",
-    "ExportFormat",
     "Family",
     "FrawdLLMSize",
     "Preset",

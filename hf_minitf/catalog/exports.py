@@ -1,61 +1,14 @@
-"""The formats `minitf export FORMAT` writes, one registry entry each: the module and function that write it, the
-families it takes, and its help. Light to import, so `minitf export FORMAT --help` needs no torch.
-
-Adding an export is one entry here plus its module in `hf_minitf/export/` (see CONTRIBUTING.md); its options are
-declared by the `export` command (`hf_minitf/commands/export.py`).
+"""The formats `minitf export FORMAT` writes, by name (`EXPORTS`: each format's own module declares it), and the facts
+their writers, the engines and the verification share: file names, the ONNX layouts, the export metadata's schema,
+the pinned transformers.js. Light to import, so `minitf export FORMAT --help` needs no torch.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-
-class ExportFormat(NamedTuple):
-    """One format of `minitf export FORMAT`."""
-
-    name: str
-    """Its name: `minitf export NAME`, its module hf_minitf.export.NAME."""
-    families: tuple[str, ...]
-    """The model families it takes."""
-    summary: str
-    description: str
-    exact_precisions: tuple[str, ...] = ()
-    """The precisions (the export's weight type: --dtype, --quantization, an ONNX file's dtype) at which the format
-    claims the MiniTF model's outputs: greedy tokens, translations, embeddings within
-    `catalog.verification.EXACT_EMBEDDING_DIFFERENCE`; `minitf verify` exits 1 when such an export is not."""
-
-    @property
-    def module(self) -> str:
-        """Its module in hf_minitf.export."""
-        return self.name
-
-    @property
-    def function(self) -> str:
-        """The function that writes it (exported by hf_minitf.export)."""
-        return f"export_{self.name}"
-
-
 EXPORT_DESCRIPTION = "Export a MiniTF model folder (saved, trained, converted, or a Hub repo id) to a format that runs without hf_minitf and without trust_remote_code. Only exact exports are made: a model the format cannot express exactly is refused with one line naming the config field. `FORMAT --help` says what each format is."
 """What `minitf export --help` says."""
-
-NATIVE_DESCRIPTION = """\
-Write the model as the transformers architecture that computes the same function, with its tokenizer,
-generation config and a model card (no .py files, no auto_map):
-
-- GPT, learned positions -> GPT2LMHeadModel (Conv1D weights are the transposed Linear weights)
-- GPT, rotary positions  -> GPTNeoXForCausalLM (sequential residual, full rotary; qkv regrouped per head,
-  interleaved rotary pairs permuted to rotate-half order)
-- encoder               -> a SentenceTransformer folder (Transformer + mean Pooling + Normalize) around
-  XLMRobertaXLModel (word embeddings pre-scaled, positions at XLM-R's padding_idx + 1 offset)
-- seq2seq (translator)  -> PegasusForConditionalGeneration (pre-LN, the position table as its weight; the two
-  vocabularies as one joint tokenizer.json, target tokens after the source ids; the residual stream scaled
-  so that Pegasus's fixed LayerNorm eps 1e-5 computes MiniTF's eps)
-
-The folder loads with AutoModelForCausalLM / SentenceTransformer / AutoModelForSeq2SeqLM without
-trust_remote_code, and a GPT serves with `transformers serve` or vLLM. Refused (nothing written): a
-learned-position GPT with context_overflow="crop" (set "error" to export it), an encoder without pad_token_id,
-a translator whose norms divide by std + eps (hkproj's later norms) or whose generation config does not cache
-(hkproj's untrained model)."""
 
 GGUF_AGREEMENT_TEXT = (
     "The quick brown fox jumps over the lazy dog.\n"
@@ -71,104 +24,8 @@ GGUF_AGREEMENT_TEXT = (
 the whole text the held-out text of the perplexity."""
 GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS, GGUF_AGREEMENT_NEW_TOKENS = 8, 4, 64
 """Prompts (the first lines of the text), tokens of each prompt, greedy tokens generated after each."""
-GGUF_DESCRIPTION = f"""\
-Write a GPT model as one GGUF file for llama.cpp, Ollama and LM Studio: llama.cpp's `gpt2` architecture for
-learned positions, `gptneox` for rotary positions, with the tokenizer inside (byte-level BPE as llama.cpp's
-`gpt2` tokenizer model; a character tokenizer is rewritten as a byte-level vocabulary with the merges that
-build its multi-byte characters), the context length, the special tokens and the chat template if the
-tokenizer has one.
-
-An encoder becomes an embedding model for llama.cpp (`llama-server --embeddings`, llama-cpp-python's
-`Llama(path, embedding=True)`): llama.cpp's `gpt2` graph, the MiniTF encoder layer exactly, with
-`attention.causal = false` and `pooling_type = mean`, the sinusoid as the position table, and MiniEmbed's
-word-level tokenizer as llama.cpp's WordPiece (`bert`) tokenizer model, lowercasing, [CLS] ... [SEP]. Cosine to
-SentenceTransformer's embeddings: at least 0.999999 in f32 and f16 (llama.cpp's GELU is the tanh form). Its
-tokens differ from MiniEmbed's on `_` inside words, combining marks, non-ASCII symbols against a word, CJK runs
-and control characters. Keep texts within the context length (llama-cpp-python: n_ctx, n_batch and n_ubatch set
-to it; llama.cpp reads no position past the table). Refused: other tokenizers, pooling other than mean. An
-encoder's file claims no exactness: its verification (llama-cpp-python installed) prints the least cosine.
-
---dtype: f32 (exact weights), f16 (half-precision weights), or a llama.cpp quantization, each tensor typed by
-llama.cpp's rules (llama-quant.cpp): q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32); q4_k_m, q5_k_m (Ollama's
-mixes: Q4_K / Q5_K, Q6_K for attn_qkv and ffn_down of some layers) and q6_k (blocks of 256). The output head
-(the token embedding when tied) takes Q6_K, Q8_0 where its rows are no multiple of 256; the position table
-stays f16, norms and biases f32. A matrix whose rows do not fit its type's blocks falls back as llama.cpp's
-quantizer does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else f16). The gguf package writes Q4_0, Q4_1,
-Q5_0, Q5_1 and Q8_0, not the K-quants: Q6_K falls back to Q8_0 too, and q4_k_m, q5_k_m, q6_k are refused
-where a matrix keeps Q4_K, Q5_K or Q6_K (rows of 256 or more: export f16 and run llama.cpp's
-`llama-quantize`); on small models every matrix falls back and the file is written. The export lists each
-fallback.
-
-The export then reads the file back, dequantizes it, runs those weights in MiniTF (float32) and prints their
-agreement with the MiniTF folder: greedy tokens over {GGUF_AGREEMENT_PROMPTS} prompts x {GGUF_AGREEMENT_NEW_TOKENS} new tokens (where they first differ) and
-perplexity on held-out text beside float32's (--agreement-text FILE, one prompt per line; default: a short
-English text). This measures the weights' rounding, not llama.cpp's kernels. Refused: seq2seq models,
-activations other than gelu (llama.cpp's GPT-2 and GPT-NeoX graphs compute GELU only), and what
-`export native` refuses."""
-
-OLLAMA_DESCRIPTION = """\
-Write a GPT as a folder for Ollama: model.gguf (what `export gguf` writes, default --dtype q8_0), a Modelfile
-(FROM ./model.gguf; TEMPLATE, the tokenizer's chat template in Ollama's Go template syntax; PARAMETER stop for
-the token that ends an answer; PARAMETER num_ctx, the context length) and README.md (the card, with the
-agreement `export gguf` measures). Then: `ollama create NAME -f OUT/Modelfile`.
-
-The chat templates translated are those that wrap each message by its role (text before and after the
-content) and end with a generation prompt: the package's chatml and simple, FrawdLLM's. Roles the template
-refuses (FrawdLLM's system messages) are dropped by Ollama. A tokenizer without a chat template gets no
-TEMPLATE (Ollama passes the prompt as it is: text continuation); any other chat template is refused, since a
-wrong TEMPLATE would silently change what the model reads."""
-
 OLLAMA_GGUF_FILE, OLLAMA_MODELFILE = "model.gguf", "Modelfile"
 """The files of `minitf export ollama`'s folder (beside README.md)."""
-
-CTRANSLATE2_DESCRIPTION = """\
-Write a GPT as a CTranslate2 Generator folder, a seq2seq model as a CTranslate2 Translator folder, an encoder
-as a CTranslate2 Encoder folder (the C++ inference engine: `pip install ctranslate2`), with the tokenizer files
-and a README. `minitf generate` / `minitf translate` / `minitf embed` run such a folder in CTranslate2 and print
-what the MiniTF folder prints.
-
-- GPT: learned positions as the position table, rotary positions as CTranslate2's rotary attention
-  (interleaved pairs or halves, as the model has them)
-- seq2seq: pre-norm Transformer, ReLU, separate source and target vocabularies, the interleaved sinusoid
-  as an explicit position table, the norms' eps from the config (hkproj's first norm as the exact LayerNorm)
-- encoder: pre-norm Transformer encoder, the sinusoid or learned positions as the position table; the token
-  states are mean-pooled and normalized as the SentenceTransformer folder does (embeddings within 1e-5)
-
---quantization: float32 (MiniTF's greedy tokens and embeddings), int8, int8_float32 (8-bit weights; measure
-before using: they can change tokens; an encoder's embeddings kept a cosine of 0.99997 to float32's on
-MiniEmbed's dims), bfloat16. Refused (nothing written): context_overflow="crop", a generation config with
-use_cache=False, hkproj's "std + eps" norms, activations CTranslate2 lacks, an encoder's pooling other than
-mean."""
-
-ONNX_DESCRIPTION = """\
-Write a GPT, an encoder or a seq2seq translator as ONNX (torch.onnx.export with dynamo) for ONNX Runtime and
-transformers.js: float32 graphs giving the MiniTF model's outputs (GPT: its greedy tokens; encoder: embeddings
-within 1e-5; translator: its greedy and beam-search translations). `minitf generate` / `minitf embed` /
-`minitf translate` run the folder in ONNX Runtime.
-
-- GPT: onnx/model.onnx, one decoder graph with a KV cache, inputs input_ids, attention_mask, position_ids and
-  past_key_values.{i}.key/.value, outputs logits and present.{i}.key/.value (batch, length and cache length
-  dynamic; optimum's and transformers.js's layout), beside config.json of the native architecture (gpt2 for
-  learned positions, gpt_neox for rotary ones), the tokenizer and a generation config that stops at a learned
-  position table
-- encoder: onnx/model.onnx, inputs input_ids and attention_mask, output last_hidden_state, in a copy of the
-  SentenceTransformer folder; the README has the ONNX Runtime code (tokenizer, session, masked mean, normalize)
-  that needs no optimum
-- seq2seq: optimum's seq2seq files: onnx/encoder_model.onnx (input_ids, attention_mask -> last_hidden_state),
-  onnx/decoder_model.onnx (the first step: input_ids, encoder_attention_mask, encoder_hidden_states -> logits and
-  present.{i}.decoder.key/.value, present.{i}.encoder.key/.value, the cross-attention keys and values computed
-  once) and onnx/decoder_with_past_model.onnx (the next steps: past_key_values.{i}.decoder/.encoder.key/.value
-  in, logits and present.{i}.decoder.key/.value out), beside the paired tokenizer and the generation config;
-  `minitf translate` searches (greedy, or --num-beams with the generation config's length_penalty and
-  early_stopping) in numpy as transformers' generate() does
-
---quantize q8 fp16 q4 adds the files transformers.js loads for these dtypes: onnx/model_quantized.onnx (dynamic
-8-bit matrix products; an encoder's also as onnx/model_quint8_avx2.onnx, sentence-transformers' name, which
-`minitf embed` then runs), onnx/model_fp16.onnx (float16), onnx/model_q4.onnx (4-bit weight blocks); a
-translator gets each of its three graphs so (onnx/encoder_model_quantized.onnx, ...). They can change greedy
-tokens; measure before using them. Refused: what `export native` refuses for a GPT (context_overflow="crop"),
-an encoder's pooling other than mean, a translator whose generation config does not cache (hkproj's untrained
-model) or sets what the runner does not reproduce (no_repeat_ngram_size, repetition_penalty, sampling, ...)."""
 
 TRANSFORMERS_JS_VERSION = "4.3.2"
 """The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
@@ -220,71 +77,10 @@ WEB_CONTENT_SECURITY_POLICY = (
 )
 """The bundled page's policy: nothing from another origin (the worker compiles the wasm, hence 'wasm-unsafe-eval')."""
 
-WEB_DESCRIPTION = f"""\
-Write a model as a static web page that runs it in the browser with transformers.js {TRANSFORMERS_JS_VERSION},
-ready to open (serve the folder: python -m http.server) or to publish as a Hugging Face static Space (README.md
-says sdk: static; `minitf push SRC REPO --space` exports and uploads):
-
-- GPT: a prompt box with streamed greedy generation, stopped at the model's position table
-- encoder: a sentence-similarity box (cosine of the mean-pooled, normalized embeddings)
-- seq2seq: a text box with the streamed greedy translation (the source and target tokenizers run by
-  transformers.js, the encoder and decoder graphs by its ONNX Runtime Web, the loop in translator.js)
-
-OUT holds index.html, app.js, worker.js, style.css, site.json, README.md and model/, the folder `minitf
-export onnx` writes (float32 and the --quantize variant; the page offers each). --example fills the boxes: a
-GPT's prompt or a text to translate; an encoder's source sentence, then the sentences to compare. Refused: what
-`export onnx` refuses.
-
-The page loads transformers.js and the wasm of ONNX Runtime Web from jsDelivr. --bundle copies them into
-OUT/vendor and adds a Content-Security-Policy that forbids other origins: the page then runs offline, air-gapped
-or behind a strict policy. The npm packages come from --bundle-from DIR (a node_modules folder, after `npm install
-@huggingface/transformers@{TRANSFORMERS_JS_VERSION}`), else from the npm registry (or the mirror
-npm_config_registry names), downloaded once with each tarball's pinned integrity checked and kept in
-~/.cache/minitf/npm."""
-
-EXPORTS: dict[str, ExportFormat] = {
-    "native": ExportFormat(
-        "native",
-        ("gpt", "encoder", "seq2seq"),
-        "GPT -> GPT2LMHeadModel / GPTNeoXForCausalLM, encoder -> XLMRobertaXLModel SentenceTransformer, translator -> PegasusForConditionalGeneration: loads without trust_remote_code",
-        NATIVE_DESCRIPTION,
-        exact_precisions=("float32",),
-    ),
-    "gguf": ExportFormat(
-        "gguf",
-        ("gpt", "encoder"),
-        "GPT or encoder -> one GGUF file (llama.cpp gpt2 / gptneox, tokenizer inside) for llama.cpp, Ollama",
-        GGUF_DESCRIPTION,
-        exact_precisions=("f32",),
-    ),
-    "ollama": ExportFormat(
-        "ollama",
-        ("gpt",),
-        "GPT -> a folder for `ollama create`: the GGUF file, a Modelfile with the chat template as TEMPLATE, a card",
-        OLLAMA_DESCRIPTION,
-    ),
-    "ctranslate2": ExportFormat(
-        "ctranslate2",
-        ("gpt", "seq2seq", "encoder"),
-        "GPT -> ctranslate2.Generator, seq2seq -> ctranslate2.Translator, encoder -> ctranslate2.Encoder folder",
-        CTRANSLATE2_DESCRIPTION,
-        exact_precisions=("float32",),
-    ),
-    "onnx": ExportFormat(
-        "onnx",
-        ("gpt", "encoder", "seq2seq"),
-        "GPT -> ONNX decoder with KV cache, encoder -> ONNX in a SentenceTransformer folder, seq2seq -> ONNX encoder and cached decoder graphs, for ONNX Runtime and transformers.js",
-        ONNX_DESCRIPTION,
-        exact_precisions=("fp32",),
-    ),
-    "web": ExportFormat(
-        "web",
-        ("gpt", "encoder", "seq2seq"),
-        "GPT, encoder or translator -> a static web page running it with transformers.js (a Hugging Face static Space)",
-        WEB_DESCRIPTION,
-        exact_precisions=("fp32",),
-    ),
-}
+EXPORTS = {name: name for name in ("native", "gguf", "ollama", "ctranslate2", "onnx", "web")}
+"""Each format of `minitf export` by its name, in the order `minitf export --help` lists them, and the module of
+`hf_minitf.export.formats` that declares it (its `FORMAT`, an `hf_minitf.export.format.ExportFormat`: help, options,
+writer, verification, card), imported when asked for."""
 
 EXPORT_FILE = "minitf_export.json"
 """What the engine exports (CTranslate2, ONNX) write beside their files, to say what the folder is: read by
@@ -396,7 +192,6 @@ __all__ = [
     "TRANSFORMERS_JS_VERSION",
     "WEB_BUNDLE",
     "WEB_CONTENT_SECURITY_POLICY",
-    "ExportFormat",
     "ExportInfoField",
     "NpmFiles",
 ]

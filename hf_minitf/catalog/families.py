@@ -56,13 +56,6 @@ class Family:
         """The class a folder of the family holds (its `architectures`), as a bare class name."""
         return next(iter(self.auto_classes.values())).rpartition(".")[2]
 
-    @property
-    def exports(self) -> tuple[str, ...]:
-        """The `minitf export` formats that take the family."""
-        from hf_minitf.catalog.exports import EXPORTS
-
-        return tuple(name for name, export in EXPORTS.items() if self.name in export.families)
-
     @staticmethod
     def load(dotted: str) -> type[Any]:
         """The class `module.Class` of hf_minitf.modeling, imported."""

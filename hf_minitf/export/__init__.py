@@ -1,7 +1,7 @@
 """Exports of MiniTF models to formats that run without this package: native transformers architectures
 (`export_native`), GGUF for llama.cpp and Ollama (`export_gguf`), CTranslate2 (`export_ctranslate2`) and ONNX
 Runtime (`export_onnx`), a static web page running the model with transformers.js (`export_web`);
-`hf_minitf.engines` runs the engine exports. `hf_minitf.catalog.exports` lists the formats. Each function is
+`hf_minitf.engines` runs the engine exports. `hf_minitf.catalog.exports` lists the formats, each declared by its object in `formats`. Each function is
 imported on first use, so importing the package loads no torch.
 """
 
@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from hf_minitf.catalog.exports import EXPORTS
 
-_MODULE_OF = {export.function: export.module for export in EXPORTS.values()} | {"ExportRefused": "source"}
+# Each format's writer `export_NAME` is in the module of its name (its object, in `formats`, calls it).
+_MODULE_OF = {f"export_{name}": name for name in EXPORTS} | {"ExportRefused": "source"}
 
 if TYPE_CHECKING:
     from hf_minitf.export.ctranslate2 import export_ctranslate2

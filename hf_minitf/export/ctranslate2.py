@@ -35,9 +35,9 @@ import torch
 from tokenizers import Tokenizer
 
 from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data
-from hf_minitf.catalog.exports import EXPORTS
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
+from hf_minitf.export.formats.ctranslate2 import FORMAT
 from hf_minitf.export.source import EXPORT_FILE, accepts_src, check_sentence_transformer_folder, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
 
@@ -52,7 +52,6 @@ ACTIVATIONS = {
     "tanh": "Tanh",
     "sigmoid": "Sigmoid",
 }
-CARD_TEMPLATE = "ctranslate2_export.md"  # in model_cards/
 PIPELINE_TAGS = {"generator": "text-generation", "translator": "translation", "embedder": "sentence-similarity"}
 # A MiniTF layer, norm or projection, read by attribute name (torch types a module's attributes Tensor | Module).
 ModelPart = Any
@@ -312,7 +311,7 @@ def export_ctranslate2(
         raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}; got {quantization!r}.")
     opened = open_source_of(
         source,
-        EXPORTS["ctranslate2"].families,
+        FORMAT.families,
         "the CTranslate2 export",
         "every MiniTF family has a CTranslate2 form",
         revision,
@@ -362,7 +361,7 @@ def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]
     """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index,
     base model) and how to run it."""
     card = export_card(
-        CARD_TEMPLATE,
+        FORMAT.card_template,
         library_name="ctranslate2",
         pipeline_tag=PIPELINE_TAGS[kind],
         tags=["ctranslate2"],

@@ -30,6 +30,7 @@ from safetensors.torch import save_file
 from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
+from hf_minitf.export.formats.native import FORMAT
 from hf_minitf.export.native_seq2seq import save_native_seq2seq_files
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
 from hf_minitf.safety.json_files import read_json
@@ -38,7 +39,6 @@ from hf_minitf.safety.output_folders import atomic_output_dir, output_folder, we
 # A tokenizer class every transformers release since 4.0 knows and loads from tokenizer.json alone
 # (5.x writes `TokenizersBackend`, which 4.x cannot resolve).
 PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
-CARD_TEMPLATE = "native_export.md"  # in model_cards/
 
 
 # Each block's weights and biases by name in the native architecture -> the MiniTF layer's module.
@@ -347,7 +347,7 @@ def write_native_card(
     }
     title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = export_card(
-        CARD_TEMPLATE,
+        FORMAT.card_template,
         library_name="sentence-transformers" if encoder else "transformers",
         pipeline_tag={"encoder": "sentence-similarity", "seq2seq": "translation"}.get(kind, "text-generation"),
         tags=[NATIVE_MODEL_TYPES[kind], *(["sentence-transformers", "feature-extraction"] if encoder else [])],

@@ -21,11 +21,11 @@ from jinja2.exceptions import TemplateError
 
 from hf_minitf.cards import export_card, export_card_data
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
+from hf_minitf.export.formats.ollama import FORMAT
 from hf_minitf.export.gguf import GGUFExport, write_gguf_report
 from hf_minitf.export.source import ExportRefused, open_source
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder
 
-CARD_TEMPLATE = "ollama_export.md"
 # The conversations a template is read on, the first it renders: with a system message, or without (FrawdLLM's).
 PROBE_ROLES = (("system", "user", "assistant", "user", "assistant"), ("user", "assistant", "user", "assistant"))
 # The conversations the reading is checked on (those the template renders): with and without a system message, one
@@ -161,7 +161,7 @@ def _card(
     for tensor in written.types.values():
         counts[tensor.type] = counts.get(tensor.type, 0) + 1
     card = export_card(
-        CARD_TEMPLATE,
+        FORMAT.card_template,
         library_name="gguf",
         tags=["gguf", "ollama"],
         carried=data,

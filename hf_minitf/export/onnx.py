@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from hf_minitf.catalog.exports import EXPORTS, ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
+from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
+from hf_minitf.export.formats.onnx import FORMAT
 from hf_minitf.export.source import (
     EXPORT_FILE,
     accepts_src,
@@ -62,7 +63,6 @@ FILE_NOTES = {
     "fp16": "float16 weights and computation (inputs and outputs too); half the size",
     "q4": "4-bit weights in blocks of 32, float32 activations; the smallest, and the furthest from float32",
 }
-CARD_TEMPLATE = "onnx_export.md"  # the GPT folder's card, in model_cards/
 TRANSFORMERS_JS_TEMPLATE = "onnx_transformers_js.md"  # its transformers.js section, also added to an encoder's card
 CARD_PROMPT = "Hello"
 
@@ -103,7 +103,7 @@ def export_onnx(
     import onnxscript  # noqa: F401 (torch's ONNX exporter)
 
     variants = quantization_names(quantize)
-    opened = open_source_of(source, EXPORTS["onnx"].families, "the ONNX export", "every MiniTF family", revision)
+    opened = open_source_of(source, FORMAT.families, "the ONNX export", "every MiniTF family", revision)
     model, tokenizer = opened.load_model(torch.float32), opened.load_tokenizer()
     inputs = [] if opened.repo_id else [opened.folder]
     target = output_folder(out, overwrite=overwrite, inputs=inputs)
@@ -329,7 +329,7 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
 
     kind = config.position_embedding_type
     export_card(
-        CARD_TEMPLATE,
+        FORMAT.card_template,
         library_name="transformers.js",
         pipeline_tag="text-generation",
         tags=["onnx", NATIVE_MODEL_TYPES[kind]],

@@ -2,9 +2,9 @@
 minitf_export.json names them, and `find_export`, which reads an export (a folder or a GGUF file) into the files to
 run, the cards to write and the MiniTF folder it came from.
 
-A new export plugs in with an entry in `RUNNERS` (its loader in `runs`, or in a module of its own) and, for a new
-layout (not an engine folder with minitf_export.json, a native folder, a folder of GGUF files or a web page), a
-reader in `LAYOUTS`. A file whose (engine, kind) has no runner is reported as not run.
+Both are read from the export formats' objects (`hf_minitf.export.formats`): each names its runners (a loader of
+`runs` per runtime and kind) and the reader of `LAYOUTS` that finds what it wrote. A file whose (engine, kind) has no
+runner is reported as not run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from hf_minitf.catalog.exports import (
-    EXPORTS,
     NATIVE_MODEL_TYPES,
     NATIVE_POSITIONS,
     NATIVE_TRANSLATOR_MODEL_TYPE,
@@ -24,6 +23,8 @@ from hf_minitf.catalog.exports import (
     onnx_variant_file,
 )
 from hf_minitf.catalog.verification import GGUF_SOURCE_KEY, SOURCE_CARD_FIELD
+from hf_minitf.export.format import LAYOUTS as LAYOUT_NAMES
+from hf_minitf.export.formats import export_format, export_formats
 from hf_minitf.safety.json_files import read_json
 
 RUNS = "hf_minitf.verification.runs"
@@ -37,7 +38,7 @@ class Runner(NamedTuple):
     kind: str
     """generator, embedder or translator: what is compared with the MiniTF model."""
     export_format: str
-    """The format of `catalog.exports.EXPORTS` whose `exact_precisions` say which of its files claim exactness."""
+    """The format (`hf_minitf.export.formats`) whose `exact_precisions` say which of its files claim exactness."""
     loader: str
     """`module:function` returning the file's run (see `runs`)."""
     exact: bool = True
@@ -46,20 +47,9 @@ class Runner(NamedTuple):
 
 
 RUNNERS: dict[tuple[str, str], Runner] = {
-    ("onnxruntime", "generator"): Runner("onnxruntime", "generator", "onnx", f"{RUNS}:onnx_generator"),
-    ("onnxruntime", "embedder"): Runner("onnxruntime", "embedder", "onnx", f"{RUNS}:onnx_embedder"),
-    ("ctranslate2", "generator"): Runner("ctranslate2", "generator", "ctranslate2", f"{RUNS}:ctranslate2_generator"),
-    ("ctranslate2", "embedder"): Runner("ctranslate2", "embedder", "ctranslate2", f"{RUNS}:ctranslate2_embedder"),
-    ("ctranslate2", "translator"): Runner("ctranslate2", "translator", "ctranslate2", f"{RUNS}:ctranslate2_translator"),
-    ("onnxruntime", "translator"): Runner("onnxruntime", "translator", "onnx", f"{RUNS}:onnx_translator"),
-    ("transformers", "generator"): Runner("transformers", "generator", "native", f"{RUNS}:native_generator"),
-    ("sentence-transformers", "embedder"): Runner(
-        "sentence-transformers", "embedder", "native", f"{RUNS}:native_embedder"
-    ),
-    ("transformers", "translator"): Runner("transformers", "translator", "native", f"{RUNS}:native_translator"),
-    ("llama.cpp", "generator"): Runner("llama.cpp", "generator", "gguf", f"{RUNS}:llama_cpp_generator"),
-    # llama.cpp's embedding graph computes GELU's tanh form: cosine 0.999999 to MiniTF in f32, not within 1e-5
-    ("llama.cpp", "embedder"): Runner("llama.cpp", "embedder", "gguf", f"{RUNS}:llama_cpp_embedder", exact=False),
+    (runner.runtime, runner.kind): Runner(runner.runtime, runner.kind, name, f"{RUNS}:{runner.loader}", runner.exact)
+    for name, export in export_formats().items()
+    for runner in export.runners
 }
 
 
@@ -85,7 +75,11 @@ class Target:
     @property
     def claims_exact(self) -> bool:
         runner = self.runner
-        return runner is not None and runner.exact and self.precision in EXPORTS[runner.export_format].exact_precisions
+        return (
+            runner is not None
+            and runner.exact
+            and self.precision in export_format(runner.export_format).exact_precisions
+        )
 
 
 @dataclass
@@ -231,8 +225,17 @@ def native_folder(path: Path) -> Export | None:
     return Export(path, targets, [path / "README.md"], named)
 
 
-LAYOUTS: list[Callable[[Path], Export | None]] = [gguf_file, web_page, engine_folder, native_folder]
-"""The readers of an export, tried in turn; the first that recognizes the path reads it."""
+READERS: dict[str, Callable[[Path], Export | None]] = {
+    "gguf_file": gguf_file,
+    "web_page": web_page,
+    "engine_folder": engine_folder,
+    "native_folder": native_folder,
+}
+LAYOUTS: list[Callable[[Path], Export | None]] = [
+    READERS[name] for name in LAYOUT_NAMES if any(export.layout == name for export in export_formats().values())
+]
+"""The readers of the formats' exports, tried in turn (in `hf_minitf.export.format.LAYOUTS`' order); the first that
+recognizes the path reads it."""
 
 
 def find_export(path: Path) -> Export:
