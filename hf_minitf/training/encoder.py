@@ -88,7 +88,11 @@ def train_encoder(
     its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
     """
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer import losses  # the module's home since sentence-transformers 5.4
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
