@@ -11,13 +11,11 @@ This file is copied beside saved models with the modeling code: it imports only 
 
 from __future__ import annotations
 
-import contextvars
-import functools
 from collections.abc import Callable
 from typing import Any, cast
 
 import torch
-from transformers import GenerationMixin, StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationMixin, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 REPLACEMENT_CHARACTER = "\ufffd"  # what a token holding part of a character's bytes decodes to on its own
 
@@ -33,11 +31,13 @@ def stop_string_list(stop_strings: str | list[str] | tuple[str, ...]) -> list[st
 class DecodedStopStringCriteria(StoppingCriteria):
     """Stop each sequence at the token that completes one of `stop_strings` in its decoded text.
 
-    Every token spells at least one byte, so the longest stop string (in UTF-8 bytes) plus the tokens added since
-    the last call cover any match that ends in them; only those tokens are decoded. A match lies in the generated
-    text (as OpenAI's `stop` does) and ends in a token added since the last call: a stop string in the prompt stops
-    nothing. Decoding paths that add several tokens a step (prompt lookup, assisted) have their drafts cut before
-    the token that would complete a stop (`cut_drafts`), so generation ends at that token, as it does token by token.
+    Each call reads the newest token of each row, behind enough earlier tokens to hold the longest stop string (every
+    token spells at least one byte). A match lies in the generated text (as OpenAI's `stop` does) and ends in that
+    token: a stop string in the prompt stops nothing. The criterion keeps no state between calls but the prompt's
+    length, so a call on drafted tokens (transformers 5.17 asks the criteria about a prompt-lookup step's drafts before
+    checking them) changes nothing. Decoding paths that add several tokens a step (prompt lookup, assisted) have their
+    drafts cut before the token that would complete a stop (`cut_drafts`), so each step's last token is the only one
+    that can complete a stop, and generation ends at that token, as it does token by token.
     """
 
     def __init__(self, stop_strings: str | list[str] | tuple[str, ...], tokenizer: Any) -> None:
@@ -45,15 +45,12 @@ class DecodedStopStringCriteria(StoppingCriteria):
         self.tokenizer = tokenizer
         self.window = max(len(stop.encode("utf-8")) for stop in self.stop_strings)
         self.prompt_length: int | None = None  # given by the decoding path, else known at the first call
-        self.checked_length = 0  # the length the last call read up to
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
         length = input_ids.shape[1]
         if self.prompt_length is None:  # one token generated since the prompt
             self.prompt_length = length - 1
-        first = max(self.checked_length, self.prompt_length)
-        self.checked_length = length
-        done = self.stop_ends_in(input_ids, first)
+        done = self.stop_ends_in(input_ids, length - 1) if length > self.prompt_length else [False] * len(input_ids)
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
 
     def stop_ends_in(self, input_ids: torch.Tensor, first: int) -> list[bool]:
@@ -87,14 +84,26 @@ class DecodedStopStringCriteria(StoppingCriteria):
         return get_candidates_up_to_a_stop
 
 
-_DRAFTS_STOP_AT: contextvars.ContextVar[DecodedStopStringCriteria | None] = contextvars.ContextVar(
-    "minitf_drafts_stop_at", default=None
-)
+class DraftsEndBeforeStops(LogitsProcessor):
+    """Carries a `DecodedStopStringCriteria` from assisted decoding to the candidate generator it builds, in the
+    logits processors transformers hands it; changes no scores."""
+
+    def __init__(self, stop: DecodedStopStringCriteria) -> None:
+        self.stop = stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return scores
 
 
 class StopStringsGenerationMixin(GenerationMixin):
     """transformers' `GenerationMixin` with `stop_strings` matched by `DecodedStopStringCriteria` on every decoding
-    path (an assistant model drafting for this one needs none: its drafts are cut where a stop would complete)."""
+    path (an assistant model drafting for this one needs none: its drafts are cut where a stop would complete).
+
+    Three private hooks of `GenerationMixin`, because no public argument does this: `_get_stopping_criteria` puts the
+    criterion in place of transformers' (which fails on vocabularies that cannot spell its probe), and
+    `_assisted_decoding` and `_get_candidate_generator` hand it to the candidate generator, whose drafts no public
+    argument reaches.
+    """
 
     def _get_stopping_criteria(
         self,
@@ -126,48 +135,26 @@ class StopStringsGenerationMixin(GenerationMixin):
     def _assisted_decoding(
         self,
         input_ids: torch.LongTensor,
-        logits_processor: Any,
+        logits_processor: LogitsProcessorList,
         stopping_criteria: StoppingCriteriaList,
-        generation_config: Any,
-        synced_gpus: bool = False,
-        streamer: Any = None,
-        inputs_tensor: torch.Tensor | None = None,
-        assistant_model: Any = None,
-        assistant_tokenizer: Any = None,
-        tokenizer: Any = None,
-        **model_kwargs: Any,
+        *args: Any,
+        **kwargs: Any,
     ) -> Any:
-        """transformers' assisted decoding (prompt lookup, an assistant model), its drafts cut at stop strings."""
-        decode = functools.partial(
-            super()._assisted_decoding,  # type: ignore[misc]  # self typed as a protocol
-            input_ids,
-            logits_processor,
-            stopping_criteria,
-            generation_config,
-            synced_gpus,
-            streamer,
-            inputs_tensor,
-            assistant_model,
-            assistant_tokenizer,
-            tokenizer,
-            **model_kwargs,
-        )
+        """transformers' assisted decoding (prompt lookup, an assistant model), told the prompt's length and given
+        the stop criterion for its candidate generator."""
         stop = next((item for item in stopping_criteria if isinstance(item, DecodedStopStringCriteria)), None)
-        if stop is None:
-            return decode()
-        stop.prompt_length = input_ids.shape[1]
-        token = _DRAFTS_STOP_AT.set(stop)
-        try:
-            return decode()
-        finally:
-            _DRAFTS_STOP_AT.reset(token)
+        if stop is not None:
+            stop.prompt_length = input_ids.shape[1]
+            logits_processor = LogitsProcessorList([*logits_processor, DraftsEndBeforeStops(stop)])
+        return super()._assisted_decoding(input_ids, logits_processor, stopping_criteria, *args, **kwargs)  # type: ignore[misc]  # self typed as a protocol
 
     def _get_candidate_generator(self, *args: Any, **kwargs: Any) -> Any:
         generator = super()._get_candidate_generator(*args, **kwargs)  # type: ignore[misc]  # self typed as a protocol
-        stop = _DRAFTS_STOP_AT.get()
-        if stop is not None:
+        processors = kwargs.get("logits_processor") or []
+        carrier = next((item for item in processors if isinstance(item, DraftsEndBeforeStops)), None)
+        if carrier is not None:
             # this generator's own method, wrapped: its class and state stay what transformers checks and updates
-            generator.get_candidates = stop.cut_drafts(generator.get_candidates)  # type: ignore[method-assign]
+            generator.get_candidates = carrier.stop.cut_drafts(generator.get_candidates)  # type: ignore[method-assign]
         return generator
 
 
