@@ -145,11 +145,15 @@ def serve(
 
 def startup_line(models: ServedModels, host: str, port: int) -> str:
     """What `minitf serve` says once its models are loaded: where it listens, each model with what runs it, and the
-    transformers it runs on."""
+    transformers it runs on (with a warning where that is outside the tested range)."""
     import transformers
 
+    from hf_minitf.catalog.packaging import version_warning
+
     served = "; ".join(f"{name} ({model.family}, {model.engine})" for name, model in models.models.items())
-    return f"minitf serve: http://{host}:{port} serves {served}; transformers {transformers.__version__}"
+    warning = version_warning()
+    line = f"minitf serve: http://{host}:{port} serves {served}; transformers {transformers.__version__}"
+    return line if warning is None else f"{line}. WARNING: {warning}"
 
 
 def _stopped(_signal_number: int, _frame) -> None:

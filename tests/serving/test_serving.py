@@ -672,6 +672,20 @@ def test_a_missing_serve_extra_is_a_one_line_error_naming_it(tmp_path, capsys, m
     assert len(error.splitlines()) == 1 and "hf-minitf[serve]" in error, error
 
 
+def test_the_startup_line_names_each_model_and_warns_outside_the_tested_range(monkeypatch):
+    from hf_minitf.catalog import packaging
+    from hf_minitf.serving.models import ServedModel, ServedModels
+    from hf_minitf.serving.server import startup_line
+
+    models = ServedModels([ServedModel("my_gpt", "gpt", None, None, engine="onnxruntime")])
+    monkeypatch.setattr(packaging, "TESTED_TRANSFORMERS", ("0.0.1", "99.0.0"))
+    inside = startup_line(models, "127.0.0.1", 8000)
+    assert "http://127.0.0.1:8000 serves my_gpt (gpt, onnxruntime); transformers 5." in inside
+    assert "WARNING" not in inside
+    monkeypatch.setattr(packaging, "TESTED_TRANSFORMERS", ("0.0.1", "0.0.2"))
+    assert "WARNING: transformers 5." in startup_line(models, "127.0.0.1", 8000)
+
+
 def test_the_serve_extra_keeps_the_installed_transformers():
     """The server runs on transformers' public API, so its extra pins no transformers (it held 5.24 before, and
     `pip install "hf-minitf[serve]"` downgraded a newer one)."""
