@@ -231,3 +231,14 @@ def test_minitf_info_names_the_versions_and_warns_outside_the_range(monkeypatch,
     status, out, err = run_cli(["info"], capsys)
     assert status == 0 and out.startswith("versions: transformers ")
     assert err.startswith(f"minitf info: warning: transformers {transformers.__version__} is outside the range ")
+
+
+def test_every_subpackage_ships_in_the_wheel():
+    """pyproject.toml lists the packages setuptools puts in the wheel: every folder of hf_minitf with an __init__.py
+    is one (a new subpackage left out installs a wheel that fails at its import)."""
+    import tomllib
+
+    root = Path(__file__).parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(path.parent.relative_to(root).parts) for path in (root / "hf_minitf").rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
