@@ -379,7 +379,7 @@ def test_some_generations_end_at_eos(folders):
 # ------------------------------------------------------------------------------------------------ the server
 def _can_run_the_default_engine() -> bool:
     try:
-        import hf_minitf.serving.server  # noqa: F401  (transformers' serving code, transformers >= 5.24)
+        import hf_minitf.serving.server  # noqa: F401  (the serve extra's packages: fastapi, uvicorn, openai)
     except ImportError:
         return False
     return True
@@ -427,7 +427,7 @@ def clients(servers):
 
 def _needs(servers: dict, name: str) -> None:
     if name not in servers:
-        pytest.skip("the GPT-beside-an-encoder server runs where the default engine runs too (transformers 5.24)")
+        pytest.skip("the GPT-beside-an-encoder server needs the default engine, which needs the serve extra here")
 
 
 def _decoded(folder: str, ids: list[int]) -> str:
