@@ -46,7 +46,9 @@ $(LATEST_VENV)/.installed: FORCE
 demo: $(VENV)/.installed
 	$(BIN)/minitf quickstart --overwrite
 
-PYTEST_SUITE := -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+# A test that hangs fails after TEST_TIMEOUT seconds, with its threads' stacks, instead of holding up the suite.
+TEST_TIMEOUT ?= 900
+PYTEST_SUITE := -m pytest -q -n $(TEST_WORKERS) --dist loadfile --timeout $(TEST_TIMEOUT)
 
 test: $(VENV)/.installed
 	$(BIN)/python $(PYTEST_SUITE)

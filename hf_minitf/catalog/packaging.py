@@ -46,10 +46,10 @@ EXTRAS: dict[str, Extra] = {
     for extra in (
         Extra(
             name="serve",
-            # The server (FastAPI, on transformers' public API: it takes the transformers installed); httpx: the HTTP
-            # client of `minitf serve --engine vllm`'s front (and of FastAPI's TestClient).
-            requirements=("fastapi>=0.110", "uvicorn>=0.29", "openai>=1.98", "pydantic>=2", "httpx>=0.27"),
-            modules=("fastapi", "starlette", "uvicorn", "openai", "pydantic", "httpx"),
+            # The server (FastAPI, on transformers' public API: it takes the transformers installed). httpx, the client
+            # of `minitf serve --engine vllm`'s front, is a base dependency (huggingface_hub's too).
+            requirements=("fastapi>=0.110", "uvicorn>=0.29", "openai>=1.98", "pydantic>=2"),
+            modules=("fastapi", "starlette", "uvicorn", "openai", "pydantic"),
             needed_by="minitf serve",
         ),
         Extra(
