@@ -33,8 +33,12 @@ class Generation:
         self.cancelled = threading.Event()
 
     def push(self, item: list[int] | BaseException | None) -> None:
-        """From the worker thread: new ids, an error, or None at the end."""
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        """From the worker thread: new ids, an error, or None at the end. Where the event loop that asked has closed,
+        nobody waits for them: the generation is cancelled (its row stops at the next step) and the worker goes on."""
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # "Event loop is closed"
+            self.cancelled.set()
 
     def cancel(self) -> None:
         self.cancelled.set()

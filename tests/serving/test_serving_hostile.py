@@ -540,7 +540,9 @@ def test_no_key_off_loopback_warns(tmp_path, capsys, monkeypatch):
 
 # ------------------------------------------------------------------------------------------------ the worker
 def test_a_failed_generation_fails_its_requests_and_the_worker_goes_on(tmp_path, monkeypatch):
-    """A model error fails the request (or batch) it happened in; the worker then generates the next one."""
+    """A model error fails the request (or batch) it happened in; the worker then generates the next one, also when
+    the event loop that asked has closed before the worker handed over the end (each asyncio.run here closes its
+    loop: the worker's thread died on that and the next request waited forever)."""
     from transformers import AutoModelForCausalLM
 
     from hf_minitf.serving.generation import ModelWorker
@@ -554,7 +556,11 @@ def test_a_failed_generation_fails_its_requests_and_the_worker_goes_on(tmp_path,
 
     async def complete() -> list[int]:
         generation = worker.submit(GenerationRequest(worker.served, COMPLETIONS, prompt, 5))
-        return [token async for ids in generation.tokens() for token in ids]
+
+        async def collect() -> list[int]:
+            return [token async for ids in generation.tokens() for token in ids]
+
+        return await asyncio.wait_for(collect(), timeout=120)  # a worker that died fails here instead of hanging
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("injected model error")
