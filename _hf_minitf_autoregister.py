@@ -23,13 +23,19 @@ from _thread import RLock
 
 DISABLE_VARIABLE = "HF_MINITF_NO_AUTOREGISTER"
 REGISTRATION = "hf_minitf.registration"
-# Each part of the registration (a function of hf_minitf.registration, given the module), by the transformers
-# module whose Auto class or registry it extends, in the order they run.
+# Each part of the registration (a function of hf_minitf.registration, given the module), by the module it extends, in
+# the order they run: transformers' Auto classes and pipeline registry, and MiniTF's model code, which the package
+# gives its checks and cards (a saved folder's copy of that code has none).
 PARTS = {
     "transformers.models.auto.configuration_auto": "register_configs",
     "transformers.models.auto.modeling_auto": "register_models",  # of the families whose config was built
     "transformers.models.auto.tokenization_auto": "register_tokenizers",
     "transformers.pipelines": "register_pipelines",
+    "hf_minitf.modeling.configuration_minitf_gpt": "add_config_checks",
+    "hf_minitf.modeling.configuration_minitf_encoder": "add_config_checks",
+    "hf_minitf.modeling.configuration_minitf_seq2seq": "add_config_checks",
+    "hf_minitf.modeling.layers": "add_model_checks",
+    "hf_minitf.modeling.pipeline_minitf_translation": "add_pipeline_cards",
 }
 # The imports counted: transformers' and those of the MiniTF modules the parts import.
 COUNTED = ("transformers.", "hf_minitf.modeling.")

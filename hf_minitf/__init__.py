@@ -2,7 +2,9 @@
 
 Installed, it registers every MiniTF config, model and tokenizer with the transformers Auto classes, and the
 `minitf-translation` pipeline task, in every process as transformers loads them, with no `import hf_minitf`
-(`hf_minitf.registration`); importing it does the same where it is not installed (a source checkout). Saved and
+(`hf_minitf.registration`); importing it does the same where it is not installed (a source checkout). It also puts
+its checks and cards around the model code as it loads (a config's fields, `from_pretrained`'s weights,
+`save_pretrained`'s card and file modes): a saved folder's copied code is the model alone. Saved and
 pushed models carry their code and a model card (`update_model_card` adds measured figures; `push_folder` is
 `minitf push`).
 
@@ -16,35 +18,11 @@ import importlib
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from hf_minitf.registration import config_built as _config_built
 from hf_minitf.registration import install as _install_registration
 
 __version__ = "0.1.0"
 _install_registration()
 
-
-def _card_writer() -> ModuleType:
-    from hf_minitf import cards
-
-    return cards
-
-
-def _pickle_diagnosis() -> ModuleType:
-    from hf_minitf.safety import pickles
-
-    return pickles
-
-
-def _fill_in_model_hooks() -> None:
-    """What the model code asks of the package (hf_minitf.modeling.modeling_minitf_hooks), light to fill in."""
-    from hf_minitf.modeling.modeling_minitf_hooks import PACKAGE_HOOKS
-
-    PACKAGE_HOOKS.card_writer = _card_writer
-    PACKAGE_HOOKS.pickle_diagnosis = _pickle_diagnosis
-    PACKAGE_HOOKS.config_built = _config_built
-
-
-_fill_in_model_hooks()
 
 # Each public name, by the module that defines it.
 _PUBLIC = {

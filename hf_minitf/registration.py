@@ -11,13 +11,24 @@ The configs and the tokenizer need no torch. The model classes do (with `transfo
 registered only for a family whose config this process builds (`config_built`, called by every MiniTF config once
 built): an Auto class builds the config before it looks the model class up, and a process that never meets a MiniTF
 folder never imports the model code.
+
+The model code (hf_minitf/modeling, what `save_pretrained` copies beside a model) is the model alone. What the
+package adds to it is put in place here, as each of its modules loads, on its classes only where hf_minitf is
+installed: the checks of a config's fields (`add_config_checks`, hf_minitf.safety.model_configs), the checks of
+the weights `from_pretrained` reads (`add_model_checks`, hf_minitf.safety.weights), the model card and file modes
+of `save_pretrained` and the card `push_to_hub` uploads (hf_minitf.cards). A folder's copied code, loaded with
+`trust_remote_code=True`, has transformers' usual behaviour.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 import sys
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from _hf_minitf_autoregister import PARTS, RegisteringFinder
 from _hf_minitf_autoregister import install as install_finder
@@ -84,6 +95,85 @@ def register_pipelines(pipelines: ModuleType) -> None:
     )
 
 
+def add_config_checks(module: ModuleType) -> None:
+    """On the config class of a MiniTF config module: each field checked when set, the whole config once built,
+    and then its family's model classes registered (`config_built`)."""
+    from hf_minitf.safety.model_configs import FIELD_CHECKS, check_config, check_field
+
+    for family in FAMILIES.values():
+        module_name, _, class_name = family.config_class.rpartition(".")
+        if module.__name__.endswith(f".{module_name}"):
+            config_class = getattr(module, class_name)
+            checks = FIELD_CHECKS[config_class.model_type]
+            set_field, post_init = config_class.__setattr__, config_class.__post_init__
+
+            def checked_setattr(self: Any, name: str, value: Any, checks=checks, set_field=set_field) -> None:
+                check_field(type(self).__name__, checks, self.attribute_map.get(name, name), value)
+                set_field(self, name, value)
+
+            def checked_post_init(self: Any, post_init=post_init, **kwargs: Any) -> None:
+                post_init(self, **kwargs)
+                check_config(self)
+                config_built(self)
+
+            config_class.__setattr__ = checked_setattr
+            config_class.__post_init__ = checked_post_init
+
+
+def add_model_checks(layers: ModuleType) -> None:
+    """On the base of every MiniTF model class: `from_pretrained` with the checks of the weights it reads,
+    `save_pretrained` with the model card and the weights' file mode, `push_to_hub` with the card naming the repo."""
+    base = layers.MiniTFPreTrainedModel
+    from_pretrained, save_pretrained, upload = (
+        base.from_pretrained.__func__,
+        base.save_pretrained,
+        base._upload_modified_files,
+    )
+
+    def checked_from_pretrained(cls: Any, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any) -> Any:
+        from hf_minitf.safety.weights import checked_from_pretrained as load
+
+        return load(cls, functools.partial(from_pretrained, cls), pretrained_model_name_or_path, *args, **kwargs)
+
+    def save_with_card(self: Any, save_directory: str | os.PathLike, *args: Any, **kwargs: Any) -> None:
+        save_pretrained(self, save_directory, *args, **kwargs)
+        if not kwargs.get("is_main_process", True) or not Path(save_directory, "config.json").is_file():
+            return
+        from hf_minitf.cards import write_model_card
+        from hf_minitf.safety.output_folders import give_open_modes
+
+        give_open_modes(Path(save_directory))  # safetensors writes weights 0600 beside a 0644 config.json
+        # the weights are saved: a bad card must not stop it
+        write_model_card(save_directory, source_folder=self.name_or_path or None, keep_unreadable=True)
+
+    def upload_with_card(self: Any, working_dir: str | os.PathLike, repo_id: str, *args: Any, **kwargs: Any) -> Any:
+        prepare_upload_card(working_dir, repo_id, self.name_or_path)
+        return upload(self, working_dir, repo_id, *args, **kwargs)
+
+    base.from_pretrained = classmethod(checked_from_pretrained)
+    base.save_pretrained = functools.wraps(save_pretrained)(save_with_card)
+    base._upload_modified_files = upload_with_card
+
+
+def prepare_upload_card(folder: str | os.PathLike, repo_id: str, source: str | os.PathLike | None) -> None:
+    """Before `push_to_hub` uploads `folder`: the MiniTF card naming `repo_id`, over transformers' blank one."""
+    from hf_minitf.cards import prepare_upload
+
+    prepare_upload(folder, repo_id, source_folder=source or None)
+
+
+def add_pipeline_cards(module: ModuleType) -> None:
+    """On the translation pipeline: `push_to_hub` uploads its model's card."""
+    pipeline_class = module.MiniTFTranslationPipeline
+    upload = pipeline_class._upload_modified_files
+
+    def upload_with_card(self: Any, working_dir: str | os.PathLike, repo_id: str, *args: Any, **kwargs: Any) -> Any:
+        prepare_upload_card(working_dir, repo_id, self.model.name_or_path)
+        return upload(self, working_dir, repo_id, *args, **kwargs)
+
+    pipeline_class._upload_modified_files = upload_with_card
+
+
 def register() -> None:
     """Register every MiniTF family with transformers' Auto classes and pipelines now (once), the model classes of
     every family included: import the transformers module of each part, which runs it; a part that failed runs
@@ -108,4 +198,12 @@ def install() -> RegisteringFinder:
     return finder
 
 
-__all__ = ["PARTS", "config_built", "install", "register"]
+__all__ = [
+    "PARTS",
+    "add_config_checks",
+    "add_model_checks",
+    "add_pipeline_cards",
+    "config_built",
+    "install",
+    "register",
+]

@@ -175,8 +175,8 @@ def tiny_gpt() -> MiniTFGPTForCausalLM:
     return tiny_model("gpt", **{**TINY, "intermediate_size": None}, pad_token_id=0)
 
 
-def tiny_encoder() -> MiniTFEncoderModel:
-    return tiny_model("encoder", **TINY)
+def tiny_encoder(**config) -> MiniTFEncoderModel:
+    return tiny_model("encoder", **TINY, **config)
 
 
 def tiny_seq2seq(**config) -> MiniTFSeq2SeqForConditionalGeneration:

@@ -71,10 +71,6 @@ LAYERS = [
         [
             "hf_minitf.modeling",
             "hf_minitf.modeling.layers",
-            "hf_minitf.modeling.compat",
-            "hf_minitf.modeling.input_checks",
-            "hf_minitf.modeling.configuration_minitf_limits",
-            "hf_minitf.modeling.modeling_minitf_hooks",
             "hf_minitf.catalog",
             "hf_minitf.catalog.*",
             "hf_minitf.model_cards",  # the card templates (package data)

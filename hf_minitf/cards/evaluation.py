@@ -24,9 +24,8 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard
 
 from hf_minitf.cards.facts import read_card
-from hf_minitf.cards.render import assemble_card, card_data, card_template, set_section
+from hf_minitf.cards.render import README, assemble_card, card_data, card_template, set_section
 from hf_minitf.cards.update import save_card
-from hf_minitf.modeling.modeling_minitf import README
 from hf_minitf.safety.card_metadata import CardMetadataError, check_card_metadata
 
 EVAL_RESULTS_FOLDER = ".eval_results"

@@ -11,9 +11,8 @@ from typing import Any
 from huggingface_hub import ModelCard, ModelCardData
 
 from hf_minitf.cards.facts import MINITF_TAG, read_card
-from hf_minitf.cards.render import card_data, card_template
+from hf_minitf.cards.render import README, card_data, card_template
 from hf_minitf.catalog.publishing import DEFAULT_LICENSE, check_license
-from hf_minitf.modeling.modeling_minitf import README
 
 EXPORT_TAG = "minitf-export"
 

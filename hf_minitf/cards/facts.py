@@ -51,7 +51,7 @@ def stored_parameters(paths: Iterable[Path]) -> int:
     header is malformed, in safetensors' words."""
     from safetensors import SafetensorError, safe_open
 
-    from hf_minitf.modeling.modeling_minitf_loading import DTYPE_BITS, read_safetensors_header
+    from hf_minitf.safety.weights import DTYPE_BITS, read_safetensors_header
 
     total = 0
     for path in paths:

@@ -20,7 +20,6 @@ from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, file_sha256
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE, check_license
-from hf_minitf.modeling.modeling_minitf import is_blank_card
 
 TEMPLATE_PACKAGE = "hf_minitf.model_cards"
 # The same folder in a source checkout that is not installed (the package data is installed from it).
@@ -32,10 +31,17 @@ RESULTS_TEMPLATE = "results.md"
 LICENSE_TEMPLATE = "license.md"
 LICENSE_SECTION = "license"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
+README = "README.md"
+"""A folder's model card."""
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
 _SECTION = "<!-- minitf:{name} -->\n{text}\n<!-- /minitf:{name} -->"
 _SECTIONS = re.compile(r"<!-- minitf:(\w+) -->\n(.*?)\n<!-- /minitf:\1 -->", re.DOTALL)
 _SENTENCE_TRANSFORMER_CALL = re.compile(r'SentenceTransformer\("([^"]*)"(?:, trust_remote_code=True)?\)')
+
+
+def is_blank_card(text: str) -> bool:
+    """Whether a card is empty or transformers' placeholder (what `push_to_hub` writes when a repo has none)."""
+    return "[More Information Needed]" in text or not text.strip()
 
 
 def card_template(name: str) -> str:

@@ -20,6 +20,7 @@ from huggingface_hub import EvalResult, ModelCard
 from hf_minitf.cards.facts import PIPELINE_TAGS, read_card, read_folder_json
 from hf_minitf.cards.render import (
     LICENSE_SECTION,
+    README,
     assemble_card,
     build_model_card,
     card_data,
@@ -28,7 +29,6 @@ from hf_minitf.cards.render import (
 )
 from hf_minitf.catalog.families import family_of_model_type
 from hf_minitf.catalog.publishing import check_license
-from hf_minitf.modeling.modeling_minitf import README
 from hf_minitf.safety.card_metadata import CardMetadataError
 
 logger = logging.getLogger(__name__)

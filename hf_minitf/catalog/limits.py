@@ -6,7 +6,8 @@ Each bound is where a larger value stops being a request and becomes a way to ha
 
 from __future__ import annotations
 
-from hf_minitf.modeling.configuration_minitf_limits import NORM_TYPES
+NORM_TYPES = ("layer_norm", "scalar_std_times_eps", "scalar_std_plus_eps", "per_feature_std_plus_eps")
+"""The norms a translator's `norm_type` names (see MiniTFSeq2SeqConfig: the standard LayerNorm and hkproj's three)."""
 
 MAX_STEPS = 10**9
 """Most steps a run's step counts, warmup and batch size may be: more runs until killed or overflows a C integer
@@ -88,6 +89,7 @@ __all__ = [
     "MAX_STEPS",
     "MAX_STEPS_SCALE",
     "MAX_VOCAB_SIZE",
+    "NORM_TYPES",
     "ONNX_QUANTIZATIONS",
     "SEED_LIMIT",
     "SHUTDOWN_GRACE_SECONDS",

@@ -18,6 +18,7 @@ from hf_minitf.commands.common import (
     say,
     temperature,
 )
+from hf_minitf.safety.model_inputs import check_token_ids
 
 HELP = "continue prompts with a gpt folder, streaming the tokens"
 DESCRIPTION = (
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
                 "positions this model was trained on; its rotary positions go on past them, but expect "
                 "weaker text there"
             )
+        if engine is None:  # before the forward pass, which reads no id (a host sync each step)
+            check_token_ids(ids, model.config.vocab_size)
         requests.append((ids, wanted))
     for note in notes:
         say("generate", "note", note)

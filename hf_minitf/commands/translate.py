@@ -13,6 +13,7 @@ from hf_minitf.commands.common import (
     quiet_transformers,
     reports_errors,
 )
+from hf_minitf.safety.model_inputs import check_model_inputs
 
 HELP = "translate texts with a seq2seq folder"
 DESCRIPTION = "Translate each text with pipeline('minitf-translation', model=DIR)."
@@ -47,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
     # The model loaded first, so that its checks speak (a pipeline would only say it found no class that loads it).
     model = AutoModelForSeq2SeqLM.from_pretrained(folder)
-    translate = pipeline(TASK, model=model, tokenizer=AutoTokenizer.from_pretrained(folder))  # type: ignore[call-overload]  # the overloads list only built-in tasks
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    check_model_inputs(model, tokenizer(list(args.texts))["input_ids"])  # before the forward pass, which reads no id
+    translate = pipeline(TASK, model=model, tokenizer=tokenizer)  # type: ignore[call-overload]  # the overloads list only built-in tasks
     options = {"num_beams": args.num_beams}
     if args.max_new_tokens is not None:
         options["max_new_tokens"] = args.max_new_tokens

@@ -3,16 +3,7 @@ layer it is built on)."""
 
 from __future__ import annotations
 
-from .configuration_minitf import (
-    SHARED_FIELD_CHECKS,
-    MiniTFConfig,
-    boolean,
-    check_token_ids_in_vocabulary,
-    choice,
-    probability,
-)
-
-POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+from transformers import PreTrainedConfig
 
 # Where each Auto class finds this family in a folder saved with its code (loaded with trust_remote_code=True).
 AUTO_MAP = {
@@ -21,16 +12,8 @@ AUTO_MAP = {
     "AutoModelForSequenceClassification": "modeling_minitf_encoder.MiniTFEncoderForSequenceClassification",
 }
 
-# What each field accepts, checked whenever it is set (see configuration_minitf).
-FIELD_CHECKS = {
-    **SHARED_FIELD_CHECKS,
-    "position_embedding_type": choice(POSITION_EMBEDDING_TYPES),
-    "scale_embeddings": boolean(),
-    "classifier_dropout": probability(optional=True),
-}
 
-
-class MiniTFEncoderConfig(MiniTFConfig):
+class MiniTFEncoderConfig(PreTrainedConfig):
     """Pre-LN transformer encoder for sentence embeddings.
 
     Token embedding (row `pad_token_id` kept at zero) times sqrt(hidden_size) when `scale_embeddings`, plus
@@ -38,14 +21,14 @@ class MiniTFEncoderConfig(MiniTFConfig):
     (biased when `attention_bias`) and an exact-GELU MLP; final LayerNorm. The pooled output is the masked mean of the last
     hidden states, L2-normalized. Defaults are MiniEmbed's; its argument names work as aliases
     (`d_model`, `num_heads`, `num_layers`, `d_ff`, `max_seq_len`).
-
-    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
-    hidden size, `pad_token_id` inside the vocabulary): a bad value is a ValueError naming the field.
     """
 
     model_type = "minitf_encoder"
-    field_checks = FIELD_CHECKS
-    family_auto_map = AUTO_MAP
+    # The architecture, not fields (not saved): separate q/k/v projections, the standard LayerNorm, masked
+    # attention scores at the lowest float.
+    fused_qkv = False
+    norm_type = "layer_norm"
+    attention_mask_value = None
     attribute_map = {
         "d_model": "hidden_size",
         "num_heads": "num_attention_heads",
@@ -71,11 +54,11 @@ class MiniTFEncoderConfig(MiniTFConfig):
     initializer_range: float = 0.02
     pad_token_id: int | None = 0
 
-    def complete_fields(self) -> None:
-        super().complete_fields()
-        check_token_ids_in_vocabulary(self, ("pad_token_id",), self.vocab_size, "vocabulary")
+    def __post_init__(self, **kwargs) -> None:
+        super().__post_init__(**kwargs)
+        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
 
 MiniTFEncoderConfig.register_for_auto_class()
 
-__all__ = ["MiniTFEncoderConfig"]
+__all__ = ["AUTO_MAP", "MiniTFEncoderConfig"]

@@ -3,19 +3,7 @@ later variants."""
 
 from __future__ import annotations
 
-from .configuration_minitf import (
-    LM_FIELD_CHECKS,
-    SHARED_FIELD_CHECKS,
-    MiniTFConfig,
-    always,
-    boolean,
-    check_token_ids_in_vocabulary,
-    choice,
-    integer,
-    number,
-    token_ids,
-)
-from .configuration_minitf_limits import NORM_TYPES
+from transformers import PreTrainedConfig
 
 # Where each Auto class finds this family in a folder saved with its code (loaded with trust_remote_code=True).
 AUTO_MAP = {
@@ -24,23 +12,8 @@ AUTO_MAP = {
     "AutoModelForSeq2SeqLM": "modeling_minitf_seq2seq.MiniTFSeq2SeqForConditionalGeneration",
 }
 
-# What each field accepts, checked whenever it is set (see configuration_minitf).
-FIELD_CHECKS = {
-    **SHARED_FIELD_CHECKS,
-    **LM_FIELD_CHECKS,
-    "src_vocab_size": integer(),
-    "norm_type": choice(NORM_TYPES),
-    "attention_mask_value": number(maximum=0, optional=True),
-    "scale_embedding": boolean(),
-    "lm_head_bias": boolean(),
-    "output_log_softmax": boolean(),
-    "label_smoothing": number(0, 1, below=True),
-    "is_encoder_decoder": always(True),
-    "decoder_start_token_id": token_ids(),
-}
 
-
-class MiniTFSeq2SeqConfig(MiniTFConfig):
+class MiniTFSeq2SeqConfig(PreTrainedConfig):
     """Pre-norm Transformer encoder-decoder with separate source and target vocabularies.
 
     `src_vocab_size` sizes the encoder's token embedding, `vocab_size` (alias `tgt_vocab_size`) the decoder's
@@ -60,13 +33,16 @@ class MiniTFSeq2SeqConfig(MiniTFConfig):
     float32 or bfloat16, never float16.
     `label_smoothing` applies to the loss computed from `labels` (hkproj's training used 0.1).
 
-    Every field is checked when set (types, ranges, names) and the whole config once built (heads divide the
-    hidden size, special token ids inside both vocabularies): a bad value is a ValueError naming the field.
+    `norm_type` names how each norm is computed (mean and std over the hidden features, std unbiased for the
+    three hkproj ones):
+      layer_norm               nn.LayerNorm: per-feature weight/bias, (x - mean) / sqrt(var + eps)    (default)
+      scalar_std_times_eps     hkproj's first version: one weight and one bias, weight * (x - mean) / (std * eps) + bias
+      scalar_std_plus_eps      hkproj's fix: one weight and one bias, weight * (x - mean) / (std + eps) + bias
+      per_feature_std_plus_eps hkproj's last version: per-feature weight/bias, weight * (x - mean) / (std + eps) + bias
     """
 
     model_type = "minitf_seq2seq"
-    field_checks = FIELD_CHECKS
-    family_auto_map = AUTO_MAP
+    fused_qkv = False  # the architecture, not a field (not saved): separate q/k/v projections
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "tgt_vocab_size": "vocab_size",
@@ -87,7 +63,7 @@ class MiniTFSeq2SeqConfig(MiniTFConfig):
     norm_type: str = "layer_norm"
     layer_norm_eps: float = 1e-6
     attention_bias: bool = True
-    attention_mask_value: float | None = None  # type: ignore[assignment]  # a field here; in the base a class attribute, None
+    attention_mask_value: float | None = None
     scale_embedding: bool = True
     lm_head_bias: bool = True
     output_log_softmax: bool = False
@@ -101,21 +77,11 @@ class MiniTFSeq2SeqConfig(MiniTFConfig):
     eos_token_id: int | list[int] | None = 3
     decoder_start_token_id: int | None = 2
 
-    def complete_fields(self) -> None:
-        super().complete_fields()
-        if self.hidden_size % 2 != 0:
-            raise ValueError(
-                f"{type(self).__name__}: sinusoidal positions need an even hidden_size, got {self.hidden_size}."
-            )
-        # Special tokens are shared by both vocabularies (the tokenizer pair gives them the same ids).
-        check_token_ids_in_vocabulary(
-            self,
-            ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"),
-            min(self.src_vocab_size, self.vocab_size),
-            "source or target vocabulary",
-        )
+    def __post_init__(self, **kwargs) -> None:
+        super().__post_init__(**kwargs)
+        self.auto_map = {**AUTO_MAP, **(getattr(self, "auto_map", None) or {})}
 
 
 MiniTFSeq2SeqConfig.register_for_auto_class()
 
-__all__ = ["MiniTFSeq2SeqConfig"]
+__all__ = ["AUTO_MAP", "MiniTFSeq2SeqConfig"]

@@ -1,28 +1,205 @@
-"""The nn blocks of every MiniTF family, each defined before the block that uses it: positions, the linear layer,
-attention, feed-forward, norms, the pre-norm layer and the stack runner.
+"""What every MiniTF family's model shares, each part defined before the part that uses it: the cache plumbing across
+transformers versions, the checks of input shapes, the nn blocks (positions, the linear layer, attention,
+feed-forward, norms, the pre-norm layer and the stack runner), the base model class, and `generate(stop_strings=)`
+for any vocabulary.
 
 Every block reads its settings from the config it is given (as transformers' Llama does); only a block's role in
 the model (causal, cross-attention) is a constructor argument. Attention runs through transformers'
 `ALL_ATTENTION_FUNCTIONS` (eager, sdpa, flex_attention, flash attention, and the paged variants continuous batching
 uses), keyed by `config._attn_implementation`; masks come from `transformers.masking_utils` in the modeling files.
-This file is copied beside the modeling files when a model is saved with its code, so it imports only torch,
-transformers and its sibling `compat`.
+Nothing here reads a tensor's value on the way through (a host sync on every decoding step).
+This file is copied beside the modeling files when a model is saved with its code, so it imports only torch and
+transformers.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import (
+    GenerationMixin,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPast
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils import ModelOutput, logging
 
-from .compat import PAGED_CACHE_UPDATED_BY_ATTENTION, is_paged_cache
+try:
+    from transformers.generation.continuous_batching.cache import PagedAttentionCache
+except ImportError:  # pragma: no cover - every supported transformers has it
+    PagedAttentionCache = None  # type: ignore[assignment,misc]
+
+logger = logging.get_logger(__name__)
+
+# --- the cache across transformers versions (5.17 to 5.25) ---------------------------------------------------------
+
+# transformers 5.24 renamed the cache field of model outputs (and the forward argument) from
+# `past_key_values` to `cache`; outputs are built with whichever name this transformers declares.
+CACHE_FIELD = "cache" if "cache" in BaseModelOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+# Before transformers ~5.22 the paged attention functions wrote the paged cache themselves (given as
+# `kwargs["cache"]`); later ones expect the layer to call `cache.update(..., kwargs=...)` like for any cache.
+PAGED_CACHE_UPDATED_BY_ATTENTION = (
+    PagedAttentionCache is not None and "kwargs" not in inspect.signature(PagedAttentionCache.update).parameters
+)
+
+
+def is_paged_cache(cache: Cache | None) -> bool:
+    """Whether `cache` is continuous batching's paged cache (its requests are packed in one row)."""
+    return PagedAttentionCache is not None and isinstance(cache, PagedAttentionCache)
+
+
+def pick_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    """Return the cache given under either name (`cache` since transformers 5.24, `past_key_values` before)."""
+    if cache is not None and past_key_values is not None and cache is not past_key_values:
+        raise ValueError("Pass the KV cache once, as `cache` or as `past_key_values`, not both.")
+    cache = cache if cache is not None else past_key_values
+    if cache is not None and not isinstance(cache, Cache) and not is_paged_cache(cache):
+        raise ValueError(
+            f"The KV cache must be a transformers `Cache` (e.g. DynamicCache), got {type(cache).__name__}; "
+            "tuple caches were removed in transformers 5."
+        )
+    return cache
+
+
+def cached_length(cache: Cache | None) -> int:
+    """Tokens already in the cache (0 without one, and for the paged cache, whose requests carry positions)."""
+    if cache is None or is_paged_cache(cache):
+        return 0
+    return cache.get_seq_length()
+
+
+def remember_forward_signature(model_class: type) -> type:
+    """Class decorator: store the signature of `model_class.forward` on it.
+
+    transformers asks for `inspect.signature(model.forward)` on every generation step of a model registered with an
+    auto class (a check for remote code that still expects `cache_position`). `inspect` returns a stored
+    `__signature__` at once, and it is the same one.
+    """
+    model_class.forward.__signature__ = inspect.signature(model_class.forward)  # type: ignore[attr-defined]  # functions take attributes
+    return model_class
+
+
+# --- inputs: shapes checked here, ids and positions refused by the lookup that fails on them ----------------------
+
+
+def check_ids_tensor(input_ids: torch.Tensor, name: str = "input_ids") -> None:
+    """Token ids must be a (batch, length) tensor of integers (their values are checked against a vocabulary apart)."""
+    if not isinstance(input_ids, torch.Tensor):
+        raise ValueError(
+            f"{name} must be a torch tensor of token ids, got {type(input_ids).__name__}; "
+            "call the tokenizer with return_tensors='pt'."
+        )
+    if input_ids.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape (batch_size, sequence_length), got {tuple(input_ids.shape)}; "
+            f"for one text, add a batch dimension ({name}[None])."
+        )
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must hold integer token ids (torch.long), got dtype {input_ids.dtype}; "
+            "pass the ids the tokenizer returned, not embeddings or scores."
+        )
+
+
+def lookup(table: nn.Embedding, ids: torch.Tensor, refusal: Callable[[int], str]) -> torch.Tensor:
+    """`table(ids)`; an id outside the table is a ValueError, `refusal(first such id)`, instead of torch's
+    IndexError. The ids are read only then: torch's CPU lookup checks them itself, so the way through syncs nothing
+    (on an accelerator an id outside the table is a device-side assert: hf_minitf checks ids before it runs a model
+    there)."""
+    try:
+        return table(ids)
+    except IndexError:
+        raise ValueError(refusal(first_outside(ids, table.num_embeddings))) from None
+
+
+def first_outside(ids: torch.Tensor, size: int) -> int:
+    """The first value of `ids` outside `[0, size)` (an error path: it reads the values)."""
+    return int(ids[(ids < 0) | (ids >= size)][0])
+
+
+def token_refusal(vocab_size: int, name: str = "input_ids") -> Callable[[int], str]:
+    """The error for a token id outside the vocabulary."""
+    return lambda token_id: (
+        f"{name} contains token id {token_id}, outside the vocabulary (vocab_size={vocab_size}); "
+        "ids must lie in [0, vocab_size). Check that the tokenizer matches this model."
+    )
+
+
+def position_refusal(limit: int, what: str) -> Callable[[int], str]:
+    """The error for a position outside a learned table of `limit` rows."""
+    return lambda position: (
+        f"position_ids must be >= 0, got {position}."
+        if position < 0
+        else f"Position {position} is past this model's max_position_embeddings={limit} ({what}): prompt plus "
+        f"generated tokens must fit in {limit} tokens. Shorten the input or lower max_new_tokens."
+    )
+
+
+def labels_loss(loss: Callable[[], torch.Tensor], labels: torch.Tensor, vocab_size: int, name: str) -> torch.Tensor:
+    """`loss()`; a label outside the vocabulary (torch's IndexError) is a ValueError naming it."""
+    try:
+        return loss()
+    except IndexError:
+        labels = labels[labels != -100]
+        raise ValueError(token_refusal(vocab_size, name)(first_outside(labels, vocab_size))) from None
+
+
+def check_inputs_embeds(inputs_embeds: torch.Tensor, hidden_size: int, name: str = "inputs_embeds") -> None:
+    """Embeddings given instead of ids must be (batch, length, hidden_size) floats."""
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != hidden_size:
+        raise ValueError(
+            f"{name} must have shape (batch_size, sequence_length, hidden_size={hidden_size}), "
+            f"got {tuple(inputs_embeds.shape)}."
+        )
+    if not inputs_embeds.is_floating_point():
+        raise ValueError(
+            f"{name} must be floating point, got dtype {inputs_embeds.dtype}; pass token ids as input_ids instead."
+        )
+
+
+def check_ids_or_embeds(
+    input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, hidden_size: int, side: str | None = None
+) -> None:
+    """Exactly one of ids or embeddings (of the `side`, source or target, where a model has two), embeddings of the
+    right shape (ids are checked against their vocabulary apart)."""
+    if (input_ids is None) == (inputs_embeds is None):
+        of = f"the {side} " if side else ""
+        raise ValueError(f"Pass exactly one of {of}input_ids or inputs_embeds.")
+    if inputs_embeds is not None:
+        check_inputs_embeds(inputs_embeds, hidden_size)
+
+
+def check_attention_mask(
+    attention_mask: torch.Tensor | None, batch_size: int, length: int, name: str = "attention_mask"
+) -> None:
+    """A 2D padding mask must be (batch, length) exactly; 4D masks (built by transformers) pass through."""
+    if attention_mask is None or isinstance(attention_mask, dict):
+        return
+    if attention_mask.dim() == 4:
+        return
+    if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch_size, length):
+        raise ValueError(
+            f"{name} must have the shape (batch_size, sequence_length) = ({batch_size}, {length}), covering the "
+            f"cached and the new tokens, got {tuple(attention_mask.shape)}; pass the mask the tokenizer returned "
+            "with these ids."
+        )
+
+
+# --- the blocks ---------------------------------------------------------------------------------------------------
 
 
 class SinusoidalPositionalEmbedding(nn.Module):
@@ -306,7 +483,7 @@ class HkprojLayerNorm(nn.Module):
 
 
 def make_norm(config) -> nn.Module:
-    """The norm `config.norm_type` names (see configuration_minitf_seq2seq.NORM_TYPES), of `layer_norm_eps`."""
+    """The norm `config.norm_type` names (see MiniTFSeq2SeqConfig), of `layer_norm_eps`."""
     if config.norm_type == "layer_norm":
         return nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
     return HkprojLayerNorm(
@@ -396,3 +573,189 @@ def run_layers(
     if all_hidden_states is not None:
         all_hidden_states += (hidden_states,)
     return hidden_states, all_hidden_states, self_attentions, cross_attentions
+
+
+# --- the model class and generation --------------------------------------------------------------------------------
+
+
+def carried_outputs(outputs: ModelOutput, *replaced: str) -> dict[str, Any]:
+    """The fields of a base model's output that a head model returns as they are: all but `replaced` (the head
+    computes those from them), keyed by name, for the head's output class."""
+    return {name: value for name, value in outputs.items() if name not in replaced}
+
+
+class MiniTFPreTrainedModel(PreTrainedModel):
+    """Base of the MiniTF model classes: what transformers asks of a model class (attention backends, gradient
+    checkpointing, compilation), and hkproj's fixed-mask attention in eager mode.
+
+    A family's `*PreTrainedModel` only names its `config_class`.
+    """
+
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["PreNormLayer"]
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_flash_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def _check_and_adjust_attn_implementation(self, attn_implementation: str | None, *args, **kwargs) -> str:
+        """hkproj's fixed mask value (`config.attention_mask_value`, -1e9) exists only in eager attention: such a
+        model always runs eager, whatever implementation is asked for."""
+        if self.config.attention_mask_value is not None:
+            if attn_implementation not in (None, "eager"):
+                logger.info(
+                    f"attention_mask_value={self.config.attention_mask_value} needs eager attention; "
+                    f"{attn_implementation!r} is not used."
+                )
+            return "eager"
+        return super()._check_and_adjust_attn_implementation(attn_implementation, *args, **kwargs)
+
+    def _use_cache(self, use_cache: bool | None) -> bool:
+        """Whether a forward pass keeps keys/values in a cache: `use_cache`, else the config's; never while training
+        with gradient checkpointing, which runs each layer again."""
+        if self.gradient_checkpointing and self.training:
+            return False
+        return use_cache if use_cache is not None else self.config.use_cache
+
+
+REPLACEMENT_CHARACTER = "\ufffd"  # what a token holding part of a character's bytes decodes to on its own
+
+
+def stop_string_list(stop_strings: str | list[str] | tuple[str, ...]) -> list[str]:
+    """The stop strings as a list, refusing what cannot stop anything (an empty string, a non-string)."""
+    stops = [stop_strings] if isinstance(stop_strings, str) else list(stop_strings)
+    if not stops or not all(isinstance(stop, str) and stop for stop in stops):
+        raise ValueError(f"stop_strings must be a non-empty string or a list of them, got {stop_strings!r}.")
+    return stops
+
+
+class DecodedStopStringCriteria(StoppingCriteria):
+    """Stop each sequence at the token that completes one of `stop_strings` in its decoded text.
+
+    Each call reads the newest token of each row, behind enough earlier tokens to hold the longest stop string (every
+    token spells at least one byte). A match lies in the generated text (as OpenAI's `stop` does) and ends in that
+    token: a stop string in the prompt stops nothing. The criterion keeps no state between calls but the prompt's
+    length, so a call on drafted tokens (transformers 5.17 asks the criteria about a prompt-lookup step's drafts before
+    checking them) changes nothing. Decoding paths that add several tokens a step (prompt lookup, assisted) have their
+    drafts cut before the token that would complete a stop (`cut_drafts`), so each step's last token is the only one
+    that can complete a stop, and generation ends at that token, as it does token by token.
+    """
+
+    def __init__(self, stop_strings: str | list[str] | tuple[str, ...], tokenizer: Any) -> None:
+        self.stop_strings = stop_string_list(stop_strings)
+        self.tokenizer = tokenizer
+        self.window = max(len(stop.encode("utf-8")) for stop in self.stop_strings)
+        self.prompt_length: int | None = None  # given by the decoding path, else known at the first call
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs) -> torch.BoolTensor:
+        length = input_ids.shape[1]
+        if self.prompt_length is None:  # one token generated since the prompt
+            self.prompt_length = length - 1
+        done = self.stop_ends_in(input_ids, length - 1) if length > self.prompt_length else [False] * len(input_ids)
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+
+    def stop_ends_in(self, input_ids: torch.Tensor, first: int) -> list[bool]:
+        """Whether, in each row, a stop string of the generated text ends in the tokens from position `first` on."""
+        start = max(cast(int, self.prompt_length), first - self.window)
+        rows = input_ids[:, start:].tolist()
+        options = dict(skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        texts = self.tokenizer.batch_decode(rows, **options)
+        earlier = self.tokenizer.batch_decode([row[: first - start] for row in rows], **options)
+        return [self._ends_after(text, before) for text, before in zip(texts, earlier, strict=True)]
+
+    def _ends_after(self, text: str, before: str) -> bool:
+        """Whether a stop string in `text` ends after `before`, the text of the tokens read already (whose last
+        characters may be incomplete bytes that the new tokens complete)."""
+        settled = len(before.rstrip(REPLACEMENT_CHARACTER))
+        return any(text.find(stop, max(0, settled - len(stop) + 1)) != -1 for stop in self.stop_strings)
+
+    def cut_drafts(self, get_candidates: Callable[..., tuple[torch.Tensor, Any]]) -> Callable[..., tuple[Any, Any]]:
+        """A candidate generator's `get_candidates` whose drafts end before a token that would complete a stop
+        string: the model then checks the drafts up to there and its own next token is the one the criterion reads."""
+
+        def get_candidates_up_to_a_stop(input_ids: torch.Tensor, **kwargs: Any) -> tuple[Any, Any]:
+            candidates, logits = get_candidates(input_ids, **kwargs)
+            length = input_ids.shape[1]
+            for end in range(length + 1, candidates.shape[1] + 1):
+                if any(self.stop_ends_in(candidates[:, :end], end - 1)):
+                    kept = end - 1 - length
+                    return candidates[:, : end - 1], None if logits is None else logits[:, :kept]
+            return candidates, logits
+
+        return get_candidates_up_to_a_stop
+
+
+class DraftsEndBeforeStops(LogitsProcessor):
+    """Carries a `DecodedStopStringCriteria` from assisted decoding to the candidate generator it builds, in the
+    logits processors transformers hands it; changes no scores."""
+
+    def __init__(self, stop: DecodedStopStringCriteria) -> None:
+        self.stop = stop
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        return scores
+
+
+class StopStringsGenerationMixin(GenerationMixin):
+    """transformers' `GenerationMixin` with `stop_strings` matched by `DecodedStopStringCriteria` on every decoding
+    path (an assistant model drafting for this one needs none: its drafts are cut where a stop would complete).
+
+    Three private hooks of `GenerationMixin`, because no public argument does this: `_get_stopping_criteria` puts the
+    criterion in place of transformers' (which fails on vocabularies that cannot spell its probe), and
+    `_assisted_decoding` and `_get_candidate_generator` hand it to the candidate generator, whose drafts no public
+    argument reaches.
+    """
+
+    def _get_stopping_criteria(
+        self,
+        generation_config: Any,
+        stopping_criteria: StoppingCriteriaList | None,
+        tokenizer: Any = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> StoppingCriteriaList:
+        criteria_of_transformers = super()._get_stopping_criteria  # type: ignore[misc]  # self typed as a protocol
+        stop_strings = generation_config.stop_strings
+        if stop_strings is None:
+            return criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
+        drafting = getattr(generation_config, "is_assistant", False)
+        if tokenizer is None and not drafting:
+            raise ValueError(
+                f"stop_strings={stop_strings!r} needs the model's tokenizer to read the generated text: pass "
+                "tokenizer= to generate()."
+            )
+        generation_config.stop_strings = None  # transformers' own criterion is the one this replaces
+        try:
+            criteria = criteria_of_transformers(generation_config, stopping_criteria, tokenizer, *args, **kwargs)
+        finally:
+            generation_config.stop_strings = stop_strings
+        if not drafting:
+            criteria.append(DecodedStopStringCriteria(stop_strings, tokenizer))
+        return criteria
+
+    def _assisted_decoding(
+        self,
+        input_ids: torch.LongTensor,
+        logits_processor: LogitsProcessorList,
+        stopping_criteria: StoppingCriteriaList,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """transformers' assisted decoding (prompt lookup, an assistant model), told the prompt's length and given
+        the stop criterion for its candidate generator."""
+        stop = next((item for item in stopping_criteria if isinstance(item, DecodedStopStringCriteria)), None)
+        if stop is not None:
+            stop.prompt_length = input_ids.shape[1]
+            logits_processor = LogitsProcessorList([*logits_processor, DraftsEndBeforeStops(stop)])
+        return super()._assisted_decoding(input_ids, logits_processor, stopping_criteria, *args, **kwargs)  # type: ignore[misc]  # self typed as a protocol
+
+    def _get_candidate_generator(self, *args: Any, **kwargs: Any) -> Any:
+        generator = super()._get_candidate_generator(*args, **kwargs)  # type: ignore[misc]  # self typed as a protocol
+        processors = kwargs.get("logits_processor") or []
+        carrier = next((item for item in processors if isinstance(item, DraftsEndBeforeStops)), None)
+        if carrier is not None:
+            # this generator's own method, wrapped: its class and state stay what transformers checks and updates
+            generator.get_candidates = carrier.stop.cut_drafts(generator.get_candidates)  # type: ignore[method-assign]
+        return generator

@@ -4,6 +4,7 @@ Hugging Face model that returns token states and a mean-pooled, L2-normalized se
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -13,9 +14,20 @@ from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceCl
 from transformers.utils import can_return_tuple
 
 from .configuration_minitf_encoder import MiniTFEncoderConfig
-from .input_checks import check_attention_mask, check_ids_or_embeds, check_input_ids, check_position_ids
-from .layers import PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
+from .layers import (
+    MiniTFPreTrainedModel,
+    PreNormLayer,
+    SinusoidalPositionalEmbedding,
+    carried_outputs,
+    check_attention_mask,
+    check_ids_or_embeds,
+    check_ids_tensor,
+    lookup,
+    make_norm,
+    position_refusal,
+    run_layers,
+    token_refusal,
+)
 
 
 def mean_pool(last_hidden_state: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -64,7 +76,7 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         config = self.config
         check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size)
         if input_ids is not None:
-            check_input_ids(input_ids, config.vocab_size)
+            check_ids_tensor(input_ids)
         batch_size, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
         check_attention_mask(attention_mask, batch_size, length)
         if position_ids is None and length > config.max_position_embeddings:
@@ -73,8 +85,6 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
                 f"{config.max_position_embeddings}; truncate it (tokenizer(..., truncation=True, "
                 f"max_length={config.max_position_embeddings}))."
             )
-        if position_ids is not None:
-            check_position_ids(position_ids, config.max_position_embeddings, "the position table")
 
     @can_return_tuple
     def forward(
@@ -95,19 +105,22 @@ class MiniTFEncoderModel(MiniTFEncoderPreTrainedModel):
         `pooler_output` (see `mean_pool`), where the original returns NaN.
         """
         self._check_inputs(input_ids, attention_mask, position_ids, inputs_embeds)
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
-        seq_length = inputs_embeds.shape[1]
-        device = inputs_embeds.device
-        if position_ids is None:
-            position_ids = torch.arange(seq_length, device=device)[None]
-        if self.config.position_embedding_type == "learned":
-            positions = self.embed_positions(position_ids)
+        config = self.config
+        if inputs_embeds is None:  # one of the two is given (checked)
+            ids = cast(torch.Tensor, input_ids)
+            embeds = lookup(self.embed_tokens, ids, token_refusal(config.vocab_size)) * self.embed_scale
         else:
-            positions = self.sinusoidal_positions(position_ids).to(inputs_embeds.dtype)
-        hidden_states = self.dropout(inputs_embeds + positions)
+            embeds = inputs_embeds
+        if position_ids is None:
+            position_ids = torch.arange(embeds.shape[1], device=embeds.device)[None]
+        if config.position_embedding_type == "learned":
+            refusal = position_refusal(config.max_position_embeddings, "the position table")
+            positions = lookup(self.embed_positions, position_ids, refusal)
+        else:
+            positions = self.sinusoidal_positions(position_ids).to(embeds.dtype)
+        hidden_states = self.dropout(embeds + positions)
 
-        mask = create_bidirectional_mask(self.config, hidden_states, attention_mask)
+        mask = create_bidirectional_mask(config, hidden_states, attention_mask)
         hidden_states, all_hidden_states, all_attentions, _ = run_layers(
             self.layers,
             self.norm,

@@ -11,18 +11,29 @@ from transformers.masking_utils import create_causal_mask
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 from transformers.utils import can_return_tuple
 
-from .compat import CACHE_FIELD, cached_length, is_paged_cache, pick_cache, remember_forward_signature
 from .configuration_minitf_gpt import MiniTFGPTConfig
-from .input_checks import (
+from .layers import (
+    CACHE_FIELD,
+    DecodingLinear,
+    MiniTFPreTrainedModel,
+    PreNormLayer,
+    RotaryEmbedding,
+    StopStringsGenerationMixin,
+    cached_length,
+    carried_outputs,
     check_attention_mask,
     check_ids_or_embeds,
-    check_input_ids,
-    check_position_ids,
-    check_token_ids,
+    check_ids_tensor,
+    is_paged_cache,
+    labels_loss,
+    lookup,
+    make_norm,
+    pick_cache,
+    position_refusal,
+    remember_forward_signature,
+    run_layers,
+    token_refusal,
 )
-from .layers import DecodingLinear, PreNormLayer, RotaryEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
-from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
 def positions_from_mask(
@@ -89,7 +100,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         cache = pick_cache(cache, past_key_values)
         check_ids_or_embeds(input_ids, inputs_embeds, config.hidden_size)
         if input_ids is not None:
-            check_input_ids(input_ids, config.vocab_size)
+            check_ids_tensor(input_ids)
         tokens = cast(torch.Tensor, input_ids if input_ids is not None else inputs_embeds)  # one is given (checked)
         past_length = cached_length(cache)
         if not is_paged_cache(cache):
@@ -105,7 +116,9 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
             tokens = tokens[:, overflow:]
             attention_mask = attention_mask[:, overflow:] if attention_mask is not None else None
             position_ids = None
-        inputs_embeds = self.embed_tokens(tokens) if input_ids is not None else tokens
+        inputs_embeds = (
+            lookup(self.embed_tokens, tokens, token_refusal(config.vocab_size)) if input_ids is not None else tokens
+        )
         seq_length = inputs_embeds.shape[1]
 
         use_cache = self._use_cache(use_cache)
@@ -117,10 +130,11 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         rotary = None
         hidden_states = inputs_embeds
         if config.position_embedding_type == "learned":
-            check_position_ids(position_ids, config.max_position_embeddings, "learned positions")
-            hidden_states = hidden_states + self.embed_positions(position_ids)
+            refusal = position_refusal(config.max_position_embeddings, "learned positions")
+            if past_length + seq_length > config.max_position_embeddings:  # derived positions, known from the shapes
+                raise ValueError(refusal(past_length + seq_length - 1))
+            hidden_states = hidden_states + lookup(self.embed_positions, position_ids, refusal)
         else:
-            check_position_ids(position_ids, None, "rotary positions")
             cos, sin = self.rotary_emb(position_ids)
             rotary = (self.rotary_emb, cos, sin)
         hidden_states = self.dropout(hidden_states)
@@ -191,9 +205,14 @@ class MiniTFGPTForCausalLM(MiniTFGPTPreTrainedModel, StopStringsGenerationMixin)
         logits = self.lm_head(hidden_states[:, kept, :])
         loss = None
         if labels is not None:
-            check_token_ids(labels[labels != -100], self.config.vocab_size, name="labels")
             labels = labels[:, -hidden_states.shape[1] :]
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+            vocab_size = self.config.vocab_size
+            loss = labels_loss(
+                lambda: self.loss_function(logits=logits, labels=labels, vocab_size=vocab_size, **kwargs),
+                labels,
+                vocab_size,
+                "labels",
+            )
         return CausalLMOutputWithPast(loss=loss, logits=logits, **carried_outputs(outputs, "last_hidden_state"))
 
 

@@ -19,19 +19,27 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils import can_return_tuple
 
-from .compat import CACHE_FIELD, cached_length, pick_cache, remember_forward_signature
 from .configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
-from .input_checks import (
+from .layers import (
+    CACHE_FIELD,
+    DecodingLinear,
+    MiniTFPreTrainedModel,
+    PreNormLayer,
+    SinusoidalPositionalEmbedding,
+    StopStringsGenerationMixin,
+    cached_length,
+    carried_outputs,
     check_attention_mask,
     check_ids_or_embeds,
     check_ids_tensor,
-    check_token_ids,
-    checks_enabled,
-    first_token_outside,
+    labels_loss,
+    lookup,
+    make_norm,
+    pick_cache,
+    remember_forward_signature,
+    run_layers,
+    token_refusal,
 )
-from .layers import DecodingLinear, PreNormLayer, SinusoidalPositionalEmbedding, make_norm, run_layers
-from .modeling_minitf import MiniTFPreTrainedModel, carried_outputs
-from .modeling_minitf_generation import StopStringsGenerationMixin
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -86,11 +94,10 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
             )
         if input_ids is not None:
             check_ids_tensor(input_ids, "input_ids (source)" if side == "source" else "decoder_input_ids (target)")
-            self._check_ids(input_ids)
-            inputs_embeds = self.embed_tokens(input_ids)
+            inputs_embeds = lookup(self.embed_tokens, input_ids, self.id_refusal)
         length = inputs_embeds.shape[1]
         limit = config.max_position_embeddings
-        if checks_enabled() and past_length + length > limit:
+        if past_length + length > limit:
             fix = (
                 f"Shorten it, e.g. tokenizer(..., truncation=True, max_length={limit})."
                 if side == "source"
@@ -105,8 +112,8 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
         positions = self.embed_positions(position_ids).to(inputs_embeds.dtype)
         return self.dropout(inputs_embeds * self.embed_scale + positions)
 
-    def _check_ids(self, input_ids: torch.Tensor) -> None:
-        """Refuse ids outside this side's vocabulary, naming what to pass instead (each side has its own)."""
+    def id_refusal(self, token_id: int) -> str:
+        """The error for an id outside this side's vocabulary, naming what to pass instead (each side has its own)."""
         raise NotImplementedError
 
 
@@ -119,20 +126,18 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
         super().__init__(config, config.src_vocab_size, has_cross_attention=False)
         self.post_init()
 
-    def _check_ids(self, input_ids: torch.Tensor) -> None:
+    def id_refusal(self, token_id: int) -> str:
         config = self.config
-        token_id = first_token_outside(input_ids, config.src_vocab_size)
-        if token_id is not None:
-            hint = (
-                "It lies in the target vocabulary: input_ids must be source ids (tokenizer(text)); target ids go to "
-                "labels or decoder_input_ids (tokenizer(text_target=...))."
-                if 0 <= token_id < config.vocab_size
-                else "Check that the tokenizer matches this model."
-            )
-            raise ValueError(
-                f"input_ids contains token id {token_id}, outside the source vocabulary "
-                f"(src_vocab_size={config.src_vocab_size}). {hint}"
-            )
+        hint = (
+            "It lies in the target vocabulary: input_ids must be source ids (tokenizer(text)); target ids go to "
+            "labels or decoder_input_ids (tokenizer(text_target=...))."
+            if 0 <= token_id < config.vocab_size
+            else "Check that the tokenizer matches this model."
+        )
+        return (
+            f"input_ids contains token id {token_id}, outside the source vocabulary "
+            f"(src_vocab_size={config.src_vocab_size}). {hint}"
+        )
 
     @can_return_tuple
     def forward(
@@ -149,11 +154,7 @@ class MiniTFSeq2SeqEncoder(MiniTFSeq2SeqStack):
         batch_size, length = hidden_states.shape[:2]
         if length == 0:
             raise ValueError("The source is empty (length 0); give at least one token to translate.")
-        if attention_mask is not None:
-            check_attention_mask(attention_mask, batch_size, length)
-            empty_rows = (attention_mask.sum(-1) == 0).nonzero().flatten().tolist() if checks_enabled() else []
-            if empty_rows:
-                raise ValueError(f"Source rows {empty_rows} are all padding: every source needs a real token.")
+        check_attention_mask(attention_mask, batch_size, length)
         mask = create_bidirectional_mask(self.config, hidden_states, attention_mask)
         hidden_states, all_hidden_states, all_attentions, _ = run_layers(
             self.layers,
@@ -175,8 +176,8 @@ class MiniTFSeq2SeqDecoder(MiniTFSeq2SeqStack):
         super().__init__(config, config.vocab_size, has_cross_attention=True)
         self.post_init()
 
-    def _check_ids(self, input_ids: torch.Tensor) -> None:
-        check_token_ids(input_ids, self.config.vocab_size, name="decoder_input_ids (target)")
+    def id_refusal(self, token_id: int) -> str:
+        return token_refusal(self.config.vocab_size, "decoder_input_ids (target)")(token_id)
 
     @can_return_tuple
     def forward(
@@ -378,7 +379,6 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, StopSt
         if labels is not None:
             if config.pad_token_id is not None:
                 labels = labels.masked_fill(labels == config.pad_token_id, -100)
-            check_token_ids(labels[labels != -100], config.vocab_size, name="labels (target)")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -401,12 +401,18 @@ class MiniTFSeq2SeqForConditionalGeneration(MiniTFSeq2SeqPreTrainedModel, StopSt
             logits = torch.log_softmax(logits, dim=-1)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits.flatten(0, 1).float(),
-                labels.flatten().to(logits.device),
-                ignore_index=-100,
-                label_smoothing=config.label_smoothing,
-                reduction="mean" if num_items_in_batch is None else "sum",
+            targets = labels.flatten().to(logits.device)
+            loss = labels_loss(
+                lambda: F.cross_entropy(
+                    logits.flatten(0, 1).float(),
+                    targets,
+                    ignore_index=-100,
+                    label_smoothing=config.label_smoothing,
+                    reduction="mean" if num_items_in_batch is None else "sum",
+                ),
+                targets,
+                config.vocab_size,
+                "labels (target)",
             )
             if num_items_in_batch is not None:
                 loss = loss / num_items_in_batch

@@ -12,8 +12,6 @@ from typing import Any, cast
 
 from transformers import Pipeline, PreTrainedTokenizerBase
 
-from .modeling_minitf import prepare_card_for_upload
-
 TASK = "minitf-translation"
 
 
@@ -99,12 +97,6 @@ class MiniTFTranslationPipeline(Pipeline):
         if self.tokenizer is None:
             raise ValueError("minitf-translation needs a tokenizer: pass tokenizer=, or build it with pipeline().")
         return self.tokenizer
-
-    def _upload_modified_files(self, working_dir, repo_id: str, *args, **kwargs):
-        """`push_to_hub` uploads the model's card (naming the repo with hf_minitf installed), not transformers'
-        blank one."""
-        prepare_card_for_upload(working_dir, repo_id, self.model.name_or_path)
-        return super()._upload_modified_files(working_dir, repo_id, *args, **kwargs)
 
 
 __all__ = ["TASK", "MiniTFTranslationPipeline"]

@@ -420,12 +420,21 @@ def exchange_paths(first: str | Path, second: str | Path) -> None:
         raise OSError(code, os.strerror(code), str(first), None, str(second))
 
 
+def open_mode(folder: Path) -> int:
+    """The permission bits a plain `open()` gives a new file in `folder` (the user's umask, the folder's default
+    ACL), found by making one."""
+    probe = folder / f".mode-probe-{os.getpid()}-{id(folder):x}"
+    probe.touch()
+    try:
+        return probe.stat().st_mode & 0o777
+    finally:
+        probe.unlink()
+
+
 def give_open_modes(folder: Path) -> None:
     """Give the files under `folder` that are more private than a plain `open()` makes them that mode: safetensors
     writes weights 0600 (through a temporary file) beside a 0644 config.json, which another user or a service
     account could read but not the weights."""
-    from hf_minitf.modeling.modeling_minitf import open_mode
-
     mode = open_mode(folder)
     for path in folder.rglob("*"):
         if path.is_file() and not path.is_symlink():

@@ -87,7 +87,7 @@ class GenerationRequest:
         processors each call: they keep state over one generation."""
         from transformers import LogitsProcessorList, StoppingCriteriaList
 
-        from hf_minitf.modeling.modeling_minitf_generation import DecodedStopStringCriteria
+        from hf_minitf.modeling.layers import DecodedStopStringCriteria
 
         config = copy.deepcopy(self.served.model.generation_config)
         config.max_new_tokens = self.max_new_tokens

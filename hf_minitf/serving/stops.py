@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hf_minitf.modeling.modeling_minitf_generation import stop_string_list
+from hf_minitf.modeling.layers import stop_string_list
 
 REPLACEMENT_CHARACTER = "\ufffd"  # what the bytes of a character cut between tokens decode to
 

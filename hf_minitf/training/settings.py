@@ -10,7 +10,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hf_minitf.catalog.limits import MAX_EPOCHS, MAX_STEPS, SEED_LIMIT
-from hf_minitf.modeling.configuration_minitf import integer, number
+from hf_minitf.safety.model_configs import integer, number
 
 
 class TrainingError(ValueError):

@@ -399,8 +399,8 @@ def verify_export(
     and the summary (default: its folder's or file's name).
 
     A ValueError says what is wrong with the input (no source named, a source of another family)."""
+    from hf_minitf.cards.render import README
     from hf_minitf.export.source import open_source
-    from hf_minitf.modeling.modeling_minitf import README
 
     found, published = open_export(export)
     named = str(source) if source is not None else found.source

@@ -1,4 +1,4 @@
-"""Model cards that cannot be read are kept as they are, by the package and by the saved code."""
+"""Model cards that cannot be read are kept as they are."""
 
 from bad_inputs import (
     BAD_YAML_CARD,
@@ -22,15 +22,3 @@ def test_save_pretrained_keeps_an_unreadable_card_and_saves_the_rest(tmp_path, c
     fresh_card = (tmp_path / "fresh/README.md").read_text()
     assert "tags: x" not in fresh_card and "- minitf" in fresh_card
     assert "the card was left as it was" in caplog.text and "not carried over" in caplog.text
-
-
-def test_saved_code_keeps_a_card_that_is_not_utf8(tmp_path):
-    """Without hf_minitf, save_pretrained's card step reads the target's card as text: bytes that are not UTF-8
-    must keep it (it is not blank), not raise after the weights were saved."""
-    from hf_minitf.modeling.modeling_minitf import keep_source_card
-
-    card = tmp_path / "saved/README.md"
-    card.parent.mkdir()
-    card.write_bytes(b"# My model \xff\n")
-    keep_source_card(card.parent, saved_gpt(tmp_path, lambda folder: write(folder / "README.md", "# Source\n")))
-    assert card.read_bytes() == b"# My model \xff\n"

@@ -1,4 +1,8 @@
-"""Bad input, one row each: model inputs and generation: the argument, its shape or value, and what is expected."""
+"""Bad input, one row each: model inputs and generation: the argument, its shape or value, and what is expected.
+
+A model's forward pass reads no tensor value (a host sync on every decoding step): ids and learned positions outside
+their table are refused by the lookup that fails on them; what no lookup refuses (a negative sinusoidal position, a
+source that is all padding) is refused by the checks hf_minitf runs before it runs a model (`check_model_inputs`)."""
 
 import torch
 from bad_inputs import (
@@ -8,6 +12,8 @@ from bad_inputs import (
     tiny_gpt,
     tiny_seq2seq,
 )
+
+from hf_minitf.safety.model_inputs import check_model_inputs
 
 BAD_INPUTS = [
     # Model inputs and generation: the argument, its shape or value, and what is expected.
@@ -85,7 +91,9 @@ BAD_INPUTS = [
     ),
     bad(
         "encoder-negative-position",
-        lambda tmp: tiny_encoder()(torch.ones(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, -2, 1]])),
+        lambda tmp: check_model_inputs(
+            tiny_encoder(), torch.ones(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, -2, 1]])
+        ),
         ValueError,
         r"position_ids must be >= 0, got -2",
     ),
@@ -122,10 +130,22 @@ BAD_INPUTS = [
         r"overflows float16.*dtype=torch.bfloat16 or float32",
     ),
     bad(
-        "seq2seq-all-padding-source",
-        lambda tmp: tiny_seq2seq()(
-            torch.tensor([[1, 5]]), attention_mask=torch.zeros(1, 2), decoder_input_ids=torch.tensor([[2]])
+        "encoder-learned-negative-position",
+        lambda tmp: tiny_encoder(position_embedding_type="learned")(
+            torch.ones(1, 3, dtype=torch.long), position_ids=torch.tensor([[0, -2, 1]])
         ),
+        ValueError,
+        r"position_ids must be >= 0, got -2",
+    ),
+    bad(
+        "seq2seq-id-past-both-vocabularies-checked-first",
+        lambda tmp: check_model_inputs(tiny_seq2seq(), torch.tensor([[1, 70]])),
+        ValueError,
+        r"token id 70, outside the source vocabulary \(src_vocab_size=40\). Check that the tokenizer",
+    ),
+    bad(
+        "seq2seq-all-padding-source",
+        lambda tmp: check_model_inputs(tiny_seq2seq(), torch.tensor([[1, 5]]), attention_mask=torch.zeros(1, 2)),
         ValueError,
         r"Source rows \[0\] are all padding",
     ),

@@ -1,7 +1,7 @@
 """Every config field of every family reaches the model: a tiny model built with one field changed differs from the
 default one as the field says (its parameters, its outputs on the same weights, or what `generate` is told).
 
-Each family's cases must cover exactly the fields its config checks (`field_checks`), so a new field without a case
+Each family's cases must cover exactly the fields its config checks (`safety.model_configs.FIELD_CHECKS`), so a new field without a case
 fails `test_every_field_has_a_case`."""
 
 from collections.abc import Callable
@@ -13,8 +13,8 @@ from factories import TINY_CLASSES, tiny_model
 from torch import nn
 
 from hf_minitf import MiniTFEncoderForSequenceClassification
-from hf_minitf.modeling.compat import CACHE_FIELD
-from hf_minitf.modeling.layers import HkprojLayerNorm
+from hf_minitf.modeling.layers import CACHE_FIELD, HkprojLayerNorm
+from hf_minitf.safety.model_configs import FIELD_CHECKS
 
 IDS = torch.tensor([[5, 9, 14, 3, 22, 7], [8, 2, 30, 11, 0, 0]])
 MASK = (IDS != 0).long()
@@ -361,7 +361,7 @@ CASES = {"gpt": GPT_CASES, "encoder": ENCODER_CASES, "seq2seq": SEQ2SEQ_CASES}
 
 @pytest.mark.parametrize("family", CASES)
 def test_every_field_has_a_case(family):
-    assert set(CASES[family]) == set(TINY_CLASSES[family][0].field_checks)
+    assert set(CASES[family]) == set(FIELD_CHECKS[TINY_CLASSES[family][0].model_type])
 
 
 @pytest.mark.parametrize(("family", "name"), [(family, name) for family in CASES for name in CASES[family]])

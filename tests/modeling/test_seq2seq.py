@@ -31,7 +31,8 @@ from hf_minitf import (
     MiniTFSeq2SeqTokenizer,
     train_translation_tokenizers,
 )
-from hf_minitf.modeling.configuration_minitf_seq2seq import NORM_TYPES
+from hf_minitf.catalog.limits import NORM_TYPES
+from hf_minitf.safety.model_inputs import check_model_inputs
 
 SPECIALS = ["[UNK]", "[PAD]", "[SOS]", "[EOS]"]
 PAD, SOS, EOS = 1, 2, 3
@@ -472,13 +473,6 @@ BAD_INPUTS = {
     "id outside both vocabularies": (dict(input_ids=torch.tensor([[SOS, 50, EOS]])), "outside the source vocab"),
     "negative id": (dict(input_ids=torch.tensor([[SOS, -1, EOS]])), "outside the source vocab"),
     "target id as source": (dict(input_ids=torch.tensor([[SOS, 39, EOS]])), "lies in the target vocabulary"),
-    "all-padding source": (
-        dict(
-            input_ids=torch.tensor([[SOS, 5, EOS], [PAD, PAD, PAD]]),
-            attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]]),
-        ),
-        "all padding",
-    ),
     "target id outside vocabulary": (
         dict(input_ids=torch.tensor([[SOS, 5, EOS]]), decoder_input_ids=torch.tensor([[SOS, 41]])),
         "decoder_input_ids",
@@ -499,6 +493,16 @@ def test_bad_input_raises_value_error(case):
             model(**inputs)
         else:
             model.generate(**inputs, max_new_tokens=3)
+
+
+def test_an_all_padding_source_is_refused_before_the_model_runs():
+    """The forward pass reads no mask value (a host sync): hf_minitf's check before it runs a translator does."""
+    with pytest.raises(ValueError, match=r"Source rows \[1\] are all padding"):
+        check_model_inputs(
+            tiny_model("seq2seq"),
+            torch.tensor([[SOS, 5, EOS], [PAD, PAD, PAD]]),
+            attention_mask=torch.tensor([[1, 1, 1], [0, 0, 0]]),
+        )
 
 
 def test_generating_past_max_positions_and_config_errors():

@@ -516,7 +516,7 @@ def test_every_family_bounds_its_sizes(config_class, sizes):
 
 
 def test_the_bound_names_the_field_against_a_given_memory():
-    from hf_minitf.modeling.configuration_minitf_limits import check_model_fits
+    from hf_minitf.safety.model_configs import check_model_fits
 
     config = MiniTFGPTConfig(**TINY)
     check_model_fits(config, memory=2**20)  # a tiny model fits in a MiB

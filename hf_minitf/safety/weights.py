@@ -14,8 +14,11 @@ Every safetensors file of the folder (and each shard its index names) has its he
 before transformers opens it: a header whose offsets overlap, leave gaps, run past the end of the file or disagree with
 a tensor's shape and dtype is refused naming the file and the tensor, and so are weights claiming more bytes than this
 machine's memory (a sparse file can claim 256 GiB in a few KiB of disk), from the header alone: nothing is read or
-allocated for what a file claims. This file is copied beside saved models with the modeling code: it imports nothing
-heavy.
+allocated for what a file claims.
+
+These checks are hf_minitf's, around `from_pretrained` of the MiniTF model classes where the package is installed
+(`hf_minitf.registration` puts `checked_from_pretrained` in place as the model code loads); a folder's copied code,
+loaded without the package, has transformers' usual behaviour.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .configuration_minitf_limits import format_bytes, machine_memory
-from .modeling_minitf_hooks import PACKAGE_HOOKS
+from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.safety.model_configs import format_bytes, machine_memory
+from hf_minitf.safety.pickles import RefusedPickleError, refused_pickle_message
 
 # What safetensors itself accepts of a header (its own bound), and the bits of each of its dtypes.
 SAFETENSORS_HEADER_LIMIT = 100_000_000
@@ -59,19 +63,6 @@ DTYPE_BITS = {
     "F6_E3M2": 6,
 }
 SAVE_AGAIN = "save the weights again with save_pretrained (a file from elsewhere may be damaged or hostile)"
-
-
-def refused_pickle_error(error: pickle.UnpicklingError, places: list[Path]) -> pickle.UnpicklingError:
-    """The error to raise when torch refused a pickled weights file: the file named, without torch's advice to load
-    it unrestricted."""
-    if PACKAGE_HOOKS.pickle_diagnosis is None:
-        where = ", ".join(map(str, places)) or "this model"
-        return pickle.UnpicklingError(
-            f"refused to load a pickled weights file of {where}: it holds code, which "
-            "would run on this machine; use weights saved as safetensors."
-        )
-    pickles = PACKAGE_HOOKS.pickle_diagnosis()
-    return pickles.RefusedPickleError(pickles.refused_pickle_message(error, places))
 
 
 def compressed_zip_entry(path: str | os.PathLike) -> str | None:
@@ -265,25 +256,8 @@ def _pattern(name: str, prefix: str) -> str:
 
 
 def _known_model_classes() -> list[Any]:
-    """The MiniTF model classes an Auto class loads (each config's `family_auto_map`), of every family this process
-    has imported: with hf_minitf installed, all of them (importing transformers' Auto models registers them); in a
-    saved folder's code, that folder's family."""
-    import importlib
-
-    importlib.import_module("transformers.models.auto.modeling_auto")
-    found: list[Any] = []
-    pending: list[Any] = [CheckedLoadingMixin]
-    while pending:
-        for subclass in pending.pop().__subclasses__():
-            if subclass not in found:
-                found.append(subclass)
-                pending.append(subclass)
-
-    def loaded_by_auto(model_class: Any) -> bool:
-        auto_map = getattr(getattr(model_class, "config_class", None), "family_auto_map", None) or {}
-        return any(str(dotted).rsplit(".", 1)[-1] == model_class.__name__ for dotted in auto_map.values())
-
-    return [model_class for model_class in found if loaded_by_auto(model_class)]
+    """The MiniTF model classes an Auto class loads, of every family."""
+    return [family.load(dotted) for family in FAMILIES.values() for dotted in family.auto_classes.values()]
 
 
 def _weight_patterns(model_class: Any) -> set[str] | None:
@@ -374,68 +348,64 @@ def size_mismatch_error(
     )
 
 
-class CheckedLoadingMixin:
-    """`from_pretrained` with the checks of this module (see the module docstring)."""
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        subfolder = kwargs.get("subfolder") or ""
-        folder = Path(pretrained_model_name_or_path or "", subfolder)
-        headers: dict[Path, dict[str, StoredTensor]] = {}
-        if pretrained_model_name_or_path is not None and folder.is_dir():
-            check_weight_files(folder)
-            if kwargs.get("use_safetensors") is not False:
-                headers = check_safetensors_files(folder)
-        wants_info = kwargs.pop("output_loading_info", False)
-        try:
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs
-            )
-        except pickle.UnpicklingError as error:  # torch's message would advise loading it unrestricted
-            places = [folder] if folder.is_dir() else []
-            raise refused_pickle_error(error, places) from None
-        except RuntimeError as error:  # a size mismatch: the weights of another family, or of other sizes
-            if "mismatch" in str(error):
-                named = other_family_error(cls, folder, headers) or size_mismatch_error(cls, folder, headers)
-                if named is not None:
-                    raise named from None
-            raise
-        missing = sorted(info.get("missing_keys") or [])
-        prefix = getattr(model, "base_model_prefix", "")
-        saved_as = getattr(model.config, "architectures", None) or []
-        if prefix and hasattr(model, prefix) and cls.__name__ not in saved_as:
-            # a head on a folder saved without it (a classifier on an encoder): a new head, for fine-tuning, is no
-            # error; a folder saved as this very class holds its head (an untied lm_head) and lacks none of it
-            missing = [key for key in missing if key.startswith(prefix + ".")]
-        if missing and info.get("unexpected_keys"):  # weights it does not ask for instead of those it does
-            family = other_family_error(cls, folder, headers, getattr(model.config, "model_type", None))
-            if family is not None:
-                raise family from None
-        if not missing and info.get("unexpected_keys"):  # more layers stored than config.json has
-            own = {_pattern(name, prefix) for name in model.state_dict()}
-            extra = sorted(key for key in info["unexpected_keys"] if _pattern(key, prefix) in own)
-            if extra:
-                raise ValueError(
-                    f"{pretrained_model_name_or_path}: the weights hold {len(extra)} tensors of layers its config "
-                    f"does not have ({_shown(extra)}); config.json does not describe the weights beside it (its "
-                    f"num_hidden_layers is {getattr(model.config, 'num_hidden_layers', '?')}): loading would drop "
-                    "those layers."
-                )
-        if missing:
-            shown = ", ".join(missing[:6]) + (f", ... ({len(missing) - 6} more)" if len(missing) > 6 else "")
-            unexpected = sorted(info.get("unexpected_keys") or [])
-            instead = f", and hold {len(unexpected)} it does not ({_shown(unexpected)})" if unexpected else ""
+def checked_from_pretrained(cls: Any, from_pretrained: Any, pretrained_model_name_or_path: Any, *args, **kwargs) -> Any:
+    """`from_pretrained(pretrained_model_name_or_path, ...)` (transformers', bound to the model class `cls`) with the
+    checks of this module (see the module docstring)."""
+    subfolder = kwargs.get("subfolder") or ""
+    folder = Path(pretrained_model_name_or_path or "", subfolder)
+    headers: dict[Path, dict[str, StoredTensor]] = {}
+    if pretrained_model_name_or_path is not None and folder.is_dir():
+        check_weight_files(folder)
+        if kwargs.get("use_safetensors") is not False:
+            headers = check_safetensors_files(folder)
+    wants_info = kwargs.pop("output_loading_info", False)
+    try:
+        model, info = from_pretrained(pretrained_model_name_or_path, *args, output_loading_info=True, **kwargs)
+    except pickle.UnpicklingError as error:  # torch's message would advise loading it unrestricted
+        places = [folder] if folder.is_dir() else []
+        raise RefusedPickleError(refused_pickle_message(error, places)) from None
+    except RuntimeError as error:  # a size mismatch: the weights of another family, or of other sizes
+        if "mismatch" in str(error):
+            named = other_family_error(cls, folder, headers) or size_mismatch_error(cls, folder, headers)
+            if named is not None:
+                raise named from None
+        raise
+    missing = sorted(info.get("missing_keys") or [])
+    prefix = getattr(model, "base_model_prefix", "")
+    saved_as = getattr(model.config, "architectures", None) or []
+    if prefix and hasattr(model, prefix) and cls.__name__ not in saved_as:
+        # a head on a folder saved without it (a classifier on an encoder): a new head, for fine-tuning, is no
+        # error; a folder saved as this very class holds its head (an untied lm_head) and lacks none of it
+        missing = [key for key in missing if key.startswith(prefix + ".")]
+    if missing and info.get("unexpected_keys"):  # weights it does not ask for instead of those it does
+        family = other_family_error(cls, folder, headers, getattr(model.config, "model_type", None))
+        if family is not None:
+            raise family from None
+    if not missing and info.get("unexpected_keys"):  # more layers stored than config.json has
+        own = {_pattern(name, prefix) for name in model.state_dict()}
+        extra = sorted(key for key in info["unexpected_keys"] if _pattern(key, prefix) in own)
+        if extra:
             raise ValueError(
-                f"{pretrained_model_name_or_path}: the weights lack {len(missing)} tensors that its config asks for "
-                f"({shown}){instead}; config.json does not describe the weights beside it (check "
-                "num_hidden_layers, tie_word_embeddings, architectures and the other sizes)."
+                f"{pretrained_model_name_or_path}: the weights hold {len(extra)} tensors of layers its config "
+                f"does not have ({_shown(extra)}); config.json does not describe the weights beside it (its "
+                f"num_hidden_layers is {getattr(model.config, 'num_hidden_layers', '?')}): loading would drop "
+                "those layers."
             )
-        return (model, info) if wants_info else model
+    if missing:
+        shown = ", ".join(missing[:6]) + (f", ... ({len(missing) - 6} more)" if len(missing) > 6 else "")
+        unexpected = sorted(info.get("unexpected_keys") or [])
+        instead = f", and hold {len(unexpected)} it does not ({_shown(unexpected)})" if unexpected else ""
+        raise ValueError(
+            f"{pretrained_model_name_or_path}: the weights lack {len(missing)} tensors that its config asks for "
+            f"({shown}){instead}; config.json does not describe the weights beside it (check "
+            "num_hidden_layers, tie_word_embeddings, architectures and the other sizes)."
+        )
+    return (model, info) if wants_info else model
 
 
 __all__ = [
     "DTYPE_BITS",
-    "CheckedLoadingMixin",
+    "checked_from_pretrained",
     "StoredTensor",
     "check_safetensors_files",
     "check_weight_files",
