@@ -124,6 +124,7 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         use_cache = self._use_cache(use_cache)
         if use_cache and cache is None:
             cache = DynamicCache(config=config)
+        derived_positions = position_ids is None  # else given (continuous batching packs requests in one row)
         if position_ids is None:
             position_ids = positions_from_mask(attention_mask, past_length, seq_length, inputs_embeds.device)
 
@@ -131,7 +132,9 @@ class MiniTFGPTModel(MiniTFGPTPreTrainedModel):
         hidden_states = inputs_embeds
         if config.position_embedding_type == "learned":
             refusal = position_refusal(config.max_position_embeddings, "learned positions")
-            if past_length + seq_length > config.max_position_embeddings:  # derived positions, known from the shapes
+            # derived positions end at past + new - 1, known from the shapes (no check while compiling or exporting)
+            overflows = past_length + seq_length > config.max_position_embeddings
+            if derived_positions and overflows and not torch.compiler.is_compiling():
                 raise ValueError(refusal(past_length + seq_length - 1))
             hidden_states = hidden_states + lookup(self.embed_positions, position_ids, refusal)
         else:

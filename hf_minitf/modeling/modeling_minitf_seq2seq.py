@@ -97,7 +97,7 @@ class MiniTFSeq2SeqStack(MiniTFSeq2SeqPreTrainedModel):
             inputs_embeds = lookup(self.embed_tokens, input_ids, self.id_refusal)
         length = inputs_embeds.shape[1]
         limit = config.max_position_embeddings
-        if past_length + length > limit:
+        if past_length + length > limit and not torch.compiler.is_compiling():  # shapes (no check while exporting)
             fix = (
                 f"Shorten it, e.g. tokenizer(..., truncation=True, max_length={limit})."
                 if side == "source"
