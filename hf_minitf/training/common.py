@@ -28,12 +28,12 @@ from transformers.trainer_utils import get_last_checkpoint
 from hf_minitf.cards import update_model_card
 from hf_minitf.catalog import Preset, get_preset
 from hf_minitf.catalog.publishing import check_license
-from hf_minitf.safety.weights import check_safetensors_files
 from hf_minitf.safety.output_folders import (
     OutputFolder,
     output_folder,
 )
 from hf_minitf.safety.pickles import refused_pickle_message
+from hf_minitf.safety.weights import check_safetensors_files
 from hf_minitf.training.runs import (
     RecordRun,
     TextsDigest,
