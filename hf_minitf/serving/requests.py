@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hf_minitf.safety.model_inputs import first_outside
 from hf_minitf.serving.checks import (
     SERVER_DEFAULT_NEW_TOKENS,
     check_chat_template,
@@ -145,6 +146,8 @@ def _generation_request(
                 "greedily or samples with a temperature); leave it out, or serve the MiniTF folder it was exported from.",
                 param=asked,
             )
+    else:
+        _check_prompt_ids(served, prompt_ids)
     return GenerationRequest(
         served=served,
         route=route,
@@ -159,6 +162,20 @@ def _generation_request(
         presence_penalty=float(body.get("presence_penalty") or 0),
         logit_bias=dict(body.get("logit_bias") or {}),
     )
+
+
+def _check_prompt_ids(served: ServedModel, prompt_ids: list[int]) -> None:
+    """Ids the served tokenizer gives but the model's embedding table lacks (a folder whose tokenizer does not match
+    its model): refused here, since the model's forward pass reads no id (on a GPU it would be a device-side assert)."""
+    config = served.config
+    size = getattr(config, "src_vocab_size", None) or getattr(config, "vocab_size", None)
+    token_id = first_outside(prompt_ids, size) if size else None
+    if token_id is not None:
+        raise RequestError(
+            500,
+            f"{served.name!r}'s tokenizer gave token id {token_id}, outside its model's vocabulary (vocab_size={size}): "
+            "the folder's tokenizer does not match its model. Serve a folder whose tokenizer was saved with the model.",
+        )
 
 
 async def completion_request(body: dict, models: ServedModels) -> GenerationRequest:

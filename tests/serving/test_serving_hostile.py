@@ -574,3 +574,29 @@ def test_a_failed_generation_fails_its_requests_and_the_worker_goes_on(tmp_path,
         assert asyncio.run(complete()) == before and len(before) == 5
     finally:
         worker.close()
+
+
+def test_a_tokenizer_that_does_not_match_its_model_is_refused_before_the_model_runs(tmp_path):
+    """The model's forward pass reads no id (a host sync per step), so the server checks the prompt's ids: a
+    tokenizer giving ids past the model's vocabulary is an error naming the id and the size, and nothing runs."""
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    from hf_minitf.serving.errors import RequestError
+    from hf_minitf.serving.models import ServedModel, ServedModels
+    from hf_minitf.serving.requests import completion_request
+
+    folder = make_gpt(tmp_path / "gpt")
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
+    config = copy.deepcopy(model.config)
+    config.vocab_size = 4  # the tokenizer's ids for "the qu" lie past it
+    served = ServedModels([ServedModel("gpt", "gpt", model, tokenizer, config=config)])
+    first_id = next(token for token in tokenizer("the qu")["input_ids"] if token >= 4)
+    with pytest.raises(RequestError) as refused:
+        asyncio.run(completion_request({"model": "gpt", "prompt": "the qu", "max_tokens": 2}, served))
+    assert refused.value.status == 500
+    assert f"token id {first_id}, outside its model's vocabulary (vocab_size=4)" in refused.value.message
+    config.vocab_size = model.config.vocab_size
+    request = asyncio.run(completion_request({"model": "gpt", "prompt": "the qu", "max_tokens": 2}, served))
+    assert request.prompt_ids == tokenizer("the qu")["input_ids"]
