@@ -1,7 +1,8 @@
 """An export reads its source once: an Ollama export (a GGUF file, its agreement, a Modelfile and a card) and a
 Space push (an ONNX export inside a web page) each load the source's model and its tokenizer one time, however many
 writers and measurements use them. Counted by wrapping transformers' `from_pretrained` of every model and tokenizer
-class (the Auto classes and MiniTF's own call them) and noting the loads whose folder is the source."""
+class (the Auto classes call them) and the checked one the package puts on MiniTF's models, and noting the loads
+whose folder is the source."""
 
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import transformers
 from factories import make_gpt
 
 from hf_minitf.export import export_ollama
+from hf_minitf.modeling.layers import MiniTFPreTrainedModel
 from hf_minitf.publishing import HubTarget, push_space
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -31,6 +33,7 @@ def source_loads(monkeypatch):
         monkeypatch.setattr(base, "from_pretrained", classmethod(from_pretrained))
 
     counting("model", transformers.PreTrainedModel)
+    counting("model", MiniTFPreTrainedModel)  # the package's checked loading, which calls transformers' own directly
     counting("tokenizer", transformers.PreTrainedTokenizerBase)
 
     def count(folder: Path) -> dict[str, int]:
