@@ -11,7 +11,8 @@ BIN := $(VENV)/bin
 # thread: fresh processes, imports, compiles).
 TEST_WORKERS ?= 2
 
-# The suite at the oldest versions pyproject.toml promises (constraints/oldest.txt) and at the newest releases.
+# The suite at the oldest versions pyproject.toml promises (constraints/oldest.txt) and at the newest releases (`make
+# test` runs it at constraints/pinned.txt).
 OLDEST_VENV ?= .venv-oldest
 LATEST_VENV ?= .venv-latest
 
@@ -32,8 +33,9 @@ define install_venv
 	touch $(1)/.installed
 endef
 
-$(VENV)/.installed: pyproject.toml
-	$(call install_venv,$(VENV),,)
+# The versions the package is developed on (constraints/pinned.txt), the same on every machine and day.
+$(VENV)/.installed: pyproject.toml constraints/pinned.txt
+	$(call install_venv,$(VENV),,-c constraints/pinned.txt)
 
 # Fresh (--clear) each time pyproject.toml or the constraints change: the oldest floors, exactly.
 $(OLDEST_VENV)/.installed: pyproject.toml constraints/oldest.txt

@@ -171,11 +171,32 @@ def test_python_m_hf_minitf_is_the_minitf_command():
     assert module.stdout.startswith("minitf")
 
 
+def pins(name: str) -> dict[str, str]:
+    """constraints/NAME.txt: each distribution (name normalized) pinned to the version its make target runs."""
+    lines = (ROOT / "constraints" / f"{name}.txt").read_text(encoding="utf-8").splitlines()
+    pairs = [line.split("==") for line in lines if line.strip() and not line.startswith("#")]
+    return {name_of(name): version for name, version in pairs}
+
+
 def oldest_pins() -> dict[str, str]:
-    """constraints/oldest.txt: each distribution pinned (name normalized) to the version `make test-oldest` runs."""
-    lines = (ROOT / "constraints" / "oldest.txt").read_text(encoding="utf-8").splitlines()
-    pins = [line.split("==") for line in lines if line.strip() and not line.startswith("#")]
-    return {name_of(name): version for name, version in pins}
+    """constraints/oldest.txt: the versions `make test-oldest` runs."""
+    return pins("oldest")
+
+
+def test_the_pinned_versions_meet_every_requirement():
+    """constraints/pinned.txt (`make test`) holds a version of every dependency, of the base and of the test extra's,
+    inside the range pyproject.toml gives it."""
+    from packaging.requirements import Requirement
+
+    pinned = pins("pinned")
+    extras = PYPROJECT["optional-dependencies"]
+    requirements = [*PYPROJECT["dependencies"], *(r for name, extra in extras.items() if name != "test" for r in extra)]
+    requirements += [r for r in extras["test"] if not r.startswith(PACKAGE)]
+    for requirement in map(Requirement, requirements):
+        if requirement.name == "torch":  # held at TORCH_VERSION by the Makefile
+            continue
+        version = pinned.get(name_of(requirement.name))
+        assert version is not None and requirement.specifier.contains(version), (str(requirement), version)
 
 
 def test_each_floor_of_pyproject_is_the_version_test_oldest_pins():
