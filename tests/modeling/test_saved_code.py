@@ -68,6 +68,20 @@ def test_a_saved_folder_holds_only_model_code(saved, family):
     assert (folder / "README.md").is_file(), "hf_minitf is installed here: save_pretrained writes the card"
 
 
+def test_contributing_states_the_lines_save_pretrained_copies(saved):
+    """CONTRIBUTING.md's table of what a saved folder's code weighs is what saving one copies today."""
+    import re
+
+    root, _ = saved
+    table = (PACKAGE.parent.parent / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    for family in FAMILY_CODE:
+        row = re.search(rf"^\| {family}\b.*\| (\d+) files, ([\d,]+) lines \|$", table, re.MULTILINE)
+        assert row is not None, family
+        files = sorted((root / family).glob("*.py"))
+        lines = sum(len(path.read_text(encoding="utf-8").splitlines()) for path in files)
+        assert (int(row[1]), int(row[2].replace(",", ""))) == (len(files), lines), family
+
+
 def test_model_code_never_imports_publishing_or_commands():
     """What the saved folders copy, followed through every relative import from the modeling files."""
     seen, pending = set(), [f"modeling_minitf_{family}.py" for family in FAMILY_CODE]
