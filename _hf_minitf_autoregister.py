@@ -14,7 +14,7 @@ it defines the class MiniTF's layers subclass).
 
 Stdlib only and outside the `hf_minitf` package, so that start-up does not run the package's `__init__`.
 `import hf_minitf` installs the same finder where no start-up hook ran it (a source checkout on sys.path).
-Set HF_MINITF_NO_AUTOREGISTER=1 to skip the start-up install: hf_minitf then registers only once imported.
+Set HF_MINITF_NO_AUTOREGISTER=1 (or true, yes, on) to skip the start-up install: hf_minitf then registers only once imported.
 """
 
 import os
@@ -22,6 +22,9 @@ import sys
 from _thread import RLock
 
 DISABLE_VARIABLE = "HF_MINITF_NO_AUTOREGISTER"
+# The values that turn the start-up install off, as transformers reads its boolean variables; 0, false, no, off or
+# anything else keep it.
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
 REGISTRATION = "hf_minitf.registration"
 # Each part of the registration (a function of hf_minitf.registration, given the module), by the module it extends, in
 # the order they run: transformers' Auto classes and pipeline registry, and MiniTF's model code, which the package
@@ -136,7 +139,7 @@ def install(at_start: bool = False) -> RegisteringFinder | None:
     for finder in sys.meta_path:
         if isinstance(finder, RegisteringFinder):
             return finder
-    if at_start and os.environ.get(DISABLE_VARIABLE):
+    if at_start and os.environ.get(DISABLE_VARIABLE, "").strip().lower() in TRUE_VALUES:
         return None
     finder = RegisteringFinder()
     sys.meta_path.insert(0, finder)

@@ -343,3 +343,30 @@ def test_the_wheel_carries_the_start_up_hook(tmp_path):
     assert {"hf_minitf.pth", "hf_minitf.start", "_hf_minitf_autoregister.py", "hf_minitf/registration.py"} <= names
     assert pth.startswith("import _hf_minitf_autoregister;")
     assert start.strip() == "_hf_minitf_autoregister:start"
+
+
+@pytest.mark.parametrize(
+    ("value", "installed"),
+    [
+        ("1", False),
+        ("true", False),
+        ("YES", False),
+        ("on", False),
+        ("0", True),
+        ("false", True),
+        ("no", True),
+        ("", True),
+    ],
+)
+def test_the_variable_that_turns_registration_off_is_read_as_a_boolean(tmp_path, value, installed):
+    """HF_MINITF_NO_AUTOREGISTER=0 (or false, no, empty) keeps the start-up install; 1, true, yes, on skip it."""
+    code = """
+        import json, sys
+        print(json.dumps(any(type(finder).__name__ == "RegisteringFinder" for finder in sys.meta_path)))
+    """
+    env = {**os.environ, DISABLE_VARIABLE: value}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) is installed
