@@ -26,6 +26,7 @@ from huggingface_hub import EvalResult, ModelCard
 from hf_minitf.cards.facts import read_card
 from hf_minitf.cards.render import README, assemble_card, card_data, card_template, set_section
 from hf_minitf.cards.update import save_card
+from hf_minitf.catalog.limits import MAX_DATASET_ID_CHARS
 from hf_minitf.safety.card_metadata import CardMetadataError, check_card_metadata
 
 EVAL_RESULTS_FOLDER = ".eval_results"
@@ -45,8 +46,9 @@ def is_eval_results_path(relative: str) -> bool:
 
 
 def slug(name: str) -> str:
-    """A name as an identifier: lower case, runs of other characters as one `-`."""
-    return re.sub(r"[^a-z0-9_.]+", "-", name.lower()).strip("-") or "data"
+    """A name as an identifier: lower case, runs of other characters as one `-`, no leading dot (a file named after
+    it is never hidden), at most MAX_DATASET_ID_CHARS characters."""
+    return re.sub(r"[^a-z0-9_.]+", "-", name.lower()).strip("-").lstrip(".")[:MAX_DATASET_ID_CHARS] or "data"
 
 
 def _key(result: EvalResult) -> tuple:
@@ -175,7 +177,10 @@ def record_eval_results_file(
     import yaml
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-    path = Path(folder) / EVAL_RESULTS_FOLDER / f"{slug(dataset_id)}.yaml"
+    results = Path(folder) / EVAL_RESULTS_FOLDER
+    if results.is_symlink():  # a link out of the folder is replaced, never followed (as the card's README.md)
+        results.unlink()
+    path = results / f"{slug(dataset_id)}.yaml"
     date = date or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     new = [
         EvalResultEntry(
@@ -189,7 +194,8 @@ def record_eval_results_file(
         for name, value in figures.items()
     ]
     replaced = {(entry.dataset_id, entry.task_id) for entry in new}
-    entries = [entry for entry in _read_entries(path) if (entry.dataset_id, entry.task_id) not in replaced] + new
+    kept = [] if path.is_symlink() else _read_entries(path)  # a linked file is replaced, its target never read
+    entries = [entry for entry in kept if (entry.dataset_id, entry.task_id) not in replaced] + new
     path.parent.mkdir(exist_ok=True)
     _write_text(path, yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True))
     return path

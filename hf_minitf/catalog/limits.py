@@ -36,6 +36,23 @@ MAX_PORT = 65535
 MAX_EVAL_DATA_BYTES = 256 * 2**20
 """The largest file `minitf eval --data` reads (256 MiB): evaluation holds the data in memory, and a file this large
 already takes hours on a CPU; give a sample of a larger one."""
+MAX_DATASET_ID_CHARS = 200
+"""Longest dataset id `minitf eval` records (its `.eval_results/` file is named after it; the Hub's ids are shorter)."""
+
+
+def dataset_id_problem(dataset_id: str) -> str | None:
+    """Why `dataset_id` cannot name an evaluation's results (None when it can): a leading dot would make its
+    `.eval_results/` file hidden, which uploads leave out, and a name past MAX_DATASET_ID_CHARS no file system takes."""
+    if not dataset_id.strip():
+        return "is empty: give the Hub dataset the data is, e.g. user/my-data"
+    if dataset_id.startswith("."):
+        return f"{dataset_id[:40]!r} starts with a dot (its results file would be hidden and never uploaded)"
+    if len(dataset_id) > MAX_DATASET_ID_CHARS:
+        return (
+            f"is {len(dataset_id):,} characters; at most {MAX_DATASET_ID_CHARS} (a Hub dataset id, e.g. user/my-data)"
+        )
+    return None
+
 
 MAX_REQUEST_BYTES = 8 * 2**20
 """`minitf serve --max-request-bytes`'s default: the largest request body (8 MiB) the server reads; a larger one is
@@ -80,6 +97,7 @@ __all__ = [
     "GREEDY_BELOW_TEMPERATURE",
     "HKPROJ_NORM_TYPES",
     "MAX_BEAMS",
+    "MAX_DATASET_ID_CHARS",
     "MAX_EPOCHS",
     "MAX_EVAL_DATA_BYTES",
     "MAX_NEW_TOKENS",
@@ -94,4 +112,5 @@ __all__ = [
     "SEED_LIMIT",
     "SHUTDOWN_GRACE_SECONDS",
     "TOKENIZER_MAX_ENTRIES",
+    "dataset_id_problem",
 ]

@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES
+from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES, dataset_id_problem
 from hf_minitf.commands.common import add_model_folder, count, model_folder, quiet_transformers, reports_errors
 
 HELP = "measure a model folder on your data (perplexity, retrieval, BLEU/chrF) and record it in its card"
@@ -50,12 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset-id",
         default=None,
+        type=_dataset_id,
         metavar="ID",
         help="the Hub dataset the data is (named in .eval_results/; default: the file name)",
     )
     parser.add_argument("--no-card", action="store_true", help="print the figures only; leave DIR as it is")
     parser.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _dataset_id(value: str) -> str:
+    problem = dataset_id_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
 
 
 ENGINE_NAMES = {"onnxruntime": "ONNX Runtime", "ctranslate2": "CTranslate2"}

@@ -143,3 +143,47 @@ def test_a_translator_without_sacrebleu_names_the_extra(tmp_path, capsys, monkey
     monkeypatch.setitem(sys.modules, "sacrebleu", None)  # `import sacrebleu` raises ModuleNotFoundError
     status, _, err = run_cli(["eval", model_folder("seq2seq", "layer_norm"), "--data", data, "--no-progress"], capsys)
     assert_one_line_error(status, err, "sacrebleu", 'pip install "hf-minitf[eval]"')
+
+
+def test_eval_results_linked_out_of_the_folder_are_replaced_never_followed(tmp_path, capsys):
+    """A downloaded folder whose `.eval_results` (or one of its files) is a symbolic link elsewhere: `minitf eval`
+    writes inside the folder, leaves the link's target as it was and reads nothing from it."""
+    outside = tmp_path / "outside"
+    (outside / "evres").mkdir(parents=True)
+    planted = outside / "planted.yaml"
+    planted.write_text("- task: {type: secret}\n")
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    (folder / EVAL_RESULTS_FOLDER).symlink_to(outside / "evres", target_is_directory=True)
+    data = tmp_path / "small.txt"
+    data.write_text(ENGINE_TEXT)
+    assert run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)[0] == 0
+    assert list((outside / "evres").iterdir()) == []
+    results = folder / EVAL_RESULTS_FOLDER
+    assert results.is_dir() and not results.is_symlink() and (results / "small.txt.yaml").is_file()
+
+    (results / "other.yaml").symlink_to(planted)
+    record_evaluation(folder, {"perplexity": 3.0}, task_type="text-generation", dataset_name="other")
+    assert planted.read_text() == "- task: {type: secret}\n"  # not written through, not merged from
+    assert not (results / "other.yaml").is_symlink()
+    assert set(entries_of(results / "other.yaml")) == {("other", "perplexity", None)}
+
+
+@pytest.mark.parametrize(
+    ("dataset_id", "words"),
+    [(".x", "starts with a dot"), ("a" * 5000, "5,000 characters; at most 200"), ("  ", "is empty")],
+)
+def test_a_dataset_id_that_cannot_name_a_results_file_is_refused_first(tmp_path, capsys, dataset_id, words):
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    data = tmp_path / "small.txt"
+    data.write_text(ENGINE_TEXT)
+    status, _, err = run_cli(["eval", folder, "--data", data, "--dataset-id", dataset_id, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "--dataset-id", words)
+    assert not (folder / EVAL_RESULTS_FOLDER).exists()
+
+
+def test_a_data_file_named_with_a_leading_dot_records_a_visible_results_file(tmp_path, capsys):
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    data = tmp_path / ".hidden.txt"
+    data.write_text(ENGINE_TEXT)
+    assert run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)[0] == 0
+    assert [path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()] == ["hidden.txt.yaml"]
