@@ -56,10 +56,12 @@ class GGUFAgreement:
 
 def read_gguf_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Every tensor of a GGUF file as float32, dequantized by the gguf package, rows first (torch's shape)."""
-    from gguf import GGUFReader, quants
+    from gguf import quants
+
+    from hf_minitf.safety.gguf_files import read_gguf
 
     arrays = {}
-    for tensor in GGUFReader(str(path)).tensors:
+    for tensor in read_gguf(path).tensors:
         shape = tuple(reversed([int(size) for size in tensor.shape]))
         arrays[tensor.name] = quants.dequantize(tensor.data, tensor.tensor_type).astype(np.float32).reshape(shape)
     return arrays

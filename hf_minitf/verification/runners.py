@@ -25,6 +25,7 @@ from hf_minitf.catalog.exports import (
 from hf_minitf.catalog.verification import GGUF_SOURCE_KEY, SOURCE_CARD_FIELD
 from hf_minitf.export.format import LAYOUTS as LAYOUT_NAMES
 from hf_minitf.export.formats import export_format, export_formats
+from hf_minitf.safety.gguf_files import gguf_file_type, read_gguf
 from hf_minitf.safety.json_files import read_json
 
 RUNS = "hf_minitf.verification.runs"
@@ -118,16 +119,13 @@ def onnx_translator_graphs(files: list[str]) -> list[tuple[str, tuple[str, ...]]
 def gguf_facts(path: Path) -> tuple[str, str, str | None, int]:
     """A GGUF file's kind (an embedder where it pools its states, else a generator), precision (its file type: f32,
     f16, q8_0, ...), the source it names, and its context length."""
-    from gguf import GGUFReader, LlamaFileType
-
-    reader = GGUFReader(str(path))
+    reader = read_gguf(path)
 
     def value(key: str):
         found = reader.get_field(key)
         return None if found is None else found.contents()
 
-    file_type = value("general.file_type")
-    precision = LlamaFileType(file_type).name.removeprefix("ALL_").removeprefix("MOSTLY_").lower()
+    precision = gguf_file_type(path, reader)
     architecture = value("general.architecture")
     kind = "embedder" if value(f"{architecture}.pooling_type") else "generator"
     return kind, precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512)

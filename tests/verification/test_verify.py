@@ -225,3 +225,23 @@ def test_bad_inputs_are_one_line_errors(gpt, ct2, tmp_path, capsys):
     assert_one_line_error(status, err, "encoder model", "--source")
     status, _, err = run_cli(["verify", ct2, "--prompts", "0"], capsys)
     assert status == 2 and "--prompts" in err
+
+
+def test_a_damaged_gguf_is_named_in_one_line(gpt, tmp_path, capsys):
+    """Garbage after the GGUF magic, or a file without a file type: the file is named and what to do said, not the
+    gguf package's "Sorry, file appears to be version ..." or "None is not a valid LlamaFileType"."""
+    import gguf
+
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"GGUF" + bytes(range(251, 256)) * 40)
+    no_type = tmp_path / "no-type.gguf"
+    writer = gguf.GGUFWriter(str(no_type), "gpt2")
+    writer.add_context_length(16)
+    writer.add_tensor("token_embd.weight", np.zeros((4, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for path, words in ((garbage, "version"), (no_type, "general.file_type is None")):
+        status, _, err = run_cli(["verify", path], capsys)
+        assert_one_line_error(status, err, f"{path} is not a GGUF file the package can read", words, "export gguf")
