@@ -35,10 +35,9 @@ def gguf_file_type(path: str | os.PathLike, reader: Any) -> str:
 
     field = reader.get_field("general.file_type")
     value = None if field is None else field.contents()
-    try:
-        file_type = LlamaFileType(value)
-    except ValueError:
-        raise _refusal(path, f"general.file_type is {value!r}, not one of llama.cpp's file types") from None
+    if not isinstance(value, int) or value not in {file_type.value for file_type in LlamaFileType}:
+        raise _refusal(path, f"general.file_type is {value!r}, not one of llama.cpp's file types")
+    file_type = LlamaFileType(value)
     return file_type.name.removeprefix("ALL_").removeprefix("MOSTLY_").lower()
 
 
