@@ -18,6 +18,9 @@ PROMPT_SEED = 0
 EXACT_EMBEDDING_DIFFERENCE = 1e-5
 """How far an exact export's embeddings may be from MiniTF's: the largest difference relative to the largest value
 (float32 engines differ in their sums' order: about 1e-7)."""
+EXACT_LOGIT_DIFFERENCE = 1e-5
+"""The same for an exact export's logits, besides equal greedy tokens (a file whose every logit was scaled keeps the
+argmax: only the logits show it)."""
 
 SOURCE_CARD_FIELD = "minitf_source"
 """The metadata field of a native export's card that names the MiniTF folder or repo id it was exported from (an

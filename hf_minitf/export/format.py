@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from hf_minitf.catalog.exports import EVERY_KIND
+from hf_minitf.catalog.verification import EXACT_LOGIT_DIFFERENCE
 
 FOLDER_OUT = (
     "folder to write (must be empty unless --overwrite)",
@@ -87,8 +88,10 @@ class ExportFormat:
     """The kinds of file it writes, each with the runtime `minitf verify` runs it in."""
     exact_precisions: tuple[str, ...] = ()
     """The precisions (the export's weight type: --dtype, --quantization, an ONNX file's dtype) at which the format
-    claims the MiniTF model's outputs: greedy tokens, translations, embeddings within
+    claims the MiniTF model's outputs: greedy tokens with logits within `logit_bound`, translations, embeddings within
     `catalog.verification.EXACT_EMBEDDING_DIFFERENCE`; `minitf verify` exits 1 when such an export is not."""
+    logit_bound: float = EXACT_LOGIT_DIFFERENCE
+    """How far an exact file's logits may lie from MiniTF's, relative to their magnitude."""
     card_template: str = ""
     """Its card's template in model_cards/ (empty: it writes no card of its own)."""
     out: tuple[str, str] = FOLDER_OUT

@@ -74,6 +74,12 @@ class Target:
         return RUNNERS.get((self.engine, self.kind))
 
     @property
+    def logit_bound(self) -> float:
+        """How far the file's logits may lie from MiniTF's where it claims exactness (its format's bound)."""
+        runner = self.runner
+        return export_format(runner.export_format).logit_bound if runner is not None else 0.0
+
+    @property
     def claims_exact(self) -> bool:
         runner = self.runner
         return (

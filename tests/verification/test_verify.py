@@ -245,3 +245,20 @@ def test_a_damaged_gguf_is_named_in_one_line(gpt, tmp_path, capsys):
     for path, words in ((garbage, "version"), (no_type, "general.file_type is None")):
         status, _, err = run_cli(["verify", path], capsys)
         assert_one_line_error(status, err, f"{path} is not a GGUF file the package can read", words, "export gguf")
+
+
+def test_an_exact_export_whose_logits_were_scaled_fails_although_its_tokens_agree(gpt, tmp_path, capsys):
+    """A native export whose final LayerNorm was scaled x3 after export: every logit x3, the same argmax. A float32
+    file claims exactness, so its logits must agree too (within 1e-5 relative to their magnitude)."""
+    from safetensors.torch import load_file, save_file
+
+    native = export_native(gpt, tmp_path / "native")
+    weights = load_file(native / "model.safetensors")
+    (final_norm,) = [name for name in weights if name.endswith("ln_f.weight")]
+    for name in (final_norm, final_norm.replace(".weight", ".bias")):
+        weights[name] = weights[name] * 3
+    save_file(weights, native / "model.safetensors", metadata={"format": "pt"})
+    status, _, err = run_cli(["verify", native, "--prompts", "2", "--new-tokens", "4"], capsys)
+    (line,) = err.strip().splitlines()
+    assert status == 1 and "greedy tokens equal, but the logits of prompt" in line, line
+    assert re.search(r"differ by 2\.0e\+00 relative at position \d+ \(more than 1e-05", line), line

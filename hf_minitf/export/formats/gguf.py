@@ -113,5 +113,8 @@ FORMAT = ExportFormat(
         FormatRunner("llama.cpp", "embedder", "llama_cpp_embedder", exact=False),
     ),
     exact_precisions=("f32",),
+    # llama.cpp computes GELU's tanh form from an f16 table: an f32 file's logits lie about 1e-3 (relative) from
+    # MiniTF's; a file past this bound is not the exported model
+    logit_bound=5e-3,
     out=FILE_OUT,
 )
