@@ -24,7 +24,7 @@ from typing import Any
 from huggingface_hub import EvalResult, ModelCard
 
 from hf_minitf.cards.facts import read_card
-from hf_minitf.cards.render import README, assemble_card, card_data, card_template, set_section
+from hf_minitf.cards.render import README, assemble_card, card_data, card_template, set_section, table_cell
 from hf_minitf.cards.update import save_card
 from hf_minitf.catalog.limits import MAX_DATASET_ID_CHARS
 from hf_minitf.safety.card_metadata import CardMetadataError, check_card_metadata
@@ -126,7 +126,11 @@ def _evaluation_section(results: list[EvalResult]) -> str:
         for result in results
         if isinstance(result.metric_value, (int, float))
     ]
-    return jinja2.Template(card_template(EVALUATION_TEMPLATE)).render(rows=rows)
+    cells = [
+        {key: value if key == "value" or value is None else table_cell(value) for key, value in row.items()}
+        for row in rows
+    ]
+    return jinja2.Template(card_template(EVALUATION_TEMPLATE)).render(rows=cells)
 
 
 def record_in_card(folder: str | os.PathLike, results: list[EvalResult], model_name: str | None = None) -> ModelCard:

@@ -7,6 +7,7 @@ added, sentence-transformers' own sections).
 
 from __future__ import annotations
 
+import html
 import importlib.resources
 import json
 import os
@@ -42,6 +43,12 @@ _SENTENCE_TRANSFORMER_CALL = re.compile(r'SentenceTransformer\("([^"]*)"(?:, tru
 def is_blank_card(text: str) -> bool:
     """Whether a card is empty or transformers' placeholder (what `push_to_hub` writes when a repo has none)."""
     return "[More Information Needed]" in text or not text.strip()
+
+
+def table_cell(text: Any) -> str:
+    """Text from data (a file name, a dataset id, a metric's name) as one cell of a card's Markdown table: one line,
+    HTML escaped (no tag, no comment: a section marker cannot be planted), `|` escaped (no extra column)."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
 
 
 def card_template(name: str) -> str:

@@ -187,3 +187,19 @@ def test_a_data_file_named_with_a_leading_dot_records_a_visible_results_file(tmp
     data.write_text(ENGINE_TEXT)
     assert run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)[0] == 0
     assert [path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()] == ["hidden.txt.yaml"]
+
+
+def test_a_hostile_data_name_stays_one_escaped_table_cell(tmp_path):
+    """A data file's name goes into the card's Evaluation table as text: no line break, heading, raw HTML, extra
+    column or section marker reaches the card."""
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    name = "a\n## Injected <img src=x onerror=alert(1)>|b<!-- minitf:runs_in -->.txt"
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name=name)
+    card = ModelCard.load(folder / "README.md")
+    assert card.data.to_dict()["model-index"][0]["results"][0]["dataset"]["name"] == name  # YAML keeps it as data
+    text = card.text
+    (row,) = [line for line in text.splitlines() if "Injected" in line]
+    assert row.startswith("| a ## Injected &lt;img src=x onerror=alert(1)&gt;\\|b&lt;!-- minitf:runs_in --&gt;.txt |")
+    assert row.replace("\\|", "").count("|") == 7  # the table's six columns
+    assert "<img" not in text and not any(line.startswith("## Injected") for line in text.splitlines())
+    assert text.count("<!-- minitf:runs_in -->") == 0
