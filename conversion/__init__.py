@@ -5,7 +5,8 @@ published Hugging Face folders and Hub repo ids, its Embeddings layer), `miniemb
 Transformer-embedding layer), `hkproj` (hkproj's pytorch-transformer). Checkpoints are read without running
 pickled code (`checkpoint`), Hub repositories through huggingface_hub (`hf_minitf.hub.sources`), weights are streamed
 into the output file (`output`) and the output folder is written whole (`hf_minitf.safety.output_folders`). `hf_minitf.catalog.converters`
-names each source's function and module; `minitf convert SOURCE` runs them.
+names each source's function and module; `minitf convert SOURCE` runs them. `export_original` (`original`) is the way
+back: a MiniTF folder as its original project's checkpoint and side files (`minitf export original`).
 """
 
 import importlib
@@ -13,8 +14,10 @@ import importlib
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.conversion.checkpoint import ConversionError, open_checkpoint
 
-# The converters, each imported on first use.
-_CONVERTERS = {converter.function: converter.module for converter in CONVERTERS.values()}
+# The converters, and the way back (`export_original`), each imported on first use.
+_CONVERTERS = {converter.function: converter.module for converter in CONVERTERS.values()} | {
+    "export_original": "original"
+}
 
 
 def __getattr__(name: str):

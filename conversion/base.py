@@ -18,7 +18,7 @@ from transformers import GenerationConfig, PreTrainedConfig, PreTrainedModel, Pr
 from transformers.dynamic_module_utils import custom_object_save
 
 from hf_minitf.cards import relicense_card
-from hf_minitf.catalog.converters import CONVERTERS
+from hf_minitf.catalog.converters import CONVERTERS, ORIGINAL_FORMAT_FIELD
 from hf_minitf.catalog.limits import DTYPE_NAMES
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, open_checkpoint
 from hf_minitf.conversion.output import TensorPlan, cast_for_output, write_safetensors
@@ -169,6 +169,20 @@ def check_given(given: Mapping[str, Any], inferred: Mapping[str, Any], source: s
     ]
     if clashes:
         raise ConversionError(f"The {source} does not match the checkpoint: {'; '.join(clashes)}.")
+
+
+def record_original(config: PreTrainedConfig, source: str, **fields: Any) -> None:
+    """Record in the config (saved in config.json, kept by every later save_pretrained) that the model came from the
+    `source` of `minitf convert`, with what the original's files hold that the config does not (`fields`), so that
+    `minitf export original` writes the same files back."""
+    setattr(config, ORIGINAL_FORMAT_FIELD, {"format": source, **fields})
+
+
+def tokenizer_record(path: str | Path) -> dict[str, Any]:
+    """The parts of an original `tokenizers` file that conversion changes (its added tokens and post-processor), as
+    they were, for `record_original`."""
+    data = read_json_file(Path(path), "the tokenizer", "give the original tokenizer file")
+    return {"added_tokens": data.get("added_tokens") or [], "post_processor": data.get("post_processor")}
 
 
 def output_dtype(checkpoint: Checkpoint, keys: Iterable[str], dtype: str) -> torch.dtype:
@@ -473,10 +487,12 @@ __all__ = [
     "plan_weights",
     "read_json",
     "read_json_file",
+    "record_original",
     "require_architecture",
     "require_heads",
     "save_converted",
     "save_embedding_layer",
     "shape_of",
     "sinusoidal_length",
+    "tokenizer_record",
 ]

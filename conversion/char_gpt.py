@@ -24,6 +24,7 @@ from hf_minitf.conversion.base import (
     plan_weights,
     read_json,
     read_json_file,
+    record_original,
     require_architecture,
     require_heads,
     shape_of,
@@ -112,6 +113,7 @@ def plan_char_gpt(
     )
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
     plans = plan_weights(checkpoint, MiniTFGPTForCausalLM, config, RULES, ignore, dtype)
+    record_original(config, "char-gpt")
     generation_config = GenerationConfig(use_cache=False)
     tokenizer = char_tokenizer(list(chars), special_tokens=None)
     prompt = "The" if set("The") <= set(chars) else next((c for c in chars if c.isalnum()), "")

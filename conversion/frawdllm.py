@@ -32,9 +32,11 @@ from hf_minitf.conversion.base import (
     num_parameters,
     plan_weights,
     read_json,
+    record_original,
     require_architecture,
     require_heads,
     shape_of,
+    tokenizer_record,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError, PickledRecord, open_checkpoint, stand_in_class
 from hf_minitf.conversion.gpt_common import gpt_rules, head_is_tied
@@ -428,6 +430,8 @@ def plan_frawdllm(
     ignore = BUFFERS + ([r"lm_head\.weight"] if tied else [])
     plans = plan_weights(checkpoint, MiniTFGPTForCausalLM, gpt_config, RULES, ignore, dtype)
     fast_tokenizer, notes, bos_prompts = frawdllm_tokenizer(tokenizer, fields)
+    flags_set = {flag: True for flag in INERT_FLAGS if fields.get(flag)}
+    record_original(gpt_config, "frawdllm", **flags_set, tokenizer=tokenizer_record(tokenizer))
     generation_config = GenerationConfig(
         bos_token_id=fields["bos_token_id"], eos_token_id=fields["eos_token_id"], pad_token_id=fields["pad_token_id"]
     )

@@ -27,10 +27,12 @@ from hf_minitf.conversion.base import (
     num_parameters,
     plan_weights,
     read_json,
+    record_original,
     require_architecture,
     require_heads,
     shape_of,
     sinusoidal_length,
+    tokenizer_record,
 )
 from hf_minitf.conversion.checkpoint import Checkpoint, ConversionError
 from hf_minitf.modeling.configuration_minitf_seq2seq import MiniTFSeq2SeqConfig
@@ -214,6 +216,15 @@ def plan_hkproj(
     )
     plans = plan_weights(
         checkpoint, MiniTFSeq2SeqForConditionalGeneration, seq2seq_config, hkproj_rules(projection), BUFFERS, dtype
+    )
+    record_original(
+        seq2seq_config,
+        "hkproj",
+        **{name: fields[name] for name in ("src_seq_len", "tgt_seq_len") if fields.get(name) is not None},
+        projection=projection,
+        source_tokenizer=Path(source_tokenizer).name,
+        target_tokenizer=Path(target_tokenizer).name,
+        tokenizers={"source": tokenizer_record(source_tokenizer), "target": tokenizer_record(target_tokenizer)},
     )
     # With the early version's std * eps norm and gains near 1, activations reach ~1e6 and attention scores ~1e12, so
     # the original's masked scores (set to -1e9) do not vanish in the softmax: masked future positions leak into earlier

@@ -27,6 +27,7 @@ from hf_minitf.conversion.base import (
     num_parameters,
     plan_weights,
     read_json,
+    record_original,
     require_architecture,
     require_heads,
     shape_of,
@@ -113,6 +114,7 @@ def plan_miniembed(
         pad_token_id=int(fields.get("pad_token_id", 0)),
     )
     plans = plan_weights(checkpoint, MiniTFEncoderModel, encoder_config, RULES, BUFFERS, dtype)
+    record_original(encoder_config, "miniembed")
     try:
         fast_tokenizer = miniembed_tokenizer(tokenizer, max_length=fields["max_seq_len"])
     except (OSError, ValueError) as error:

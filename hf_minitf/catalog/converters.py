@@ -24,6 +24,10 @@ class Converter(NamedTuple):
     license: str | None = None
     """The license the original project states, as a Hub license id; None where it states none (the card then says
     `other` and asks for one). Of the original codebases, only MiniEmbed states one (MIT, in its LICENSE)."""
+    checkpoint_file: str = ""
+    """The checkpoint file `minitf export original --format NAME` writes, named as the original project names it."""
+    exported: str = ""
+    """What `minitf export original --format NAME` writes: the checkpoint and the side files."""
 
 
 CHAR_GPT_DESCRIPTION = """\
@@ -129,6 +133,10 @@ CONVERTERS: dict[str, Converter] = {
         "char_gpt",
         "nanoGPT-style character GPT -> MiniTFGPTForCausalLM + char tokenizer",
         CHAR_GPT_DESCRIPTION,
+        checkpoint_file="model.pt",
+        exported="model.pt (the state_dict, `torch.save(model.state_dict())`: causal-mask buffers included, lm_head "
+        "sharing wte's tensor), vocab.json (the characters in id order), config.json (GPT's constructor arguments: "
+        "vocab_size, block_size, n_embd, n_head, n_layer, dropout)",
     ),
     "frawdllm": Converter(
         "FrawdLLM",
@@ -136,6 +144,14 @@ CONVERTERS: dict[str, Converter] = {
         "frawdllm",
         "FrawdLLM checkpoint, published folder or Hub repo id (learned or RoPE, chat models too) -> MiniTFGPTForCausalLM + its BPE tokenizer",
         FRAWDLLM_DESCRIPTION,
+        checkpoint_file="best.pt",
+        exported="best.pt (FrawdLLM's training checkpoint layout: epoch 0, global_step 0, model_state_dict with the "
+        "attention-mask buffers and lm_head sharing the token embedding's tensor, empty optimizer_state_dict and "
+        "scheduler_state_dict, val_loss None, and `config` as a plain dict of ModelConfig's fields instead of the "
+        "pickled dataclass, so the file loads with torch.load(weights_only=True): build the model with "
+        "FrawdLLM(ModelConfig(**checkpoint['config']))), config.json (the same ModelConfig fields, as FrawdLLM's "
+        "convert_to_hf.py names them), tokenizer.json (its `tokenizers` byte-level BPE, framing texts as "
+        "<|bos|> text <|eos|> again)",
     ),
     "miniembed": Converter(
         "MiniEmbed",
@@ -144,6 +160,10 @@ CONVERTERS: dict[str, Converter] = {
         "MiniEmbed embedding model -> MiniTFEncoderModel + tokenizer + SentenceTransformer",
         MINIEMBED_DESCRIPTION,
         license="mit",
+        checkpoint_file="model.safetensors",
+        exported="model.safetensors (MiniTransformerEmbedding's state_dict, the positional table included), "
+        "config.json (its constructor arguments: vocab_size, d_model, num_heads, num_layers, d_ff, max_seq_len, "
+        "dropout, pad_token_id), tokenizer.json (its word-level vocabulary, {vocab_size, word_to_id})",
     ),
     "hkproj": Converter(
         "hkproj pytorch-transformer",
@@ -151,6 +171,11 @@ CONVERTERS: dict[str, Converter] = {
         "hkproj",
         "hkproj pytorch-transformer translation model -> MiniTFSeq2SeqForConditionalGeneration",
         HKPROJ_DESCRIPTION,
+        checkpoint_file="tmodel_00.pt",
+        exported="tmodel_00.pt (train.py's layout: epoch 0, model_state_dict with both positional tables, empty "
+        "optimizer_state_dict, global_step 0), config.json (build_transformer's arguments: src_vocab_size, "
+        "tgt_vocab_size, src_seq_len, tgt_seq_len, d_model, N, h, dropout, d_ff), the two `tokenizers` files under "
+        "the names they were converted from (tokenizer_source.json and tokenizer_target.json when not recorded)",
     ),
     "transformer-embedding": Converter(
         "Transformer-embedding layer (TransformerEmbedding)",
@@ -158,6 +183,9 @@ CONVERTERS: dict[str, Converter] = {
         "miniembed",
         "Transformer-embedding layer (TransformerEmbedding) alone -> MiniTF encoder embedding weights",
         TRANSFORMER_EMBEDDING_DESCRIPTION,
+        checkpoint_file="embedding.pt",
+        exported="embedding.pt (the layer's state_dict: pe, token_embedding.weight), config.json (its constructor "
+        "arguments: vocab_size, d_model, max_len, pad_idx=0)",
     ),
     "frawdllm-embeddings": Converter(
         "FrawdLLM Embeddings layer",
@@ -165,7 +193,41 @@ CONVERTERS: dict[str, Converter] = {
         "frawdllm",
         "FrawdLLM's Embeddings layer alone -> MiniTF GPT embedding weights",
         FRAWDLLM_EMBEDDINGS_DESCRIPTION,
+        checkpoint_file="embeddings.pt",
+        exported="embeddings.pt (the layer's state_dict: token_emb.weight, and pos_emb.weight for learned positions), "
+        "config.json (the ModelConfig fields the layer fixes: vocab_size, n_embd, use_rope, and context_length for "
+        "learned positions)",
     ),
 }
 
-__all__ = ["CONVERTERS", "Converter"]
+ORIGINAL_FORMAT_FIELD = "original_format"
+"""The config.json field a conversion records its source in (`{"format": SOURCE, ...}` with what the original's files
+hold that the MiniTF config does not), so that `minitf export original` writes the same files back; it survives
+`save_pretrained` after fine-tuning."""
+
+
+class OriginalExport(NamedTuple):
+    """`minitf export original`: a sub-command of `minitf export` beside the formats, made from this entry."""
+
+    summary: str
+    description: str
+
+
+ORIGINAL_EXPORT = OriginalExport(
+    "back to the original project's checkpoint and side files (char GPT, FrawdLLM, MiniEmbed, hkproj, embedding layers)",
+    "Write a MiniTF folder (converted, then fine-tuned with the Hugging Face tools or `minitf train --resume`) back "
+    "as the checkpoint and side files of the original project it came from, named and laid out as that project "
+    "writes and reads them, with the same numbers out: `minitf convert FORMAT` of what it writes gives the same "
+    "model again. FORMAT is a source of `minitf convert`; the default is the one the conversion recorded in "
+    f"config.json (`{ORIGINAL_FORMAT_FIELD}`), else the original whose layout the folder fits (a GPT with a "
+    "character tokenizer: char-gpt; another GPT: frawdllm; an encoder: miniembed; a translator: hkproj; the folder "
+    "of an embedding layer's conversion: its layer). What the original code cannot compute (another activation, "
+    "norm or eps, rotary variant, a head not tied, a chat template other than FrawdLLM's, a tokenizer the original "
+    "does not read, ...) is refused before anything is written, naming the field. Pickled files hold tensors and "
+    "plain containers only (torch.load(weights_only=True) reads them); the folder appears whole or not at all.\n\n"
+    "What each format writes:\n\n"
+    + "\n".join(f"- {name}: {converter.exported}" for name, converter in CONVERTERS.items()),
+)
+"""What `minitf export original --help` says."""
+
+__all__ = ["CONVERTERS", "ORIGINAL_EXPORT", "ORIGINAL_FORMAT_FIELD", "Converter", "OriginalExport"]

@@ -7,13 +7,21 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
+from hf_minitf.catalog.converters import CONVERTERS, ORIGINAL_EXPORT
 from hf_minitf.catalog.exports import EXPORT_DESCRIPTION
 from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT
 from hf_minitf.catalog.verification import NO_VERIFY_HELP
-from hf_minitf.commands.common import add_catalog_commands, add_license, quiet_transformers, reports_errors
+from hf_minitf.commands.common import (
+    CatalogEntry,
+    add_catalog_commands,
+    add_license,
+    quiet_transformers,
+    reports_errors,
+)
+from hf_minitf.export.format import FOLDER_OUT
 from hf_minitf.export.formats import export_formats
 
-HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page (`minitf export --help`)"
+HELP = "export a model to run without hf_minitf: native transformers, GGUF, CTranslate2, ONNX, a web page, or back to its original project's files (`minitf export --help`)"
 
 
 def _add_export_source(parser: argparse.ArgumentParser, out_help: str, overwrite_help: str) -> None:
@@ -39,9 +47,37 @@ FORMAT_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
 WRITERS: dict[str, Callable[[argparse.Namespace], str]] = {name: export.write for name, export in FORMATS.items()}
 
 
+ORIGINAL = "original"
+"""`minitf export original`: back to an original project's files, written by `hf_minitf.conversion.export_original`
+(the conversion library knows the originals' layouts; no export format object, as `minitf verify` cannot run the
+original code: the round trip through `minitf convert` is what the tests check)."""
+
+
+def add_original_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `minitf export original`."""
+    parser.add_argument(
+        "source",
+        metavar="FOLDER",
+        help="a MiniTF model folder (converted, fine-tuned or trained), or the folder `minitf convert "
+        "transformer-embedding/frawdllm-embeddings` wrote",
+    )
+    parser.add_argument("out", type=Path, metavar="OUT", help=FOLDER_OUT[0])
+    parser.add_argument(
+        "--format",
+        dest="original_format",
+        choices=tuple(CONVERTERS),
+        help="the original project's format (default: the one the conversion recorded, else the one whose layout "
+        "the folder fits)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT folder this command wrote")
+
+
 def add_format_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     """The arguments of `minitf export NAME`: those of every export (OUT a file or a folder, as the format says),
     the format's own, then whether to verify the export."""
+    if name == ORIGINAL:
+        add_original_arguments(parser)
+        return
     _add_export_source(parser, *FORMATS[name].out)
     FORMAT_ARGUMENTS[name](parser)
     parser.add_argument("--no-verify", action="store_true", help=NO_VERIFY_HELP)
@@ -49,8 +85,9 @@ def add_format_arguments(parser: argparse.ArgumentParser, name: str) -> None:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     """`export`, with one sub-command per format (its name is `args.format`)."""
+    entries: dict[str, CatalogEntry] = {**FORMATS, ORIGINAL: ORIGINAL_EXPORT}
     return add_catalog_commands(
-        commands, "export", HELP, EXPORT_DESCRIPTION, "format", FORMATS, add_format_arguments, run
+        commands, "export", HELP, EXPORT_DESCRIPTION, "format", entries, add_format_arguments, run
     )
 
 
@@ -58,6 +95,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """`minitf export FORMAT SRC OUT ...`: the format's writer, as its object names it."""
     quiet_transformers()  # loading bars and notes of the source model: nothing the user acts on
+    if args.format == ORIGINAL:
+        from hf_minitf.conversion import export_original
+
+        exported = export_original(args.source, args.out, format=args.original_format, overwrite=args.overwrite)
+        print(exported.summary(args.source))
+        return 0
     print(WRITERS[args.format](args))
     if args.no_verify:
         return 0
