@@ -46,8 +46,12 @@ MODEL_FORMATS = {"char-gpt": "gpt", "frawdllm": "gpt", "miniembed": "encoder", "
 LAYER_FORMATS = ("transformer-embedding", "frawdllm-embeddings")
 EMBEDDING_FILES = ("embeddings.safetensors", "embedding_config.json")
 # What conversion adds to an original tokenizer file, undone on the way back from what it recorded: the tokens it
-# registers (hkproj's specials; FrawdLLM's chat tokens, when its file lacked them) and the post-processor it sets.
-REGISTERED_TOKENS = {"hkproj": ("[UNK]", "[PAD]", "[SOS]", "[EOS]"), "frawdllm": (USER_TOKEN, ASSISTANT_TOKEN)}
+# registers (hkproj's specials; FrawdLLM's specials and chat tokens, when its file lacked them as added tokens) and
+# the post-processor it sets.
+REGISTERED_TOKENS = {
+    "hkproj": ("[UNK]", "[PAD]", "[SOS]", "[EOS]"),
+    "frawdllm": (*BPE_SPECIAL_TOKENS.values(), USER_TOKEN, ASSISTANT_TOKEN),
+}
 # FrawdLLM's tokenizer files frame every text as <|bos|> text <|eos|> (conversion makes prompts <|bos|> text).
 FRAWDLLM_POST_PROCESSOR = {
     "type": "TemplateProcessing",
