@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from bad_inputs import CommandFailed, bad, bad_input_tests, char_gpt_folder, minitf, refused_arguments, write
-from factories import make_encoder, make_seq2seq
+from factories import DATA, convert_miniembed_fixture, make_encoder, make_seq2seq, write_hkproj_tokenizers
 from safetensors import SafetensorError
 
 import hf_minitf.export.source as source_module
@@ -298,7 +298,130 @@ BAD_INPUTS = [
 ]
 
 
-test_bad_export_source_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(BAD_INPUTS)
+def converted(tmp: Path, fixture: str) -> Path:
+    """The fixture `fixture` of tests/data converted (FrawdLLM with a chat tokenizer), into `tmp / "converted"`."""
+    from helpers import write_frawdllm_tokenizer
+
+    from hf_minitf.conversion import convert_char_gpt, convert_frawdllm, convert_hkproj, convert_miniembed
+
+    out, data = tmp / "converted", DATA / fixture
+    if fixture == "char_gpt":
+        convert_char_gpt(data / "checkpoint.pt", out, vocab=data / "vocab.json", original_config=data / "config.json")
+    elif fixture.startswith("frawdllm"):
+        tokenizer = write_frawdllm_tokenizer(tmp / "tokenizer.json", chat=True)
+        convert_frawdllm(data / "checkpoint.pt", out, tokenizer=tokenizer)
+    elif fixture == "minitf_embedding":
+        convert_miniembed_fixture(out)
+    else:
+        write_hkproj_tokenizers(tmp)
+        convert_hkproj(
+            data / "checkpoint.pt",
+            out,
+            source_tokenizer=tmp / "tokenizer_en.json",
+            target_tokenizer=tmp / "tokenizer_it.json",
+            config=data / "config.json",
+            norm_type="scalar_std_times_eps",  # untrained: gains near 1 do not tell the formula
+        )
+    return out
+
+
+def with_config(**fields):
+    def edit(text: str) -> str:
+        return json.dumps({**json.loads(text), **fields})
+
+    return edit
+
+
+def not_original(fixture: str, name: str, edit, field: str, project: str):
+    """A row: `minitf export original` of the converted `fixture` whose file `name` is changed by `edit` into what its
+    original project cannot compute, refused naming `field` (and nothing written)."""
+    return bad(
+        f"original-{fixture.replace('_', '-')}-{field.replace('_', '-')}",
+        lambda tmp: minitf("export", "original", edited(converted(tmp, fixture), name, edit), tmp / "out"),
+        CommandFailed,
+        rf"exit 2: minitf export original: error: {project} cannot express {field}",
+    )
+
+
+ORIGINAL_BAD_INPUTS = [
+    # 5. Back to an original project: what its code cannot compute, refused naming the field, nothing written.
+    not_original(
+        "char_gpt", "config.json", with_config(hidden_act="gelu_new"), "hidden_act", "nanoGPT-style character GPT"
+    ),
+    not_original(
+        "char_gpt", "config.json", with_config(layer_norm_eps=1e-6), "layer_norm_eps", "nanoGPT-style character GPT"
+    ),
+    not_original(
+        "char_gpt",
+        "config.json",
+        with_config(attention_dropout=0.3),
+        "attention_dropout",
+        "nanoGPT-style character GPT",
+    ),
+    not_original("frawdllm_rope", "config.json", with_config(rope_interleaved=False), "rope_interleaved", "FrawdLLM"),
+    not_original("frawdllm_rope", "config.json", with_config(rope_theta=500000.0), "rope_theta", "FrawdLLM"),
+    not_original(
+        "frawdllm_rope", "config.json", with_config(max_position_embeddings=62), "max_position_embeddings", "FrawdLLM"
+    ),
+    not_original(
+        "frawdllm_rope", "chat_template.jinja", lambda text: HEADER_TEMPLATE, "this chat_template", "FrawdLLM"
+    ),
+    not_original(
+        "minitf_embedding", "config.json", with_config(scale_embeddings=False), "scale_embeddings", "MiniEmbed"
+    ),
+    not_original("minitf_embedding", "config.json", with_config(hidden_act="relu"), "hidden_act", "MiniEmbed"),
+    not_original(
+        "minitf_embedding", "tokenizer.json", with_config(normalizer=None), "this tokenizer's normalizer", "MiniEmbed"
+    ),
+    not_original(
+        "seq2seq_transformer",
+        "config.json",
+        with_config(layer_norm_eps=1e-5),
+        "layer_norm_eps",
+        "hkproj pytorch-transformer",
+    ),
+    not_original(
+        "seq2seq_transformer",
+        "config.json",
+        with_config(attention_mask_value=None),
+        "attention_mask_value",
+        "hkproj pytorch-transformer",
+    ),
+    not_original(
+        "seq2seq_transformer",
+        "config.json",
+        with_config(output_log_softmax=False),
+        "output_log_softmax",
+        "hkproj pytorch-transformer",
+    ),
+    bad(
+        "original-frawdllm-as-char-gpt",
+        lambda tmp: minitf("export", "original", converted(tmp, "frawdllm_rope"), tmp / "out", "--format", "char-gpt"),
+        CommandFailed,
+        r"exit 2: minitf export original: error: nanoGPT-style character GPT cannot express "
+        r"position_embedding_type='rope': it has learned positions \(wpe\) only",
+    ),
+    bad(
+        "original-frawdllm-learned-as-char-gpt",
+        lambda tmp: minitf(
+            "export", "original", converted(tmp, "frawdllm_learned"), tmp / "out", "--format", "char-gpt"
+        ),
+        CommandFailed,
+        r"exit 2: minitf export original: error: .*converted/tokenizer.json is no character list .*the char GPT reads "
+        r"vocab.json, one character per id",
+    ),
+    bad(
+        "original-encoder-as-hkproj",
+        lambda tmp: minitf("export", "original", encoder(tmp), tmp / "out", "--format", "hkproj"),
+        CommandFailed,
+        r"exit 2: minitf export original: error: .*encoder is a encoder model; --format hkproj writes hkproj "
+        r"pytorch-transformer's files from seq2seq models \(for encoder models: miniembed\)",
+    ),
+]
+
+test_bad_export_source_is_refused_naming_the_problem, test_ids_are_unique = bad_input_tests(
+    BAD_INPUTS + ORIGINAL_BAD_INPUTS
+)
 
 
 def test_disk_full_from_python_keeps_errno(tmp_path, monkeypatch):
