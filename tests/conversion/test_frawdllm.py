@@ -201,7 +201,10 @@ def test_llama_flags_that_frawdllm_ignores_convert_what_the_weights_are(
     # FrawdLLM's code computes the same function whatever the flags say: the fixture's outputs are the original's.
     assert_reproduces(tmp_path / "out", "frawdllm_rope")
     model_config = json.loads((tmp_path / "out/config.json").read_text())
+    # the model's fields say nothing of RMSNorm; the record of the original's config keeps its flags for the way back
+    recorded = model_config.pop("original_format")
     assert model_config["hidden_act"] == "gelu" and "rms" not in json.dumps(model_config).lower()
+    assert recorded["use_rmsnorm"] is True
     card = (tmp_path / "out/README.md").read_text()
     assert "`use_rmsnorm=True` and `use_swiglu=True`" in card and "never reads these flags" in card
     assert "use_rmsnorm=True, use_swiglu=True in the original config had no effect" in printed.out

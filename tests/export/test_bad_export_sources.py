@@ -302,7 +302,7 @@ def converted(tmp: Path, fixture: str) -> Path:
     """The fixture `fixture` of tests/data converted (FrawdLLM with a chat tokenizer), into `tmp / "converted"`."""
     from helpers import write_frawdllm_tokenizer
 
-    from hf_minitf.conversion import convert_char_gpt, convert_frawdllm, convert_hkproj, convert_miniembed
+    from hf_minitf.conversion import convert_char_gpt, convert_frawdllm, convert_hkproj
 
     out, data = tmp / "converted", DATA / fixture
     if fixture == "char_gpt":
