@@ -69,7 +69,7 @@ def add_original_arguments(parser: argparse.ArgumentParser) -> None:
         help="the original project's format (default: the one the conversion recorded, else the one whose layout "
         "the folder fits)",
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT folder this command wrote")
+    parser.add_argument("--overwrite", action="store_true", help=FOLDER_OUT[1])
 
 
 def add_format_arguments(parser: argparse.ArgumentParser, name: str) -> None:
