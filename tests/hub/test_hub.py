@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from factories import SAVED_MODEL_FILES, save_with_tokenizer, tiny_model
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, hf_hub_download
 from isolation import run_without_hf_minitf
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
@@ -115,6 +115,17 @@ def test_gpt_uploads_exactly_its_files_and_loads_back_by_repo_id(published, gpt)
     assert torch.equal(loaded.generate(ids, max_new_tokens=12, do_sample=False), expected)
     generated = pipeline("text-generation", model="org/tiny-gpt")("hello", max_new_tokens=12, do_sample=False)
     assert generated[0]["generated_text"] == tokenizer.decode(expected[0], skip_special_tokens=True)
+
+
+def test_published_tokenizer_configs_carry_no_loading_state(published, sentence_folder):
+    """transformers records how a tokenizer was loaded (`is_local`, `local_files_only`) when it saves one it read from
+    a folder, as sentence-transformers' save does: neither the saved folder nor any pushed repo keeps it."""
+    folder = sentence_folder[0]
+    configs = {"local": json.loads((folder / "tokenizer_config.json").read_text())}
+    for repo_id in ("org/tiny-gpt", "org/tiny-translator", "org/tiny-st"):
+        configs[repo_id] = json.loads(Path(hf_hub_download(repo_id, "tokenizer_config.json")).read_text())
+    for where, config in configs.items():
+        assert not {"is_local", "local_files_only"} & set(config), where
 
 
 def test_gpt_card_metadata_table_and_snippets(published, gpt):
