@@ -7,6 +7,8 @@ import hashlib
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,6 +183,27 @@ def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
         model.generate(**tokenizer("Hello", return_tensors="pt"), max_new_tokens=15), skip_special_tokens=True
     )
     assert run_snippet(with_package) == f"{decoded}\n"
+
+
+def test_translator_pipeline_loads_by_repo_id_without_the_flag_where_hf_minitf_is_installed(published, seq2seq):
+    """With hf-minitf installed (not even imported), `pipeline` runs the installed translation pipeline for a pushed
+    translator: by task name, and with no task (its config names the one custom pipeline), in a fresh process."""
+    model, tokenizer = seq2seq
+    texts = ["one two three", "two"]
+    expected = [
+        tokenizer.decode(model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=8)[0], True)
+        for text in texts
+    ]
+    program = f"""
+import json
+from transformers import pipeline
+by_task = pipeline("{TRANSLATION_TASK}", model="org/tiny-translator")
+by_config = pipeline(model="org/tiny-translator")
+print(json.dumps([[r["translation_text"] for r in p({texts!r}, max_new_tokens=8)] for p in (by_task, by_config)]))
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [expected, expected]
 
 
 def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
