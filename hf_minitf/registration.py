@@ -93,7 +93,8 @@ def register_pipelines(pipelines: ModuleType) -> None:
     pipelines.PIPELINE_REGISTRY.register_pipeline(
         TASK, pipeline_class=MiniTFTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
-    pipelines.pipeline = _with_installed_translation_pipeline(pipelines.pipeline, TASK, MiniTFTranslationPipeline)
+    wrapped = _with_installed_translation_pipeline(pipelines.pipeline, TASK, MiniTFTranslationPipeline)
+    pipelines.pipeline = wrapped  # type: ignore[attr-defined]
 
 
 def _with_installed_translation_pipeline(pipeline: Any, task_name: str, pipeline_class: type) -> Any:
