@@ -93,6 +93,41 @@ def register_pipelines(pipelines: ModuleType) -> None:
     pipelines.PIPELINE_REGISTRY.register_pipeline(
         TASK, pipeline_class=MiniTFTranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
     )
+    wrapped = _with_installed_translation_pipeline(pipelines.pipeline, TASK, MiniTFTranslationPipeline)
+    pipelines.pipeline = wrapped  # type: ignore[attr-defined]
+
+
+def _with_installed_translation_pipeline(pipeline: Any, task_name: str, pipeline_class: type) -> Any:
+    """`pipeline` running the installed `minitf-translation` class for a pushed MiniTF translator.
+
+    A pushed translator names its pipeline in `custom_pipelines` (so it loads where hf_minitf is not installed,
+    with `trust_remote_code=True`), and transformers then asks for that flag even though the task is registered
+    here. Without the flag, the installed class runs: for the task by name, and for no task when the model's
+    config names this one alone."""
+
+    @functools.wraps(pipeline)
+    def installed_pipeline(task: str | None = None, model: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("pipeline_class") is None and not kwargs.get("trust_remote_code"):
+            if task == task_name or (task is None and _names_only_task(model, kwargs, task_name)):
+                task, kwargs = task_name, {**kwargs, "pipeline_class": pipeline_class}
+        return pipeline(task, model, *args, **kwargs)
+
+    return installed_pipeline
+
+
+def _names_only_task(model: Any, kwargs: dict[str, Any], task_name: str) -> bool:
+    """Whether the config of `model` (a repo id or folder) names `task_name` as its only custom pipeline."""
+    config = kwargs.get("config")
+    if config is None and isinstance(model, str):
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(model, revision=kwargs.get("revision"), token=kwargs.get("token"))
+        except Exception:  # noqa: BLE001  # not a loadable config without remote code: transformers decides
+            return False
+    elif config is None:
+        config = getattr(model, "config", None)
+    return list(getattr(config, "custom_pipelines", None) or {}) == [task_name]
 
 
 def add_config_checks(module: ModuleType) -> None:

@@ -16,7 +16,7 @@ import tempfile
 
 from transformers import PreTrainedTokenizerBase
 
-from hf_minitf.cards import write_model_card
+from hf_minitf.cards import drop_tokenizer_loading_state, write_model_card
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 
@@ -69,6 +69,7 @@ def save_sentence_transformer(
             device=str(model.device),
         )
         sentence_model.save(str(work))
+        drop_tokenizer_loading_state(work)  # sentence-transformers loaded the tokenizer from `staging`
         write_model_card(work)
     return os.fspath(target)
 

@@ -21,13 +21,20 @@ from hf_minitf.cards.exports import export_card, export_card_data
 from hf_minitf.cards.facts import read_card, stored_parameters
 from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
-from hf_minitf.cards.update import prepare_upload, relicense_card, update_model_card, write_model_card
+from hf_minitf.cards.update import (
+    drop_tokenizer_loading_state,
+    prepare_upload,
+    relicense_card,
+    update_model_card,
+    write_model_card,
+)
 
 __all__ = [
     "EVAL_RESULTS_FOLDER",
     "PLACEHOLDER_MODEL_ID",
     "RunRow",
     "card_template",
+    "drop_tokenizer_loading_state",
     "export_card",
     "export_card_data",
     "is_eval_results_path",

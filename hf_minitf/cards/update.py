@@ -28,7 +28,7 @@ from hf_minitf.cards.render import (
     is_minitf_card,
 )
 from hf_minitf.catalog.families import family_of_model_type
-from hf_minitf.catalog.publishing import check_license
+from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE, check_license
 from hf_minitf.safety.card_metadata import CardMetadataError
 
 logger = logging.getLogger(__name__)
@@ -188,9 +188,25 @@ def prepare_upload(
     carries its translation pipeline. Folders of other models are left as they are."""
     if family_of_model_type(read_folder_json(Path(folder) / "config.json").get("model_type")) is None:
         return
+    drop_tokenizer_loading_state(folder)
     card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
     if card is not None and card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
         add_translation_pipeline(folder)
+
+
+def drop_tokenizer_loading_state(folder: str | os.PathLike) -> None:
+    """Take out of the folder's `tokenizer_config.json` what transformers records of the load it was saved after
+    (`TOKENIZER_LOADING_STATE`), so the folder reads the same wherever it is loaded from."""
+    path = Path(folder) / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    data = read_folder_json(path)
+    if not any(key in data for key in TOKENIZER_LOADING_STATE):
+        return
+    for key in TOKENIZER_LOADING_STATE:
+        data.pop(key, None)
+    path.unlink()  # a new file, not a write through a link the folder may hold
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def relicense_card(text: str, license: str) -> str:

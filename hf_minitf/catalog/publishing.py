@@ -16,6 +16,11 @@ UNSTATED_LICENSE = "other"
 """The license of a converted model whose original project states none: the Hub's id for a license not on its
 list; the card says why, and asks for the real one."""
 
+TOKENIZER_LOADING_STATE = ("is_local", "local_files_only")
+"""Keys transformers writes into `tokenizer_config.json` when the tokenizer it saves was loaded from a local folder:
+how that one load went, not a tokenizer setting. A published folder carries none of them (with `local_files_only`
+a loader would never look at the Hub)."""
+
 LICENSE_LIST_URL = "https://huggingface.co/docs/hub/repositories-licenses"
 LICENSE_HELP = (
     f"the model card's license, an id of the Hub's license list ({LICENSE_LIST_URL}) such as mit or apache-2.0"

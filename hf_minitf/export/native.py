@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 
 from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
 from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
 from hf_minitf.export.formats.native import FORMAT
 from hf_minitf.export.native_seq2seq import save_native_seq2seq_files
@@ -302,7 +303,7 @@ def _save_tokenizer(tokenizer, folder: Path, max_length: int) -> None:
     path = folder / "tokenizer_config.json"
     data = read_json(path)
     data.update(tokenizer_class=PORTABLE_TOKENIZER_CLASS, model_max_length=tokenizer.model_max_length)
-    for key in ("auto_map", "is_local", "local_files_only"):  # loading state, not tokenizer settings
+    for key in ("auto_map", *TOKENIZER_LOADING_STATE):
         data.pop(key, None)
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 

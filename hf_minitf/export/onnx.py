@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import tempfile
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +39,7 @@ import torch
 from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.export.formats.onnx import FORMAT
+from hf_minitf.export.onnx_graph import export_graph
 from hf_minitf.export.source import (
     EXPORT_FILE,
     accepts_src,
@@ -174,19 +174,14 @@ def export_encoder_graph(model: MiniTFEncoderModel, path: Path) -> None:
     example = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0]]) % model.config.vocab_size
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     batch, sequence = torch.export.Dim("batch"), torch.export.Dim("sequence", max=model.config.max_position_embeddings)
-    with torch.no_grad(), warnings.catch_warnings():
-        # The two names share their constraints across both inputs, which torch reports as a UserWarning.
-        warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape constraints")
-        program = torch.onnx.export(
-            LastHiddenState(model).eval(),
-            (example, mask),
-            dynamo=True,
-            input_names=["input_ids", "attention_mask"],
-            output_names=["last_hidden_state"],
-            verbose=False,
-            dynamic_shapes={"input_ids": {0: batch, 1: sequence}, "attention_mask": {0: batch, 1: sequence}},
-        )
-    program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
+    export_graph(
+        LastHiddenState(model),
+        (example, mask),
+        ["input_ids", "attention_mask"],
+        ["last_hidden_state"],
+        {"input_ids": {0: batch, 1: sequence}, "attention_mask": {0: batch, 1: sequence}},
+        path,
+    )
 
 
 def quantize_q8(source: Path, target: Path) -> None:

@@ -19,7 +19,6 @@ graph's input shapes, which is why the batch axis is named `batch_size` and head
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer
 
 from hf_minitf.catalog.exports import PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.native import save_native_gpt_files
+from hf_minitf.export.onnx_graph import export_graph
 from hf_minitf.export.source import MiniTFSource, check_native
 from hf_minitf.safety.json_files import read_json
 
@@ -98,19 +98,14 @@ def export_decoder_graph(model: MiniTFGPTForCausalLM, path: Path) -> None:
         "position_ids": {0: batch_size, 1: sequence_length},
         "past": [(cache_axes, cache_axes) for _ in range(layers)],
     }
-    with torch.no_grad(), warnings.catch_warnings():
-        # Axes sharing a name share their constraints, which torch reports as a UserWarning.
-        warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape constraints")
-        program = torch.onnx.export(
-            DecoderWithCache(model).eval(),
-            (input_ids, attention_mask, position_ids, past),
-            dynamo=True,
-            input_names=[*INPUT_NAMES, *past_names(layers)],
-            output_names=["logits", *present_names(layers)],
-            dynamic_shapes=dynamic_shapes,
-            verbose=False,
-        )
-    program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
+    export_graph(
+        DecoderWithCache(model),
+        (input_ids, attention_mask, position_ids, past),
+        [*INPUT_NAMES, *past_names(layers)],
+        ["logits", *present_names(layers)],
+        dynamic_shapes,
+        path,
+    )
 
 
 def write_decoder_folder(

@@ -18,7 +18,6 @@ the same function for every norm and mask the family has.
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderC
 
 from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, PAST_PREFIX, PRESENT_PREFIX
 from hf_minitf.export.onnx_decoder import CACHE_PARTS
+from hf_minitf.export.onnx_graph import export_graph
 
 if TYPE_CHECKING:
     from hf_minitf.modeling.modeling_minitf_seq2seq import MiniTFSeq2SeqForConditionalGeneration
@@ -143,24 +143,6 @@ class NextDecoderStep(torch.nn.Module):
         return logits, _layer_tensors(cache.self_attention_cache)
 
 
-def _export(module: torch.nn.Module, args: tuple, names: tuple[list[str], list[str]], shapes: Any, path: Path) -> None:
-    """`torch.onnx.export(dynamo=True)` of `module` on example `args` with these input/output names and dynamic
-    axes, into one file."""
-    with torch.no_grad(), warnings.catch_warnings():
-        # Axes sharing a name share their constraints, which torch reports as a UserWarning.
-        warnings.filterwarnings("ignore", message=".*will not be used, since it shares the same shape constraints")
-        program = torch.onnx.export(
-            module.eval(),
-            args,
-            dynamo=True,
-            input_names=names[0],
-            output_names=names[1],
-            dynamic_shapes=shapes,
-            verbose=False,
-        )
-    program.save(str(path), external_data=False)  # type: ignore[union-attr]  # dynamo=True returns the program
-
-
 def export_translator_graphs(model: MiniTFSeq2SeqForConditionalGeneration, folder: Path) -> None:
     """The three graphs of `ONNX_TRANSLATOR_GRAPHS` under `folder`: batch, source, target and cached lengths dynamic."""
     config = model.config
@@ -183,24 +165,27 @@ def export_translator_graphs(model: MiniTFSeq2SeqForConditionalGeneration, folde
     own_axes = {0: batch_size, 2: torch.export.Dim("past_decoder_sequence_length")}
     cross_axes = {0: batch_size, 2: source_axes[1]}
     (folder / ENCODER_FILE).parent.mkdir(parents=True, exist_ok=True)
-    _export(
+    export_graph(
         EncoderStates(model),
         (input_ids, attention_mask),
-        (list(ENCODER_INPUTS), ["last_hidden_state"]),
+        list(ENCODER_INPUTS),
+        ["last_hidden_state"],
         {"input_ids": source_axes, "attention_mask": source_axes},
         folder / ENCODER_FILE,
     )
-    _export(
+    export_graph(
         FirstDecoderStep(model),
         (decoder_ids, attention_mask, states),
-        ([*DECODER_INPUTS, "encoder_hidden_states"], ["logits", *present_names(layers)]),
+        [*DECODER_INPUTS, "encoder_hidden_states"],
+        ["logits", *present_names(layers)],
         {"input_ids": target_axes, "encoder_attention_mask": source_axes, "encoder_hidden_states": source_axes},
         folder / DECODER_FILE,
     )
-    _export(
+    export_graph(
         NextDecoderStep(model),
         (decoder_ids, attention_mask, past),
-        ([*DECODER_INPUTS, *past_names(layers)], ["logits", *present_names(layers, ("decoder",))]),
+        [*DECODER_INPUTS, *past_names(layers)],
+        ["logits", *present_names(layers, ("decoder",))],
         {
             "input_ids": target_axes,
             "encoder_attention_mask": source_axes,

@@ -136,6 +136,15 @@ def test_info_describes_the_folder(trained, capsys):
     assert f"parameters: {AutoModel.from_pretrained(trained / 'encoder').num_parameters():,}" in out
 
 
+def test_info_reads_the_folder_without_importing_torch(trained):
+    """`minitf info` reads only JSON, a card and safetensors headers: no torch, transformers or sentence-transformers
+    (seconds of imports) for any family's folder."""
+    results, heavy = run_cli_in_a_fresh_process([["info", str(trained / name)] for name in ("gpt", "encoder")])
+    assert [status for status, _, _ in results] == [0, 0]
+    assert "family: minitf_encoder" in results[1][1]
+    assert heavy == []
+
+
 def test_out_is_refused_when_not_empty_or_holding_the_input(trained, capsys):
     before = {path: path.stat().st_mtime_ns for path in (trained / "gpt").iterdir()}
     status, _, err = run_cli(

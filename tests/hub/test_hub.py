@@ -7,12 +7,14 @@ import hashlib
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 from factories import SAVED_MODEL_FILES, save_with_tokenizer, tiny_model
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, hf_hub_download
 from isolation import run_without_hf_minitf
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
@@ -117,6 +119,17 @@ def test_gpt_uploads_exactly_its_files_and_loads_back_by_repo_id(published, gpt)
     assert generated[0]["generated_text"] == tokenizer.decode(expected[0], skip_special_tokens=True)
 
 
+def test_published_tokenizer_configs_carry_no_loading_state(published, sentence_folder):
+    """transformers records how a tokenizer was loaded (`is_local`, `local_files_only`) when it saves one it read from
+    a folder, as sentence-transformers' save does: neither the saved folder nor any pushed repo keeps it."""
+    folder = sentence_folder[0]
+    configs = {"local": json.loads((folder / "tokenizer_config.json").read_text())}
+    for repo_id in ("org/tiny-gpt", "org/tiny-translator", "org/tiny-st"):
+        configs[repo_id] = json.loads(Path(hf_hub_download(repo_id, "tokenizer_config.json")).read_text())
+    for where, config in configs.items():
+        assert not {"is_local", "local_files_only"} & set(config), where
+
+
 def test_gpt_card_metadata_table_and_snippets(published, gpt):
     model, tokenizer = gpt
     card = ModelCard.load("org/tiny-gpt")
@@ -170,6 +183,27 @@ def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
         model.generate(**tokenizer("Hello", return_tensors="pt"), max_new_tokens=15), skip_special_tokens=True
     )
     assert run_snippet(with_package) == f"{decoded}\n"
+
+
+def test_translator_pipeline_loads_by_repo_id_without_the_flag_where_hf_minitf_is_installed(published, seq2seq):
+    """With hf-minitf installed (not even imported), `pipeline` runs the installed translation pipeline for a pushed
+    translator: by task name, and with no task (its config names the one custom pipeline), in a fresh process."""
+    model, tokenizer = seq2seq
+    texts = ["one two three", "two"]
+    expected = [
+        tokenizer.decode(model.generate(**tokenizer(text, return_tensors="pt"), max_new_tokens=8)[0], True)
+        for text in texts
+    ]
+    program = f"""
+import json
+from transformers import pipeline
+by_task = pipeline("{TRANSLATION_TASK}", model="org/tiny-translator")
+by_config = pipeline(model="org/tiny-translator")
+print(json.dumps([[r["translation_text"] for r in p({texts!r}, max_new_tokens=8)] for p in (by_task, by_config)]))
+"""
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [expected, expected]
 
 
 def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
