@@ -258,3 +258,18 @@ def test_a_template_that_writes_each_message_unchanged_is_kept(chatml_tokenizer)
     wrapping = chat_wrapping(chatml_tokenizer)
     messages = [{"role": "user", "content": " Mixed Case "}]
     assert go_render(wrapping.go_template(), messages) == "<u> Mixed Case \n<a>"
+
+
+@pytest.mark.parametrize("eos", ['""end', "end\n", "a\tb", "\x00"])
+def test_a_stop_string_the_modelfile_cannot_hold_is_refused(chat_sources, eos):
+    """Ollama's Modelfile has no escapes: a stop string with a line end, a control character or a leading `""` (which
+    opens `\"\"\"` quotes) would be read as another value, so it is refused in one line naming it."""
+    tokenizer = AutoTokenizer.from_pretrained(chat_sources["chatml"], eos_token=eos)
+    with pytest.raises(ExportRefused, match=f"cannot write the stop string {re.escape(repr(eos))} in a Modelfile"):
+        stop_strings(tokenizer, None)
+
+
+def test_a_stop_string_with_quotes_inside_is_read_back_whole(chat_sources):
+    tokenizer = AutoTokenizer.from_pretrained(chat_sources["chatml"], eos_token='<"end" of text>')
+    text = modelfile_text("model.gguf", None, stop_strings(tokenizer, None), 80)
+    assert ("stop", '<"end" of text>') in parse_modelfile(text)
