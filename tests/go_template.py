@@ -14,7 +14,6 @@ tests/export/test_go_template.py holds this module against Go itself where `go` 
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -101,11 +100,10 @@ def _inside_action(template: str, position: int, items: list[Item]) -> tuple[int
         if position >= len(template):
             raise GoTemplateError("unclosed action")
         char = template[position]
-        if char in SPACES:
-            end = position
-            while end < len(template) and template[end] in SPACES and _right_delimiter(template, end)[1] is False:
+        if char in SPACES:  # spaces up to a trim marker's own (` -}}`), which the delimiter takes
+            end = position + 1
+            while end < len(template) and template[end] in SPACES and not _right_delimiter(template, end)[1]:
                 end += 1
-            end = max(end, position + 1)
             items.append(Item("space", template[position:end]))
             position = end
         elif char == "=":
@@ -188,19 +186,31 @@ def _quoted(template: str, position: int, items: list[Item], kind: str) -> int:
     return end + 1
 
 
-GO_ESCAPE = re.compile(r"\\(?:[abfnrtv\\'\"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3})|\\|[^\\]+")
+GO_ESCAPE = re.compile(r"\\(?:[abfnrtv\\\"]|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3})|[^\\]+")
+SIMPLE_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 
 
 def _unquote(source: str) -> str:
-    """strconv.Unquote of a Go "string": its escapes, and an error on any other backslash."""
+    """strconv.Unquote of a Go "string": its escapes (\\x and octal are bytes, \\u and \\U characters), an error on
+    any other backslash and on a surrogate half; bytes that are no UTF-8 kept as surrogate escapes."""
     body = source[1:-1]
     pieces = GO_ESCAPE.findall(body)
-    if "".join(pieces) != body or "\\" in pieces or "\\'" in pieces:
+    if "".join(pieces) != body:
         raise GoTemplateError(f"malformed string {source}: invalid syntax")
-    value = ast.literal_eval('"' + body.replace("\\U", "\\U") + '"') if "\\" in body else body
-    if any("\ud800" <= char <= "\udfff" or ord(char) > 0x10FFFF for char in value):
-        raise GoTemplateError(f"malformed string {source}: invalid syntax")
-    return value
+    encoded = b""
+    for piece in pieces:
+        try:
+            if not piece.startswith("\\"):
+                encoded += piece.encode()
+            elif piece[1] in SIMPLE_ESCAPES:
+                encoded += SIMPLE_ESCAPES[piece[1]].encode()
+            elif piece[1] in "uU":
+                encoded += chr(int(piece[2:], 16)).encode()
+            else:
+                encoded += bytes([int(piece[2:], 16) if piece[1] == "x" else int(piece[1:], 8)])
+        except (ValueError, UnicodeEncodeError):  # a surrogate half, past U+10FFFF, an octal past 255
+            raise GoTemplateError(f"malformed string {source}: invalid syntax") from None
+    return encoded.decode("utf-8", "surrogateescape")
 
 
 # --- parse.go: the tree ------------------------------------------------------------------------------------------

@@ -50,6 +50,10 @@ BAD = [
     "{{ $x }}",  # undefined variable
     '{{ "\\q" }}',  # unknown escape
     '{{ "\\ud800" }}',  # a surrogate half
+    '{{ "\\400" }}',  # an octal byte past 255
+    '{{ "\\x4" }}',  # a short hex escape
+    '{{ "\\U00110000" }}',  # past U+10FFFF
+    '{{ "\\\'" }}',  # \' is no escape in a "string"
     "{{}}",  # empty command
     "{{ (.Content }}",
     "{{ .Content) }}",
