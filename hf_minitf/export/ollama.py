@@ -5,7 +5,10 @@ message by its role (a text before and after the content, the same for every mes
 generation prompt translate exactly: the package's chatml and simple, FrawdLLM's. The wrapping is read by rendering
 the Jinja template itself (`apply_chat_template`) on conversations whose contents are markers, and checked on every
 message of them, so a template that writes anything else (a text only at the start, a default system message) is
-refused rather than translated wrongly.
+refused rather than translated wrongly; so is one that changes each message's content (`| trim`, `| upper`), which
+Ollama's `{{ .Content }}` passes unchanged (`content_transformations`, and the rendering of sample contents). The
+template's texts are written so that neither Ollama's Modelfile parser (no escapes: a quoted value ends at the first
+line end where it is closed) nor Go's text/template (an action opens at any `{{`) reads them otherwise (`go_text`).
 """
 
 from __future__ import annotations
@@ -46,20 +49,10 @@ MARKERS = [chr(0xE000 + index) for index in range(len(PROBE_ROLES[0]))]
 # otherwise than its wrapping says, where Ollama's `{{ .Content }}` would pass them unchanged.
 SAMPLE_CONTENTS = [f"  {marker} {''.join(map(chr, range(0x21, 0x7F)))}\n\u00e9\u00df \u00c9 \t" for marker in MARKERS]
 # Where a template may use a message's content without changing it: joined to other text or chosen (the value still
-# holds it), written, stored, tested.
+# holds it), written, stored, or in a condition (what a condition computes from it is not written).
 JOINING = (nodes.Add, nodes.Concat, nodes.CondExpr)
-UNCHANGED_CONTENT_USES = (
-    *JOINING,
-    nodes.Output,
-    nodes.Assign,
-    nodes.If,
-    nodes.Test,
-    nodes.Compare,
-    nodes.Operand,
-    nodes.Not,
-    nodes.And,
-    nodes.Or,
-)
+CONDITIONS = (nodes.Compare, nodes.Operand, nodes.Test, nodes.Not, nodes.And, nodes.Or)
+UNCHANGED_CONTENT_USES = (*JOINING, *CONDITIONS, nodes.Output, nodes.Assign, nodes.If)
 
 
 def _is_content(node: nodes.Node) -> bool:
@@ -89,13 +82,21 @@ def content_transformations(template: str) -> list[str]:
         return []
     found: list[str] = []
 
-    def derived(node: nodes.Node) -> bool:
-        """Whether `node`'s value is a message's content, changed or not (a change is recorded in `found`)."""
-        changed = [derived(child) for child in node.iter_child_nodes()]
-        if any(changed) and not isinstance(node, UNCHANGED_CONTENT_USES):
-            found.append(_use_name(node))
+    def derived(node: nodes.Node, condition: bool = False) -> bool:
+        """Whether `node`'s value is a message's content, changed or not; a change outside a condition is recorded
+        in `found`."""
+        changed = False
+        for name, value in node.iter_fields():
+            tested = name == "test" and isinstance(node, (nodes.If, nodes.CondExpr))
+            inside = condition or tested or isinstance(node, CONDITIONS)
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, nodes.Node):
+                    changed |= derived(child, inside)
+        if changed and not isinstance(node, UNCHANGED_CONTENT_USES):
+            if not condition:
+                found.append(_use_name(node))
             return True
-        return _is_content(node) or (any(changed) and isinstance(node, JOINING))
+        return _is_content(node) or (changed and isinstance(node, JOINING))
 
     derived(tree)
     return [name for name in dict.fromkeys(found) if name]

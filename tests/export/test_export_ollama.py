@@ -249,11 +249,22 @@ def test_a_template_that_changes_each_message_is_refused(chatml_tokenizer, name)
         chat_wrapping(chatml_tokenizer)
 
 
-def test_a_template_that_writes_each_message_unchanged_is_kept(chatml_tokenizer):
-    """The same template without the change translates, and writes what the Jinja template writes."""
+KEPT_TEMPLATES = {
+    "through-a-variable": "{%- set text = message['content'] -%}{{ '<u>' + text + '\\n' }}",
+    "a-condition-on-the-content": "{%- if message['content'] | length > 0 and not message.content.startswith('/') -%}"
+    "{{ '<u>' + message['content'] + '\\n' }}{%- else -%}{{ '<u>' + message['content'] + '\\n' }}{%- endif -%}",
+    "chosen-by-a-condition": "{{ '<u>' + (message['content'] if message['content'] | trim else message['content']) }}"
+    "{{ '\\n' }}",
+}
+
+
+@pytest.mark.parametrize("name", KEPT_TEMPLATES)
+def test_a_template_that_writes_each_message_unchanged_is_kept(chatml_tokenizer, name):
+    """Contents stored, joined, chosen or tested (a filter in a condition writes nothing) but written unchanged:
+    the template translates, and writes what the Jinja template writes."""
     chatml_tokenizer.chat_template = (
-        "{%- for message in messages -%}{%- set text = message['content'] -%}{{ '<u>' + text + '\\n' }}"
-        "{%- endfor -%}{%- if add_generation_prompt -%}{{ '<a>' }}{%- endif -%}"
+        "{%- for message in messages -%}" + KEPT_TEMPLATES[name] + "{%- endfor -%}"
+        "{%- if add_generation_prompt -%}{{ '<a>' }}{%- endif -%}"
     )
     wrapping = chat_wrapping(chatml_tokenizer)
     messages = [{"role": "user", "content": " Mixed Case "}]
@@ -273,3 +284,10 @@ def test_a_stop_string_with_quotes_inside_is_read_back_whole(chat_sources):
     tokenizer = AutoTokenizer.from_pretrained(chat_sources["chatml"], eos_token='<"end" of text>')
     text = modelfile_text("model.gguf", None, stop_strings(tokenizer, None), 80)
     assert ("stop", '<"end" of text>') in parse_modelfile(text)
+
+
+def test_a_template_text_with_a_lone_surrogate_is_refused(chatml_tokenizer):
+    """A Jinja "\\ud800" escape gives half a character, which no Modelfile can hold."""
+    chatml_tokenizer.chat_template = _wrapping_template(("<u>", "\n"), ("<a>", "\n"), "<a>").replace("<a>", "\\ud800")
+    with pytest.raises(ExportRefused, match="its text holds a lone surrogate"):
+        chat_wrapping(chatml_tokenizer)
