@@ -8,8 +8,9 @@ no action takes). Its parser knows the actions a chat template uses (`if` / `els
 `{{ end }}`, an empty command, an operand that is none, an undefined function or variable). `render` runs what it
 parsed on the data Ollama gives a chat template (`.Messages` of `.Role` and `.Content`). `parse_modelfile` reads a
 Modelfile as Ollama's parser does (github.com/ollama/ollama, parser/parser.go at fb30760: a value in `"` or `\"\"\"`
-runs to the first line end where it is closed, with no escapes; characters Go does not call printable are dropped).
-tests/export/test_go_template.py holds this module against Go itself where `go` is installed.
+runs to the first line end where it is closed, with no escapes; characters Go does not call printable are dropped;
+checked once against that file's ParseFile built alone: the same commands or refusal for 3,007 Modelfiles, 3,000 of
+them random). tests/export/test_go_template.py holds the template reading against Go itself where `go` is installed.
 """
 
 from __future__ import annotations
