@@ -26,6 +26,9 @@ GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS, GGUF_AGREEMENT_NEW_TOKENS 
 """Prompts (the first lines of the text), tokens of each prompt, greedy tokens generated after each."""
 OLLAMA_GGUF_FILE, OLLAMA_MODELFILE = "model.gguf", "Modelfile"
 """The files of `minitf export ollama`'s folder (beside README.md)."""
+OLLAMA_SAMPLING = {"temperature": "0", "top_k": "1", "repeat_penalty": "1"}
+"""The Modelfile's sampling: greedy, as every runtime is verified and the cards' examples run (Ollama samples at
+temperature 0.8 from the 40 likeliest tokens by default; some versions penalize repeats by 1.1)."""
 
 TRANSFORMERS_JS_VERSION = "4.3.2"
 """The transformers.js the web export's page loads (tests/js/package.json pins the same version for the tests)."""
@@ -187,6 +190,7 @@ __all__ = [
     "GGUF_AGREEMENT_TEXT",
     "OLLAMA_GGUF_FILE",
     "OLLAMA_MODELFILE",
+    "OLLAMA_SAMPLING",
     "NPM_REGISTRY",
     "TRANSFORMERS_JS_URL",
     "TRANSFORMERS_JS_VERSION",

@@ -5,22 +5,26 @@ message by its role (a text before and after the content, the same for every mes
 generation prompt translate exactly: the package's chatml and simple, FrawdLLM's. The wrapping is read by rendering
 the Jinja template itself (`apply_chat_template`) on conversations whose contents are markers, and checked on every
 message of them, so a template that writes anything else (a text only at the start, a default system message) is
-refused rather than translated wrongly.
+refused rather than translated wrongly; so is one that changes each message's content (`| trim`, `| upper`), which
+Ollama's `{{ .Content }}` passes unchanged (`content_transformations`, and the rendering of sample contents). The
+template's texts are written so that neither Ollama's Modelfile parser (no escapes: a quoted value ends at the first
+line end where it is closed) nor Go's text/template (an action opens at any `{{`) reads them otherwise (`go_text`).
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jinja2.exceptions import TemplateError
+from jinja2 import Environment, nodes
+from jinja2.exceptions import TemplateError, TemplateSyntaxError
 
 from hf_minitf.cards import export_card, export_card_data
-from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
+from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE, OLLAMA_SAMPLING
 from hf_minitf.export.formats.ollama import FORMAT
 from hf_minitf.export.gguf import GGUFExport, write_gguf_report
 from hf_minitf.export.source import ExportRefused, open_source
@@ -40,6 +44,62 @@ CHECKED_CONVERSATIONS = (
 )
 # Stand-ins for the messages' contents: private-use characters, which no template writes itself.
 MARKERS = [chr(0xE000 + index) for index in range(len(PROBE_ROLES[0]))]
+# The contents the reading is checked on besides: spaces at both ends, every printable ASCII character, both cases, a
+# line break, non-ASCII letters. A template that changes a message (`| trim`, `| upper`, `| replace`) writes these
+# otherwise than its wrapping says, where Ollama's `{{ .Content }}` would pass them unchanged.
+SAMPLE_CONTENTS = [f"  {marker} {''.join(map(chr, range(0x21, 0x7F)))}\n\u00e9\u00df \u00c9 \t" for marker in MARKERS]
+# Where a template may use a message's content without changing it: joined to other text or chosen (the value still
+# holds it), written, stored, or in a condition (what a condition computes from it is not written).
+JOINING = (nodes.Add, nodes.Concat, nodes.CondExpr)
+CONDITIONS = (nodes.Compare, nodes.Operand, nodes.Test, nodes.Not, nodes.And, nodes.Or)
+UNCHANGED_CONTENT_USES = (*JOINING, *CONDITIONS, nodes.Output, nodes.Assign, nodes.If)
+
+
+def _is_content(node: nodes.Node) -> bool:
+    """`message.content` or `message['content']` (of any message)."""
+    if isinstance(node, nodes.Getattr):
+        return node.attr == "content"
+    return isinstance(node, nodes.Getitem) and isinstance(node.arg, nodes.Const) and node.arg.value == "content"
+
+
+def _use_name(node: nodes.Node) -> str:
+    if isinstance(node, nodes.Filter):
+        return f"| {node.name}"
+    if isinstance(node, nodes.Getattr):
+        return f".{node.attr}"
+    if isinstance(node, nodes.Call):
+        return ""  # the method it calls is named by its Getattr
+    return "[...]" if isinstance(node, nodes.Getitem) else type(node).__name__.lower()
+
+
+def content_transformations(template: str) -> list[str]:
+    """What the Jinja chat template applies to a message's content besides writing it (`| trim`, `.upper`, `[...]`,
+    in template order); empty when it writes contents unchanged or when Jinja alone cannot parse it (a template
+    using transformers' own tags: the rendered check of `chat_wrapping` still applies)."""
+    try:
+        tree = Environment(extensions=["jinja2.ext.loopcontrols"]).parse(template)
+    except TemplateSyntaxError:
+        return []
+    found: list[str] = []
+
+    def derived(node: nodes.Node, condition: bool = False) -> bool:
+        """Whether `node`'s value is a message's content, changed or not; a change outside a condition is recorded
+        in `found`."""
+        changed = False
+        for name, value in node.iter_fields():
+            tested = name == "test" and isinstance(node, (nodes.If, nodes.CondExpr))
+            inside = condition or tested or isinstance(node, CONDITIONS)
+            for child in value if isinstance(value, list) else [value]:
+                if isinstance(child, nodes.Node):
+                    changed |= derived(child, inside)
+        if changed and not isinstance(node, UNCHANGED_CONTENT_USES):
+            if not condition:
+                found.append(_use_name(node))
+            return True
+        return _is_content(node) or (changed and isinstance(node, JOINING))
+
+    derived(tree)
+    return [name for name in dict.fromkeys(found) if name]
 
 
 @dataclass(frozen=True)
@@ -49,22 +109,45 @@ class ChatWrapping:
     roles: dict[str, tuple[str, str]]
     generation_prompt: str
 
-    def render(self, roles: tuple[str, ...], generation_prompt: bool) -> str:
-        """The text of a conversation with the `MARKERS` as contents, as this reading says the template writes it."""
-        text = "".join(self.roles[role][0] + marker + self.roles[role][1] for role, marker in zip(roles, MARKERS))
+    def render(self, roles: tuple[str, ...], generation_prompt: bool, contents: list[str] = MARKERS) -> str:
+        """The text of a conversation with `contents` (the `MARKERS`), as this reading says the template writes it."""
+        text = "".join(self.roles[role][0] + content + self.roles[role][1] for role, content in zip(roles, contents))
         return text + (self.generation_prompt if generation_prompt else "")
 
     def go_template(self) -> str:
-        """The same in Ollama's Go template syntax (over `.Messages`)."""
+        """The same in Ollama's Go template syntax (over `.Messages`), its texts written by `go_text`."""
         branches = "".join(
-            f'{{{{ {"if" if index == 0 else "else if"} eq .Role "{role}" }}}}{before}{{{{ .Content }}}}{after}'
+            f'{{{{ {"if" if index == 0 else "else if"} eq .Role "{role}" }}}}{go_text(before)}{{{{ .Content }}}}'
+            + go_text(after)
             for index, (role, (before, after)) in enumerate(self.roles.items())
         )
-        return f"{{{{- range .Messages }}}}{branches}{{{{ end }}}}{{{{ end }}}}{self.generation_prompt}"
+        return f"{{{{- range .Messages }}}}{branches}{{{{ end }}}}{{{{ end }}}}{go_text(self.generation_prompt)}"
 
 
-def _render(tokenizer, roles: tuple[str, ...], generation_prompt: bool) -> str | None:
-    messages = [{"role": role, "content": marker} for role, marker in zip(roles, MARKERS)]
+def _kept_literally(char: str) -> bool:
+    return char == "\n" or (" " <= char <= "~" and char not in '{"')
+
+
+def _go_char(char: str) -> str:
+    """`char` inside a Go string literal, in printable ASCII."""
+    escapes = {"\n": "\\n", "\r": "\\r", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
+    if char in escapes or " " <= char <= "~":
+        return escapes.get(char, char)
+    return f"\\u{ord(char):04x}" if ord(char) < 0x10000 else f"\\U{ord(char):08x}"
+
+
+def go_text(text: str) -> str:
+    """Go template source writing `text` exactly, made of printable ASCII and line breaks: every `{` (which opens
+    an action when it stands beside one, `{{{ .Content }}}`), every `"` (which could close the Modelfile's
+    `\"\"\"` quotes: no line of TEMPLATE ends with one) and every other character (tabs, carriage returns, which
+    Ollama's Modelfile parser reads as line ends, non-ASCII, which it drops where Go does not call it printable)
+    is written as a Go string action, `{{ "{" }}`."""
+    runs = [(kept, "".join(chars)) for kept, chars in itertools.groupby(text, _kept_literally)]
+    return "".join(run if kept else f'{{{{ "{"".join(map(_go_char, run))}" }}}}' for kept, run in runs)
+
+
+def _render(tokenizer, roles: tuple[str, ...], generation_prompt: bool, contents: list[str] = MARKERS) -> str | None:
+    messages = [{"role": role, "content": content} for role, content in zip(roles, contents)]
     try:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
     except (TemplateError, ValueError):
@@ -105,9 +188,22 @@ def chat_wrapping(tokenizer) -> ChatWrapping:
                 raise ExportRefused(
                     refused.format(why=f"it writes {' + '.join(conversation)} otherwise than message by message")
                 )
+    transformations = content_transformations(tokenizer.chat_template)
+    samples = ((c, _render(tokenizer, c, False, SAMPLE_CONTENTS)) for c in CHECKED_CONVERSATIONS)
+    changed = any(  # a change the template's syntax hides (a macro, a variable) shows on the samples
+        text is not None and text != result.render(conversation, False, SAMPLE_CONTENTS)
+        for conversation, text in samples
+    )
+    if transformations or changed:
+        applied = f" ({', '.join(transformations)})" if transformations else ""
+        raise ExportRefused(
+            refused.format(
+                why=f"it changes each message's content{applied}, where Ollama's {{{{ .Content }}}} passes it unchanged"
+            )
+        )
     literal = "".join([*(before + after for before, after in wrapping.values()), result.generation_prompt])
-    if "{{" in literal or '"""' in result.go_template():
-        raise ExportRefused(refused.format(why="its text holds '{{' or '\"\"\"', which a Modelfile TEMPLATE cannot"))
+    if any("\ud800" <= char <= "\udfff" for char in literal):
+        raise ExportRefused(refused.format(why="its text holds a lone surrogate, which is no character"))
     return result
 
 
@@ -120,17 +216,27 @@ def stop_strings(tokenizer, wrapping: ChatWrapping | None) -> list[str]:
         tokens = {*tokenizer.all_special_tokens, *map(str, tokenizer.added_tokens_decoder.values())}
         ending = [token for token in sorted(tokens, key=len, reverse=True) if token and after_answer.startswith(token)]
         stops += ending[:1]
-    if tokenizer.eos_token is not None:
+    if tokenizer.eos_token:
         stops.append(str(tokenizer.eos_token))
+    for stop in stops:
+        if not stop.isprintable() or stop.startswith('""'):
+            raise ExportRefused(
+                f"cannot write the stop string {stop!r} in a Modelfile: Ollama reads a quoted value up to the line's "
+                "end, with no escapes, so line breaks, control characters and a leading '\"\"' cannot be written. "
+                "Give the tokenizer another EOS token, or export the GGUF alone (`minitf export gguf`)."
+            )
     return list(dict.fromkeys(stops))
 
 
 def modelfile_text(gguf_file: str, wrapping: ChatWrapping | None, stops: list[str], num_ctx: int) -> str:
-    """The Modelfile: FROM the GGUF beside it, TEMPLATE (when there is a chat template), stops and context."""
+    """The Modelfile: FROM the GGUF beside it, TEMPLATE (when there is a chat template), stops, greedy sampling
+    (`OLLAMA_SAMPLING`) and context. Ollama's parser reads a quoted value up to the first line end where it is
+    closed: TEMPLATE's lines never end with a quote (`go_text`), a stop holds no line end (`stop_strings`)."""
     lines = [f"FROM ./{gguf_file}"]
     if wrapping is not None:
         lines.append(f'TEMPLATE """{wrapping.go_template()}"""')
-    lines += [f"PARAMETER stop {json.dumps(stop, ensure_ascii=False)}" for stop in stops]
+    lines += [f'PARAMETER stop "{stop}"' for stop in stops]
+    lines += [f"PARAMETER {name} {value}" for name, value in OLLAMA_SAMPLING.items()]
     lines.append(f"PARAMETER num_ctx {num_ctx}")
     return "\n".join(lines) + "\n"
 
@@ -175,6 +281,7 @@ def _card(
         roles=", ".join(wrapping.roles) if wrapping else "",
         stops=", ".join(f"`{stop}`" for stop in stops),
         num_ctx=num_ctx,
+        sampling=", ".join(f"`PARAMETER {name} {value}`" for name, value in OLLAMA_SAMPLING.items()),
         types_line="; ".join(f"{type_name}: {count} tensors" for type_name, count in sorted(counts.items())),
         fallbacks=written.fallbacks,
         agreement=written.agreement,

@@ -70,6 +70,11 @@ def with_merges(count: int):
 # A chat template writing a header once, before the first message: no per-role wrapping, no exact Ollama TEMPLATE.
 HEADER_TEMPLATE = "chat:{% for m in messages %}{{ m['content'] }}\n{% endfor %}"
 
+# A chat template changing each message (the issue's): Ollama's {{ .Content }} would pass it unchanged.
+CHANGING_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] + ': ' + m['content'] | replace('a', 'b') | upper }}\n{% endfor %}"
+)
+
 
 def with_chat_template(template: str):
     def edit(text: str) -> str:
@@ -248,6 +253,16 @@ BAD_INPUTS = [
         CommandFailed,
         r"exit 2: minitf export ollama: error: cannot translate the tokenizer's chat template to an Ollama TEMPLATE: "
         r"it writes user otherwise than message by message; .*Write the Modelfile's TEMPLATE by hand",
+    ),
+    bad(
+        "ollama-chat-template-changing-each-message",
+        lambda tmp: export(
+            "ollama", edited(gpt(tmp), "tokenizer_config.json", with_chat_template(CHANGING_TEMPLATE)), tmp
+        ),
+        CommandFailed,
+        r"exit 2: minitf export ollama: error: cannot translate the tokenizer's chat template to an Ollama TEMPLATE: "
+        r"it changes each message's content \(\| replace, \| upper\), where Ollama's \{\{ \.Content \}\} passes it "
+        r"unchanged; .*Write the Modelfile's TEMPLATE by hand",
     ),
     bad(
         "ollama-encoder",

@@ -13,7 +13,7 @@ import torch
 from factories import SAVED_GPT_SIZES, convert_gpt_fixture, random_model_folder
 from transformers import AutoTokenizer
 
-from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
+from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer, train_wordlevel_tokenizer
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_gguf
 from hf_minitf.export.gguf import export_gguf_report
@@ -44,10 +44,8 @@ def sources(tmp_path_factory):
     return {"quickstart": quickstart, "frawdllm": convert_gpt_fixture(root, "frawdllm_rope")}
 
 
-@pytest.fixture(scope="module")
-def originals(sources, tmp_path_factory):
-    """Each source's tensors as the f32 file holds them (its layout; test_export_gguf checks them exact)."""
-    root = tmp_path_factory.mktemp("f32")
+def f32_tensors(sources: dict, root) -> dict[str, dict[str, np.ndarray]]:
+    """Each source's tensors as its f32 file holds them (its layout; test_export_gguf checks them exact)."""
     return {
         name: {
             tensor.name: np.array(tensor.data).reshape(tuple(reversed(tensor.shape.tolist())))
@@ -55,6 +53,11 @@ def originals(sources, tmp_path_factory):
         }
         for name, folder in sources.items()
     }
+
+
+@pytest.fixture(scope="module")
+def originals(sources, tmp_path_factory):
+    return f32_tensors(sources, tmp_path_factory.mktemp("f32"))
 
 
 def expected_types(name: str, dtype: str) -> dict[str, str]:
@@ -216,3 +219,80 @@ def test_f32_file_read_back_is_the_model_itself(sources, tmp_path):
     assert agreement.first_differences == [None] * agreement.prompts and agreement.prompts == 8
     assert agreement.perplexity == pytest.approx(agreement.float32_perplexity, rel=1e-6)
     assert report.fallbacks == []
+
+
+# --- every kernel on rows of 32 and of 256: the rotary GPT (gptneox layout) and the encoder -------------------------
+# Hidden 256, FFN 512, one layer: every matrix's rows are whole blocks of 32 and of 256, so no tensor falls back and
+# each block-32 type's quantizer runs on every matrix of both layouts (the quickstart-like GPT above is the learned-
+# position one). The K-quants these rows would take are refused (test_k_quants_the_gguf_package_cannot_write_...).
+KERNEL_SIZES = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=1, num_attention_heads=4)
+# Each type's block: (values, bytes): a quantized tensor holds exactly rows x columns / values blocks of that size.
+BLOCKS = {"Q8_0": (32, 34), "Q4_0": (32, 18), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q5_1": (32, 24)}
+
+
+@pytest.fixture(scope="module")
+def kernel_sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kernel_sources")
+    text = "\n".join(number_words().train)
+    rotary = random_model_folder(
+        "gpt",
+        root / "rotary",
+        char_tokenizer(text),
+        11,
+        **KERNEL_SIZES,
+        position_embedding_type="rope",
+        tie_word_embeddings=False,
+        max_position_embeddings=64,
+        initializer_range=0.3,
+    )
+    tokenizer = train_wordlevel_tokenizer([text], vocab_size=60, min_frequency=1, max_length=24)
+    encoder = random_model_folder(
+        "encoder", root / "encoder", tokenizer, 12, **KERNEL_SIZES, max_position_embeddings=24
+    )
+    return {"rotary": rotary, "encoder": encoder}
+
+
+def kernel_types(name: str, dtype: str) -> dict[str, str]:
+    """llama.cpp's types, written out: every matrix the base type but the output head, which takes Q6_K and is
+    written Q8_0 (the gguf package writes no Q6_K): the rotary GPT's output.weight, the encoder's token embedding
+    (a model without output.weight reads its head from token_embd, llama.cpp's `has_output`); the encoder's
+    position table f16."""
+    base = dtype.upper()
+    head = "output.weight" if name == "rotary" else "token_embd.weight"
+    matrices = ["token_embd.weight", "output.weight"] if name == "rotary" else ["token_embd.weight"]
+    matrices += [f"blk.0.{part}.weight" for part in ("attn_qkv", "attn_output", "ffn_up", "ffn_down")]
+    types = {matrix: "Q8_0" if matrix == head else base for matrix in matrices}
+    return types | ({"position_embd.weight": "F16"} if name == "encoder" else {})  # the sinusoid's table stays f16
+
+
+@pytest.fixture(scope="module")
+def kernel_originals(kernel_sources, tmp_path_factory):
+    return f32_tensors(kernel_sources, tmp_path_factory.mktemp("kernel_f32"))
+
+
+@pytest.mark.parametrize("dtype", LEGACY)
+@pytest.mark.parametrize("name", ["rotary", "encoder"])
+def test_every_quantizer_runs_on_whole_blocks_and_rounds_within_its_step(
+    kernel_sources, kernel_originals, tmp_path, name, dtype
+):
+    """Each matrix is stored in its quantized type (not an f16 / f32 fallback: its bytes are that type's blocks),
+    the gguf package's dequantization of it lies within the type's rounding step of the model's float weights in
+    every block, and the rounding shows (the values differ from the floats)."""
+    path = export_gguf(kernel_sources[name], tmp_path / f"{name}.gguf", dtype=dtype)
+    tensors = {tensor.name: tensor for tensor in gguf.GGUFReader(str(path)).tensors}
+    want = kernel_types(name, dtype)
+    assert {n for n, t in tensors.items() if len(t.shape) == 2} == set(want)
+    for tensor_name, kind in want.items():
+        tensor, original = tensors[tensor_name], kernel_originals[name][tensor_name]
+        assert original.shape[-1] % 256 == 0, tensor_name  # the shape exercises the kernels
+        assert gguf.GGMLQuantizationType(tensor.tensor_type).name == kind, tensor_name
+        if kind == "F16":
+            assert np.array_equal(tensor.data, original.astype(np.float16)), tensor_name
+            continue
+        values, bytes_per_block = BLOCKS[kind]
+        assert tensor.data.nbytes == original.size // values * bytes_per_block, tensor_name
+        dequantized = gguf.quants.dequantize(tensor.data, tensor.tensor_type).reshape(original.shape)
+        blocks, rounded = original.reshape(-1, 32), dequantized.reshape(-1, 32)
+        largest = np.abs(blocks).max(axis=1, keepdims=True)
+        assert np.all(np.abs(rounded - blocks) <= largest * (STEPS[kind] + 2e-3) + 1e-12), tensor_name
+        assert not np.array_equal(dequantized, original), tensor_name

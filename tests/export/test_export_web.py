@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import re
+import shutil
 import tarfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -234,7 +235,8 @@ def loopback_registry(tmp_path, monkeypatch, node_modules):
     registry = tmp_path / "registry"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
-    def publish(tampered: bool = False) -> None:
+    def publish(tampered: bool | str = False) -> None:
+        """Serve every package's tarball, tampered with (all, or the one package named)."""
         pinned = []
         for package in WEB_BUNDLE:
             original = npm_tarball(npm_package_folder(node_modules, package.name), package.paths)
@@ -242,7 +244,7 @@ def loopback_registry(tmp_path, monkeypatch, node_modules):
             pinned.append(package._replace(integrity=f"sha512-{digest}"))
             served = (
                 npm_tarball(npm_package_folder(node_modules, package.name), package.paths, True)
-                if tampered
+                if tampered in (True, package.name)
                 else original
             )
             tarball = registry / package.name / "-" / f"{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
@@ -273,6 +275,29 @@ def test_bundle_refuses_a_tarball_that_is_not_the_pinned_one(loopback_registry, 
     with pytest.raises(ValueError, match="is not the pinned .* digest differs"):
         bundled_files()
     assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]
+
+
+def test_a_bundle_refused_for_its_second_package_keeps_nothing_it_fetched(loopback_registry, tmp_path):
+    """The first package's tarball is the pinned one and the second's is not: the refusal leaves the cache as it
+    was before (no file of the first package either)."""
+    assert len(WEB_BUNDLE) == 2
+    loopback_registry(tampered=WEB_BUNDLE[1].name)
+    with pytest.raises(ValueError, match=f"is not the pinned {re.escape(WEB_BUNDLE[1].name)}.* nothing was kept"):
+        bundled_files()
+    assert not [path for path in (tmp_path / "cache").rglob("*") if path.is_file()]
+
+
+def test_a_refused_bundle_keeps_what_the_cache_held_before(loopback_registry, tmp_path):
+    """A package cached by an earlier bundle stays when a later bundle is refused."""
+    loopback_registry()
+    bundled_files()
+    first = web.npm_cache() / f"{WEB_BUNDLE[0].name}@{WEB_BUNDLE[0].version}"
+    held = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
+    shutil.rmtree(web.npm_cache() / f"{WEB_BUNDLE[1].name}@{WEB_BUNDLE[1].version}")
+    loopback_registry(tampered=WEB_BUNDLE[1].name)
+    with pytest.raises(ValueError, match="is not the pinned"):
+        bundled_files()
+    assert sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file()) == held and held
 
 
 def test_bundle_without_network_says_to_bundle_from_node_modules(tmp_path, monkeypatch):
