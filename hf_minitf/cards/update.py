@@ -30,6 +30,7 @@ from hf_minitf.cards.render import (
 from hf_minitf.catalog.families import family_of_model_type
 from hf_minitf.catalog.publishing import check_license
 from hf_minitf.safety.card_metadata import CardMetadataError
+from hf_minitf.safety.files import write_files_together
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +50,11 @@ def _source_card(source_folder: str | os.PathLike | None) -> ModelCard | None:
 
 
 def save_card(card: ModelCard, path: str | os.PathLike) -> None:
-    """Save `card` to `path` whole or not at all: written beside it under a temporary name, then renamed over it,
-    so a failed write (disk full) leaves the previous card as it was and no temporary file behind."""
+    """Save `card` to `path` whole or not at all (`safety.files.write_files_together`): written beside it under a
+    temporary name, then renamed over it, so a failed write (disk full) leaves the previous card as it was and no
+    temporary file behind, and a README.md (or temporary name) that is a link is replaced, never followed."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.writing-{os.getpid()}")
-    try:
-        card.save(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_files_together(path.parent, {path.name: str(card)})
 
 
 def write_model_card(

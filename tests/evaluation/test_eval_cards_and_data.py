@@ -203,3 +203,76 @@ def test_a_hostile_data_name_stays_one_escaped_table_cell(tmp_path):
     assert row.replace("\\|", "").count("|") == 7  # the table's six columns
     assert "<img" not in text and not any(line.startswith("## Injected") for line in text.splitlines())
     assert text.count("<!-- minitf:runs_in -->") == 0
+
+
+def test_a_card_whose_yaml_does_not_parse_refuses_eval_before_anything_is_written(tmp_path, capsys):
+    """README.md with broken YAML front matter: one line, exit non-zero, `.eval_results/` and the card unchanged."""
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    data = tmp_path / "small.txt"
+    data.write_text(ENGINE_TEXT)
+    assert run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)[0] == 0
+    results = (folder / EVAL_RESULTS_FOLDER / "small.txt.yaml").read_text()
+    broken = "---\nlicense: [mit\n---\n\n# A card\n"
+    (folder / "README.md").write_text(broken)
+    data.write_text(ENGINE_TEXT * 2)  # other figures, which must not reach the results file
+    status, _, err = run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "README.md")
+    assert (folder / "README.md").read_text() == broken
+    assert (folder / EVAL_RESULTS_FOLDER / "small.txt.yaml").read_text() == results
+    assert sorted(path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()) == ["small.txt.yaml"]
+
+
+def test_a_failure_between_the_two_writes_of_eval_leaves_both_old_files(tmp_path, monkeypatch):
+    """The card and the results file are one change: a failure once the first is in place puts it back, leaving
+    both files as they were and no temporary file."""
+    import os
+
+    from hf_minitf.safety import files
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    card, results = (folder / "README.md").read_text(), (folder / EVAL_RESULTS_FOLDER / "a.txt.yaml").read_text()
+    replace, renames = os.replace, []
+
+    def failing_second_rename(source, target):
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError("injected: killed between the two writes")
+        return replace(source, target)
+
+    monkeypatch.setattr(files.os, "replace", failing_second_rename)
+    with pytest.raises(OSError, match="injected"):
+        record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="a.txt")
+    assert (folder / "README.md").read_text() == card
+    assert (folder / EVAL_RESULTS_FOLDER / "a.txt.yaml").read_text() == results
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".README")) == []
+    assert sorted(path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()) == ["a.txt.yaml"]
+
+
+def test_data_of_mostly_unknown_tokens_is_named_and_not_recorded_without_force(tmp_path, capsys):
+    """A file of NUL characters on the char GPT: every token `<unk>`. eval says how many and what share, records
+    nothing (one line, --force named) unless --force; a small share is reported and recorded, counted on the card."""
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    card = (folder / "README.md").read_text()
+    nul = tmp_path / "nul.txt"
+    nul.write_text("\0" * 200)
+    status, _, err = run_cli(["eval", folder, "--data", nul, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "200 of the data's 200 tokens (100.0%) are the tokenizer's unknown token")
+    assert "--force" in err and "more than 50%" in err
+    assert (folder / "README.md").read_text() == card and not (folder / EVAL_RESULTS_FOLDER).exists()
+
+    status, _, err = run_cli(["eval", folder, "--data", nul, "--no-progress", "--force"], capsys)
+    assert status == 0 and "note: 200 of the data's 200 tokens (100.0%)" in err, err
+    assert (folder / EVAL_RESULTS_FOLDER / "nul.txt.yaml").is_file()
+
+    some = tmp_path / "some.txt"
+    some.write_text((ENGINE_TEXT * 3)[:190] + "\0" * 10)
+    status, _, err = run_cli(["eval", folder, "--data", some, "--no-progress"], capsys)
+    assert status == 0 and "note: 10 of the data's 200 tokens (5.0%) are the tokenizer's unknown token" in err, err
+    assert (folder / EVAL_RESULTS_FOLDER / "some.txt.yaml").is_file()
+    assert "unknown_tokens 10" in (folder / "README.md").read_text()
+
+    clean = tmp_path / "clean.txt"
+    clean.write_text(ENGINE_TEXT)
+    status, _, err = run_cli(["eval", folder, "--data", clean, "--no-progress"], capsys)
+    assert status == 0 and "unknown" not in err, err
