@@ -2,6 +2,7 @@
 ModelCard), its Evaluation section and the Hub's `.eval_results/` files, merged with what is there (the same task,
 data and metric replaced, the rest kept), carried by `minitf push`; bad data and a missing extra in one line."""
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -276,3 +277,35 @@ def test_data_of_mostly_unknown_tokens_is_named_and_not_recorded_without_force(t
     clean.write_text(ENGINE_TEXT)
     status, _, err = run_cli(["eval", folder, "--data", clean, "--no-progress"], capsys)
     assert status == 0 and "unknown" not in err, err
+
+
+def test_a_planted_section_marker_cannot_make_card_writes_drop_another_section(tmp_path):
+    """A card whose body holds marker texts outside the writer's sections (a user's edit: a whole-line start marker
+    before the Evaluation section, a pair inside a code block, one inside a heading): the next Runs in write, then
+    the next Evaluation write, keep both sections and every row, and the planted texts stay as they were."""
+    from hf_minitf.cards import RunRow, write_runs_in
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    row = RunRow("onnxruntime", "model.onnx", "fp32", "1 kB", "equal", "1 tokens/s", "2026-01-01", "v")
+    assert write_runs_in(folder / "README.md", [row])
+    planted = (
+        "## Notes <!-- minitf:evaluation -->\n\n<!-- minitf:runs_in -->\n\n"
+        "```\n<!-- minitf:evaluation -->\nan example\n<!-- /minitf:evaluation -->\n```\n\n"
+    )
+    text = (folder / "README.md").read_text()
+    marker = "<!-- minitf:evaluation -->\n## Evaluation"
+    assert marker in text
+    (folder / "README.md").write_text(text.replace(marker, planted + marker, 1))
+
+    assert write_runs_in(folder / "README.md", [dataclasses.replace(row, file="model_q8.onnx", precision="q8")])
+    record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="b.txt")
+    text = (folder / "README.md").read_text()
+    assert planted in text  # left as the user wrote it
+    assert text.count("## Evaluation") == 1 and text.count("| Runtime |") == 1
+    assert (
+        "| a.txt | text-generation | perplexity | 5 |" in text
+        and "| b.txt | text-generation | perplexity | 4 |" in text
+    )
+    assert "| model.onnx |" in text and "| model_q8.onnx |" in text
+    assert text.count("<!-- /minitf:evaluation -->") == 2 and text.count("<!-- /minitf:runs_in -->") == 1
