@@ -8,6 +8,7 @@ Pickles by content are `safety.pickles`, JSON files `safety.json_files`, a card'
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -184,7 +185,10 @@ def write_files_together(folder: str | os.PathLike, texts: dict[str, str]) -> li
             if path.is_symlink() or path.exists():
                 previous = path.with_name(f".{path.name}.previous-{pid}")
                 previous.unlink(missing_ok=True)
-                os.link(path, previous, follow_symlinks=False)
+                try:
+                    os.link(path, previous, follow_symlinks=False)
+                except OSError:  # a file system without hard links: a copy (a link copied as a link)
+                    shutil.copy2(path, previous, follow_symlinks=False)
             kept.append((path, previous))
             os.replace(temporary, path)
     except BaseException:

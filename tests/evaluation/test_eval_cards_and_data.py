@@ -309,3 +309,36 @@ def test_a_planted_section_marker_cannot_make_card_writes_drop_another_section(t
     )
     assert "| model.onnx |" in text and "| model_q8.onnx |" in text
     assert text.count("<!-- /minitf:evaluation -->") == 2 and text.count("<!-- /minitf:runs_in -->") == 1
+
+
+def test_eval_writes_as_one_change_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    """Where a hard link cannot be made, the previous file is kept aside as a copy: a failure between the two
+    writes still puts it back."""
+    import os
+
+    from hf_minitf.safety import files
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    card = (folder / "README.md").read_text()
+
+    def no_hard_links(*args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    replace, renames = os.replace, []
+
+    def failing_second_rename(source, target):
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError("injected")
+        return replace(source, target)
+
+    monkeypatch.setattr(files.os, "link", no_hard_links)
+    record_evaluation(folder, {"perplexity": 4.5}, task_type="text-generation", dataset_name="a.txt")
+    card = (folder / "README.md").read_text()
+    assert "| 4.5 |" in card
+    monkeypatch.setattr(files.os, "replace", failing_second_rename)
+    with pytest.raises(OSError, match="injected"):
+        record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="a.txt")
+    assert (folder / "README.md").read_text() == card
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".README")) == []
