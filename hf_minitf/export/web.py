@@ -159,24 +159,11 @@ def bundled_files(bundle_from: str | os.PathLike | None = None) -> dict[str, Pat
     """The files a bundled page copies (`WEB_BUNDLE`), by their place in the page (`vendor/...`): from the
     node_modules folder `bundle_from` (or the folder holding one), which must hold the pinned versions (`npm install
     @huggingface/transformers@VERSION` installs both), else downloaded once from the npm registry (or the mirror
-    `npm_config_registry` names) into the cache (`npm_cache`), each tarball checked against its pinned integrity.
-    A package refused (a tarball that is not the pinned one, a download that fails) leaves the cache as it was:
-    the packages this call downloaded before it are removed again."""
+    `npm_config_registry` names) into the cache (`npm_cache`), each tarball checked against its pinned integrity."""
     files = {}
-    downloaded: list[Path] = []
-    try:
-        for package in WEB_BUNDLE:
-            if bundle_from is not None:
-                folder = installed_package(Path(bundle_from), package)
-            else:
-                cached = is_cached(package)
-                folder = cached_package(package)
-                downloaded += [] if cached else [folder]
-            files.update({vendored_path(package, path): folder / path for path in package.paths})
-    except BaseException:
-        for folder in downloaded:
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
+    for package in WEB_BUNDLE:
+        folder = installed_package(Path(bundle_from), package) if bundle_from is not None else cached_package(package)
+        files.update({vendored_path(package, path): folder / path for path in package.paths})
     return files
 
 
@@ -213,17 +200,11 @@ def npm_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minitf" / "npm"
 
 
-def is_cached(package: NpmFiles) -> bool:
-    """Whether the cache holds every file of `package` the page needs."""
-    folder = npm_cache() / f"{package.name}@{package.version}"
-    return all((folder / path).is_file() for path in package.paths)
-
-
 def cached_package(package: NpmFiles) -> Path:
     """A folder holding `package.paths` as the package lays them out: the cache's, else downloaded into it now from
     the npm registry's tarball, whose digest must be the pinned integrity (nothing is kept otherwise)."""
     folder = npm_cache() / f"{package.name}@{package.version}"
-    if is_cached(package):
+    if all((folder / path).is_file() for path in package.paths):
         return folder
     registry = (os.environ.get("npm_config_registry") or NPM_REGISTRY).rstrip("/")
     url = f"{registry}/{package.name}/-/{package.name.rsplit('/', 1)[-1]}-{package.version}.tgz"
