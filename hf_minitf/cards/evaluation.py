@@ -28,6 +28,7 @@ from hf_minitf.cards.render import README, assemble_card, card_data, card_templa
 from hf_minitf.cards.update import save_card
 from hf_minitf.catalog.limits import MAX_DATASET_ID_CHARS
 from hf_minitf.safety.card_metadata import CardMetadataError, check_card_metadata
+from hf_minitf.safety.files import write_files_together
 
 EVAL_RESULTS_FOLDER = ".eval_results"
 """The Hub's folder of evaluation results in a model repo (huggingface_hub's `constants.EVAL_RESULTS_FOLDER`)."""
@@ -95,17 +96,6 @@ def eval_results(
     ]
 
 
-def _write_text(path: Path, text: str) -> None:
-    """Write `text` to `path` whole or not at all (as `save_card` saves a card)."""
-    temporary = path.with_name(f".{path.name}.writing-{os.getpid()}")
-    try:
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
 def _evaluation_section(results: list[EvalResult]) -> str:
     import jinja2
 
@@ -133,17 +123,21 @@ def _evaluation_section(results: list[EvalResult]) -> str:
     return jinja2.Template(card_template(EVALUATION_TEMPLATE)).render(rows=cells)
 
 
-def record_in_card(folder: str | os.PathLike, results: list[EvalResult], model_name: str | None = None) -> ModelCard:
-    """Merge `results` into the model-index of `folder/README.md` (a card is made when there is none) and list the
-    model-index in the card's Evaluation section; the card is saved whole. A card whose metadata does not parse is a
+def card_with_results(folder: Path, results: list[EvalResult], model_name: str | None = None) -> ModelCard:
+    """`folder/README.md` (a new card when there is none) with `results` merged into its model-index and the
+    model-index listed in its Evaluation section; nothing is written. A card whose metadata does not parse is a
     CardMetadataError naming it."""
-    folder = Path(folder)
     card = read_card(folder / README) or ModelCard("---\n---\n")
     data = card_data(card)
     data.eval_results = merge_eval_results(data.eval_results or [], results)
     data.model_name = data.model_name or model_name or folder.resolve().name
-    updated = assemble_card(data, set_section(card.text, EVALUATION_SECTION, _evaluation_section(data.eval_results)))
-    save_card(updated, folder / README)
+    return assemble_card(data, set_section(card.text, EVALUATION_SECTION, _evaluation_section(data.eval_results)))
+
+
+def record_in_card(folder: str | os.PathLike, results: list[EvalResult], model_name: str | None = None) -> ModelCard:
+    """`card_with_results` saved whole as `folder/README.md`."""
+    updated = card_with_results(Path(folder), results, model_name)
+    save_card(updated, Path(folder) / README)
     return updated
 
 
@@ -167,24 +161,24 @@ def _read_entries(path: Path) -> list:
     return entries
 
 
-def record_eval_results_file(
-    folder: str | os.PathLike,
+def eval_results_file(
+    folder: Path,
     figures: Mapping[str, float],
     *,
     dataset_id: str,
     dataset_revision: str | None = None,
     notes: str | None = None,
     date: str | None = None,
-) -> Path:
-    """Write (or merge into) `folder/.eval_results/<dataset>.yaml`: one entry per figure, its `task_id` the metric,
-    replacing the entries of the same dataset id and task id. Returns the file."""
+) -> tuple[str, str]:
+    """`.eval_results/<dataset>.yaml` of `folder` (its path relative to the folder, and its text) with one entry per
+    figure, its `task_id` the metric, replacing the entries of the same dataset id and task id of the file there;
+    nothing is written. A file there that is a link is not read (it is replaced when written)."""
     import yaml
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-    results = Path(folder) / EVAL_RESULTS_FOLDER
-    if results.is_symlink():  # a link out of the folder is replaced, never followed (as the card's README.md)
-        results.unlink()
-    path = results / f"{slug(dataset_id)}.yaml"
+    relative = f"{EVAL_RESULTS_FOLDER}/{slug(dataset_id)}.yaml"
+    results = folder / EVAL_RESULTS_FOLDER
+    path = folder / relative
     date = date or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     new = [
         EvalResultEntry(
@@ -198,10 +192,16 @@ def record_eval_results_file(
         for name, value in figures.items()
     ]
     replaced = {(entry.dataset_id, entry.task_id) for entry in new}
-    kept = [] if path.is_symlink() else _read_entries(path)  # a linked file is replaced, its target never read
+    linked = results.is_symlink() or path.is_symlink()  # a linked folder or file is replaced, its target never read
+    kept = [] if linked else _read_entries(path)
     entries = [entry for entry in kept if (entry.dataset_id, entry.task_id) not in replaced] + new
-    path.parent.mkdir(exist_ok=True)
-    _write_text(path, yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True))
+    return relative, yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False, allow_unicode=True)
+
+
+def record_eval_results_file(folder: str | os.PathLike, figures: Mapping[str, float], **entry: Any) -> Path:
+    """Write (or merge into) `folder/.eval_results/<dataset>.yaml` (`eval_results_file`). Returns the file."""
+    relative, text = eval_results_file(Path(folder), figures, **entry)
+    (path,) = write_files_together(folder, {relative: text})
     return path
 
 
@@ -218,7 +218,9 @@ def record_evaluation(
     notes: str | None = None,
 ) -> tuple[ModelCard, Path]:
     """Record figures measured on a data set in `folder`: the card's model-index and Evaluation section, and the
-    `.eval_results/` file of the data (`dataset_id`: the Hub dataset it is, default `dataset_name`)."""
+    `.eval_results/` file of the data (`dataset_id`: the Hub dataset it is, default `dataset_name`), as one change
+    (`safety.files.write_files_together`): both files are built first, so a card or results file that does not parse
+    refuses before anything is written, then put in place together; a failure leaves both as they were."""
     results = eval_results(
         figures,
         task_type=task_type,
@@ -227,10 +229,13 @@ def record_evaluation(
         dataset_split=dataset_split,
         settings={"source": SOURCE, **(settings or {})},
     )
-    path = record_eval_results_file(
+    folder = Path(folder)
+    card = card_with_results(folder, results)  # a card that does not parse is refused before anything is written
+    relative, text = eval_results_file(
         folder, figures, dataset_id=dataset_id or dataset_name, dataset_revision=dataset_revision, notes=notes
     )
-    return record_in_card(folder, results), path
+    _, path = write_files_together(folder, {README: str(card), relative: text})
+    return card, path
 
 
 __all__ = [

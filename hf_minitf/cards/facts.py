@@ -14,6 +14,7 @@ from typing import Any
 from huggingface_hub import ModelCard
 
 from hf_minitf.safety.card_metadata import load_model_card
+from hf_minitf.safety.files import reading_roots
 from hf_minitf.safety.json_files import read_json
 
 MINITF_TAG = "minitf"
@@ -41,7 +42,10 @@ def read_folder_json(path: Path) -> dict:
 
 
 def read_card(path: Path) -> ModelCard | None:
-    """The card at `path` (metadata errors raised as CardMetadataError), None when there is none."""
+    """The card at `path` (metadata errors raised as CardMetadataError), None when there is none or it is a link out
+    of its folder (never read: a write then replaces the link, `safety.files.write_files_together`)."""
+    if path.is_symlink() and not any(path.resolve().is_relative_to(root) for root in reading_roots(path.parent)):
+        return None
     return load_model_card(path, ignore_metadata_errors=True) if path.is_file() else None
 
 

@@ -36,7 +36,8 @@ README = "README.md"
 """A folder's model card."""
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
 _SECTION = "<!-- minitf:{name} -->\n{text}\n<!-- /minitf:{name} -->"
-_SECTIONS = re.compile(r"<!-- minitf:(\w+) -->\n(.*?)\n<!-- /minitf:\1 -->", re.DOTALL)
+_MARKER = re.compile(r"<!-- (/?)minitf:(\w+) -->")
+_FENCES = ("```", "~~~")
 _SENTENCE_TRANSFORMER_CALL = re.compile(r'SentenceTransformer\("([^"]*)"(?:, trust_remote_code=True)?\)')
 
 
@@ -107,24 +108,60 @@ def render_card(
     )
 
 
+def section_spans(text: str) -> dict[str, tuple[int, int, str]]:
+    """The marked sections of a card body, found by structure rather than by marker text anywhere: name -> (where
+    its start marker's line begins, where its end marker's line ends, its content). A marker counts only as a whole
+    line of its own, outside fenced code blocks; a section is a start marker followed by its end marker with no
+    other marker line between (a start marker that another marker follows is text, not a section), and the first
+    section of a name is the one read and replaced. So a marker text planted in a line of the body (a title, a
+    table cell, a dataset name), inside code or out of order cannot make a write replace more than its section."""
+    spans: dict[str, tuple[int, int, str]] = {}
+    fence: str | None = None
+    opened: tuple[str, int, int] | None = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        bare = line.rstrip("\r\n")
+        start, offset = offset, offset + len(line)
+        if fence is not None:  # inside fenced code: nothing is a marker until the fence closes
+            fence = None if bare.startswith(fence) else fence
+            continue
+        if bare.startswith(_FENCES):
+            fence = bare[:3]
+            continue
+        marker = _MARKER.fullmatch(bare)
+        if marker is None:
+            continue
+        closing, name = marker.groups()
+        if not closing:
+            opened = (name, start, offset)
+        elif opened is not None and opened[0] == name and name not in spans:
+            spans[name] = (opened[1], offset, text[opened[2] : start].removesuffix("\n").removesuffix("\r"))
+            opened = None
+        else:
+            opened = None
+    return spans
+
+
 def sections(text: str) -> dict[str, str]:
-    """The marked sections of a card body, by name."""
-    return {match.group(1): match.group(2) for match in _SECTIONS.finditer(text)}
+    """The marked sections of a card body, by name (`section_spans`)."""
+    return {name: content for name, (_, _, content) in section_spans(text).items()}
 
 
 def set_section(text: str, name: str, content: str) -> str:
-    """Replace the marked section `name` of a card body, or append it."""
-    pattern = re.compile(rf"<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n?", re.DOTALL)
+    """Replace the marked section `name` of a card body (`section_spans`), or append it."""
     section = _SECTION.format(name=name, text=content.strip()) + "\n"
-    if pattern.search(text):
-        return pattern.sub(lambda _: section, text, count=1)
+    span = section_spans(text).get(name)
+    if span is not None:
+        return text[: span[0]] + section + text[span[1] :]
     return text.rstrip() + "\n\n" + section
 
 
 def drop_section(text: str, name: str) -> str:
     """A card body without its marked section `name` (as it was when it has none)."""
-    pattern = re.compile(rf"\n*<!-- minitf:{name} -->.*?<!-- /minitf:{name} -->\n*", re.DOTALL)
-    return pattern.sub("\n\n", text, count=1)
+    span = section_spans(text).get(name)
+    if span is None:
+        return text
+    return text[: span[0]].rstrip("\n") + "\n\n" + text[span[1] :].lstrip("\n")
 
 
 def assemble_card(data: ModelCardData, text: str) -> ModelCard:

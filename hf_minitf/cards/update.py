@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from hf_minitf.cards.render import (
 from hf_minitf.catalog.families import family_of_model_type
 from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE, check_license
 from hf_minitf.safety.card_metadata import CardMetadataError
+from hf_minitf.safety.files import confined_path, write_files_together
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +49,11 @@ def _source_card(source_folder: str | os.PathLike | None) -> ModelCard | None:
 
 
 def save_card(card: ModelCard, path: str | os.PathLike) -> None:
-    """Save `card` to `path` whole or not at all: written beside it under a temporary name, then renamed over it,
-    so a failed write (disk full) leaves the previous card as it was and no temporary file behind."""
+    """Save `card` to `path` whole or not at all (`safety.files.write_files_together`): written beside it under a
+    temporary name, then renamed over it, so a failed write (disk full) leaves the previous card as it was and no
+    temporary file behind, and a README.md (or temporary name) that is a link is replaced, never followed."""
     path = Path(path)
-    temporary = path.with_name(f".{path.name}.writing-{os.getpid()}")
-    try:
-        card.save(temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    write_files_together(path.parent, {path.name: str(card)})
 
 
 def write_model_card(
@@ -162,8 +157,7 @@ def add_translation_pipeline(folder: str | os.PathLike) -> None:
     from hf_minitf.modeling import pipeline_minitf_translation as module
 
     folder = Path(folder)
-    shutil.copyfile(module.__file__, folder / TRANSLATION_PIPELINE_FILE)
-    config = read_folder_json(folder / "config.json")
+    config = read_folder_json(confined_path(folder, "config.json", "config.json"))  # a link out is not read
     config["custom_pipelines"] = {
         module.TASK: {
             "impl": f"{Path(TRANSLATION_PIPELINE_FILE).stem}.{module.MiniTFTranslationPipeline.__name__}",
@@ -172,9 +166,13 @@ def add_translation_pipeline(folder: str | os.PathLike) -> None:
             "type": "text",
         }
     }
-    with open(folder / "config.json", "w", encoding="utf-8") as handle:
-        json.dump(config, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+    write_files_together(
+        folder,
+        {
+            TRANSLATION_PIPELINE_FILE: Path(module.__file__).read_text(encoding="utf-8"),
+            "config.json": json.dumps(config, indent=2, sort_keys=True) + "\n",
+        },
+    )
 
 
 def prepare_upload(

@@ -63,6 +63,11 @@ CHARS_PER_TOKEN_FLOOR = 32
 """A text longer than a model's context times max(its vocabulary's longest token, this many characters) is refused
 before it is tokenized: no text that long fits. The floor covers tokenizers whose unknown-word token stands for any
 number of characters (word-level, WordPiece)."""
+MAX_UNKNOWN_TOKEN_SHARE = 0.5
+"""`minitf eval` records a GPT's figures only when at most this share of the data's tokens is the tokenizer's unknown
+token (`--force` records them anyway): past it the figures measure how the model predicts `<unk>`, not the text (a
+file of NUL characters on a char GPT: every token `<unk>`, "perplexity 617"). A smaller share is reported and
+recorded."""
 CHAT_TEMPLATE_SECONDS = 2.0
 """Longest a chat template may take to render one request's messages (a normal template takes milliseconds): a
 template with nested `range(99999)` loops held the server for over a minute."""
@@ -104,6 +109,7 @@ __all__ = [
     "MAX_PORT",
     "MAX_BATCH",
     "MAX_REQUEST_BYTES",
+    "MAX_UNKNOWN_TOKEN_SHARE",
     "MAX_STEPS",
     "MAX_STEPS_SCALE",
     "MAX_VOCAB_SIZE",

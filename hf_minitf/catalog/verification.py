@@ -23,10 +23,18 @@ EXACT_LOGIT_DIFFERENCE = 1e-5
 argmax: only the logits show it)."""
 
 SOURCE_CARD_FIELD = "minitf_source"
-"""The metadata field of a native export's card that names the MiniTF folder or repo id it was exported from (an
-engine export names it as `source` in minitf_export.json)."""
+"""The metadata field of a native export's card that names the MiniTF folder (an absolute path) or repo id it was
+exported from (an engine export names it as `source` in minitf_export.json)."""
 GGUF_SOURCE_KEY = "minitf.source"
 """The same, as a key of a GGUF file's metadata."""
+SOURCE_HASHES_FIELD = "minitf_source_sha256"
+"""Where an export records the sha256 of its source's config.json and weights at export time (`SOURCE_HASHED`): a
+native card's metadata field and minitf_export.json's key, each an object of them; `minitf verify` refuses a
+recorded source whose files no longer hash the same."""
+GGUF_SOURCE_HASH_KEYS = {"config": "minitf.source.config_sha256", "weights": "minitf.source.weights_sha256"}
+"""The same, as keys of a GGUF file's metadata."""
+SOURCE_HASHED = {"config": "config.json", "weights": "*.safetensors"}
+"""What of the source is hashed (the weights: every safetensors file of the folder, in name order)."""
 
 RUNS_IN_SECTION = "runs_in"
 """The marked section (`<!-- minitf:runs_in -->`) of a card that holds the table."""
@@ -79,6 +87,7 @@ __all__ = [
     "EXACT_EMBEDDING_DIFFERENCE",
     "EXPORT_VERIFY_NEW_TOKENS",
     "EXPORT_VERIFY_PROMPTS",
+    "GGUF_SOURCE_HASH_KEYS",
     "GGUF_SOURCE_KEY",
     "NO_VERIFY_HELP",
     "PROMPT_LENGTHS",
@@ -88,6 +97,8 @@ __all__ = [
     "RUNTIMES",
     "Runtime",
     "SOURCE_CARD_FIELD",
+    "SOURCE_HASHED",
+    "SOURCE_HASHES_FIELD",
     "VERIFY_DESCRIPTION",
     "VERIFY_HELP",
     "VERIFY_NEW_TOKENS",

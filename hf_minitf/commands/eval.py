@@ -14,8 +14,8 @@ import argparse
 import json
 from pathlib import Path
 
-from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES, dataset_id_problem
-from hf_minitf.commands.common import add_model_folder, count, model_folder, quiet_transformers, reports_errors
+from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES, MAX_UNKNOWN_TOKEN_SHARE, dataset_id_problem
+from hf_minitf.commands.common import add_model_folder, count, model_folder, quiet_transformers, reports_errors, say
 
 HELP = "measure a model folder on your data (perplexity, retrieval, BLEU/chrF) and record it in its card"
 DESCRIPTION = f"""\
@@ -33,7 +33,10 @@ results files, replacing earlier figures of the same task, data and metric and k
 
 Pairs: a .tsv file (two tab-separated columns) or .jsonl/.json rows (--columns). A folder saved by datasets'
 save_to_disk is read too (--split). The data is named on the card by its file name and sha256. Files over
-{MAX_EVAL_DATA_BYTES // 2**20} MiB are refused: give a sample."""
+{MAX_EVAL_DATA_BYTES // 2**20} MiB are refused: give a sample. A GPT's data whose tokens are more than
+{MAX_UNKNOWN_TOKEN_SHARE:.0%} the tokenizer's unknown token is measured but not recorded (--force records it); any
+unknown tokens are counted on stderr and on the card. The card and the results file are written as one change (a
+card whose YAML does not parse is refused before the model runs)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Hub dataset the data is (named in .eval_results/; default: the file name)",
     )
     parser.add_argument("--no-card", action="store_true", help="print the figures only; leave DIR as it is")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help=f"record the figures although more than {MAX_UNKNOWN_TOKEN_SHARE:.0%} of the data's tokens are the "
+        "unknown token (they then measure <unk>, not the text)",
+    )
     parser.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -151,6 +160,10 @@ def run(args: argparse.Namespace) -> int:
     folder = model_folder(args.model)
     columns = [column.strip() for column in args.columns.split(",")] if args.columns else None
     progress = not args.no_progress
+    if not args.no_card:  # a card the figures cannot be recorded in is refused before the model runs
+        from hf_minitf.cards import read_card
+
+        read_card(folder / "README.md")
     info = export_info(folder)
     if info is None:
         evaluation = evaluate_folder(
@@ -158,6 +171,18 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         evaluation = _evaluate_export(folder, info, args, columns, progress)
+    unknown, total = evaluation.unknown
+    if unknown:
+        line = (
+            f"{unknown:,} of the data's {total:,} tokens ({evaluation.unknown_share:.1%}) are the tokenizer's "
+            "unknown token: the figures measure how the model predicts it there, not that text"
+        )
+        if evaluation.unknown_share > MAX_UNKNOWN_TOKEN_SHARE and not args.no_card and not args.force:
+            raise ValueError(
+                f"{line}; more than {MAX_UNKNOWN_TOKEN_SHARE:.0%}, so nothing is recorded: give data in the "
+                "model's vocabulary, or pass --force to record them anyway (--no-card to print them only)"
+            )
+        say("eval", "note", line)
     recorded = None
     if not args.no_card:
         from hf_minitf.cards import record_evaluation

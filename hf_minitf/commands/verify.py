@@ -65,6 +65,8 @@ def report(verification, command: str, as_json: bool = False, aside: bool = Fals
     """Print what `verification` found (`lines`, or JSON; `aside`: on stderr, each line after `minitf COMMAND:
     verified:`, for a command whose output is something else) and, when an export claiming exactness is not exact,
     its first difference on stderr; the exit status (1 then, else 0)."""
+    for note in verification.notes:
+        print(f"minitf {command}: note: {note}", file=sys.stderr)
     if aside:
         for line in lines(verification):
             print(f"minitf {command}: verified: {line}", file=sys.stderr)

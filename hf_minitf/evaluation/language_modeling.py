@@ -141,6 +141,16 @@ def tokenize_documents(tokenizer, texts: Sequence[str]) -> tuple[list[list[int]]
     return documents, characters
 
 
+def unknown_tokens(tokenizer, documents: Sequence[list[int]]) -> tuple[int, int]:
+    """(how many of the documents' tokens are the tokenizer's unknown token, how many tokens they hold): text the
+    vocabulary does not cover, which the figures then measure as `<unk>` (0 unknown for a tokenizer without one)."""
+    unknown_id = getattr(tokenizer, "unk_token_id", None)
+    total = sum(map(len, documents))
+    if unknown_id is None:
+        return 0, total
+    return sum(ids.count(unknown_id) for ids in documents), total
+
+
 def causal_lm_scorer(model) -> Scorer:
     """The `Scorer` of a transformers causal LM (a MiniTF GPT or its native export), in float64 log-softmax."""
     import torch
@@ -172,6 +182,7 @@ __all__ = [
     "model_context",
     "perplexity",
     "tokenize_documents",
+    "unknown_tokens",
     "window_count",
     "windows",
 ]

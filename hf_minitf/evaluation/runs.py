@@ -21,6 +21,7 @@ from hf_minitf.evaluation.language_modeling import (
     model_context,
     perplexity,
     tokenize_documents,
+    unknown_tokens,
 )
 from hf_minitf.evaluation.retrieval import Encode, retrieval_figures
 from hf_minitf.evaluation.translation import Translate, require_sacrebleu, seq2seq_translate, translation_figures
@@ -41,6 +42,14 @@ class Evaluation:
     """What computed the figures (`transformers`, `CTranslate2 score_batch`, ...)."""
     details: dict[str, Any] = field(default_factory=dict)
     """Counts and settings (tokens, window, stride, pairs)."""
+    unknown: tuple[int, int] = (0, 0)
+    """(the data's tokens that are the unknown token, the data's tokens): a GPT's (`unknown_share`)."""
+
+    @property
+    def unknown_share(self) -> float:
+        """The share of the data's tokens that the tokenizer read as its unknown token."""
+        unknown, total = self.unknown
+        return unknown / total if total else 0.0
 
     @property
     def task_type(self) -> str:
@@ -73,7 +82,10 @@ def evaluate_gpt(
     details = result.as_dict()
     for name in result.figures():
         details.pop(name)
-    return Evaluation("gpt", result.figures(), data, measured_by, details)
+    unknown, total = unknown_tokens(tokenizer, documents)
+    if unknown:  # named on the card beside the figures, and by `minitf eval`
+        details["unknown_tokens"] = unknown
+    return Evaluation("gpt", result.figures(), data, measured_by, details, unknown=(unknown, total))
 
 
 def evaluate_encoder(

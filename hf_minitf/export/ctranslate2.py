@@ -37,6 +37,7 @@ from tokenizers import Tokenizer
 from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
+from hf_minitf.catalog.verification import SOURCE_HASHES_FIELD
 from hf_minitf.export.formats.ctranslate2 import FORMAT
 from hf_minitf.export.source import EXPORT_FILE, accepts_src, check_sentence_transformer_folder, open_source_of
 from hf_minitf.safety.output_folders import atomic_output_dir
@@ -345,7 +346,8 @@ def export_ctranslate2(
                     "quantization": quantization,
                     "max_position_embeddings": model.config.max_position_embeddings,
                     "position_embedding_type": getattr(model.config, "position_embedding_type", "sinusoidal"),
-                    "source": str(source),
+                    "source": opened.recorded,
+                    SOURCE_HASHES_FIELD: opened.hashes(),
                 },
                 indent=2,
             )

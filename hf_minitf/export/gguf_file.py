@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
+from hf_minitf.catalog.verification import GGUF_SOURCE_HASH_KEYS, GGUF_SOURCE_KEY
 from hf_minitf.export.source import ExportRefused, MiniTFSource
 
 GGUF_MAGIC = b"GGUF"  # the first four bytes of every GGUF file
@@ -187,7 +187,9 @@ def gguf_writer(path: Path, arch: str, source: MiniTFSource, config: Any, licens
     writer = GGUFWriter(str(path), arch)
     writer.add_name(Path(source.name).name or source.name)
     writer.add_license(license)  # general.license: a GGUF file's card
-    writer.add_string(GGUF_SOURCE_KEY, source.name)
+    writer.add_string(GGUF_SOURCE_KEY, source.recorded)
+    for part, digest in source.hashes().items():
+        writer.add_string(GGUF_SOURCE_HASH_KEYS[part], digest)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)

@@ -30,7 +30,7 @@ from safetensors.torch import save_file
 from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE
-from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
+from hf_minitf.catalog.verification import SOURCE_CARD_FIELD, SOURCE_HASHES_FIELD
 from hf_minitf.export.formats.native import FORMAT
 from hf_minitf.export.native_seq2seq import save_native_seq2seq_files
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
@@ -344,7 +344,8 @@ def write_native_card(
     encoder = kind == "encoder"
     carried = export_card_data(source.folder, license) | {
         "base_model": source.repo_id,
-        SOURCE_CARD_FIELD: source.name,  # what `minitf verify` measures the export against
+        SOURCE_CARD_FIELD: source.recorded,  # what `minitf verify` measures the export against
+        SOURCE_HASHES_FIELD: source.hashes(),  # and what it checks that folder still holds
     }
     title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = export_card(
@@ -370,6 +371,23 @@ def write_native_card(
         on_hub=Path(model_id).exists() is False and "/" in model_id,
     )
     card.save(folder / "README.md")
+
+
+def native_tensors(source: MiniTFSource, config: Any) -> dict[str, torch.Tensor]:
+    """The tensors of a GPT's or an encoder's native model.safetensors (a translator's: `pegasus_state_dict`), by
+    their native names, in the saved weights' dtype: what `export_native` writes and what `minitf verify` compares a
+    native export's file with, tensor by tensor."""
+    model = source.load_model()
+    if source.family == "seq2seq":
+        from hf_minitf.export.native_seq2seq import pegasus_state_dict
+
+        return pegasus_state_dict(model)
+    state = model.state_dict()
+    if source.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
+        return xlm_roberta_xl_state_dict({f"model.{name}": tensor for name, tensor in state.items()}, config)
+    if config.position_embedding_type == "learned":
+        return gpt2_state_dict(state, config)
+    return gpt_neox_state_dict(state, config)
 
 
 def export_native(
@@ -399,9 +417,6 @@ def export_native(
     check_native(config)
     model = opened.load_model()
     tokenizer = opened.load_tokenizer()
-    state = model.state_dict()
-    if opened.family == "encoder":  # the bare encoder: the same names as the GPT's `model.` part
-        state = {f"model.{name}": tensor for name, tensor in state.items()}
     dtype = next(model.parameters()).dtype
     out = Path(out)
     inputs = [opened.folder] if opened.repo_id is None else []
@@ -409,10 +424,9 @@ def export_native(
     target.check_space(weights_bytes(model.parameters()), "the weights")  # written in their own dtype
     if opened.family == "gpt":
         kind = config.position_embedding_type
-        tensors = gpt2_state_dict(state, config) if kind == "learned" else gpt_neox_state_dict(state, config)
         model_id = model_id or str(out)
         with atomic_output_dir(target) as work:
-            _save_weights(tensors, work)
+            _save_weights(native_tensors(opened, config), work)
             save_native_gpt_files(opened, config, tokenizer, dtype, work)
             gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id, license)
             write_native_card(work, opened, config, kind, model_id, gguf_files, license)
@@ -440,7 +454,7 @@ def export_native(
         atomic_output_dir(target) as work,
     ):
         staging = Path(staging_dir)
-        _save_weights(xlm_roberta_xl_state_dict(state, config), staging)
+        _save_weights(native_tensors(opened, config), staging)
         _save_config(xlm_roberta_xl_config(config), dtype, staging)
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
@@ -479,6 +493,7 @@ def _save_sentence_transformer(model_folder: Path, work: Path, config: Any) -> N
 
 
 __all__ = [
+    "native_tensors",
     "ExportRefused",
     "check_native",
     "export_native",

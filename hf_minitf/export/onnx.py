@@ -38,6 +38,7 @@ import torch
 
 from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
+from hf_minitf.catalog.verification import SOURCE_HASHES_FIELD
 from hf_minitf.export.formats.onnx import FORMAT
 from hf_minitf.export.onnx_graph import export_graph
 from hf_minitf.export.source import (
@@ -128,7 +129,8 @@ def export_onnx(
             if name == "q8" and opened.family == "encoder":
                 shutil.copyfile(work / QUANTIZED_FILES[name], work / SENTENCE_TRANSFORMERS_Q8_FILE)
                 files.append(SENTENCE_TRANSFORMERS_Q8_FILE)
-        info = {"engine": "onnxruntime", "family": opened.config["model_type"], "files": files, "source": str(source)}
+        info = {"engine": "onnxruntime", "family": opened.config["model_type"], "files": files}
+        info |= {"source": opened.recorded, SOURCE_HASHES_FIELD: opened.hashes()}
         if opened.family == "gpt":
             info |= {
                 "kind": "generator",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
 import os
 import warnings
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import torch
 from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.limits import TOKENIZER_MAX_ENTRIES
+from hf_minitf.catalog.verification import SOURCE_HASHED
 from hf_minitf.catalog.wording import with_article
 from hf_minitf.hub.sources import download_repo_files, looks_like_repo_id
 from hf_minitf.safety.files import confined_path
@@ -155,6 +157,22 @@ def split_qkv_heads(tensor: torch.Tensor, config: Any) -> torch.Tensor:
     return parts
 
 
+def source_hashes(folder: Path) -> dict[str, str]:
+    """The sha256 of a MiniTF folder's config.json and of its weights (`catalog.verification.SOURCE_HASHED`; several
+    safetensors files: the sha256 of their names and hashes in name order), as an export records them."""
+    from hf_minitf.cards.facts import file_sha256
+
+    hashes = {}
+    for part, pattern in SOURCE_HASHED.items():
+        files = sorted(folder.glob(pattern))
+        if len(files) == 1:
+            hashes[part] = file_sha256(files[0])
+        else:
+            listing = "".join(f"{path.name} {file_sha256(path)}\n" for path in files)
+            hashes[part] = hashlib.sha256(listing.encode("utf-8")).hexdigest()
+    return hashes
+
+
 @dataclass
 class MiniTFSource:
     """A MiniTF model folder on disk, with what the exports need to know about it."""
@@ -168,6 +186,18 @@ class MiniTFSource:
     @property
     def family(self) -> str:
         return MODEL_TYPES[self.config["model_type"]].name
+
+    @property
+    def recorded(self) -> str:
+        """What an export records as its source: the repo id, else the folder's absolute path (a relative one would
+        name whatever folder of that name lies where `minitf verify` runs)."""
+        return self.repo_id or str(self.folder.resolve())
+
+    def hashes(self) -> dict[str, str]:
+        """The sha256 of its config.json and weights, recorded beside `recorded` (`source_hashes`)."""
+        if "hashes" not in self.loaded:
+            self.loaded["hashes"] = source_hashes(self.folder)
+        return self.loaded["hashes"]
 
     loaded: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     """The model and the tokenizer once loaded: every writer and measurement of one export reads the same ones."""
@@ -338,5 +368,6 @@ __all__ = [
     "open_source_of",
     "read_json",
     "rotate_half_order",
+    "source_hashes",
     "split_qkv_heads",
 ]

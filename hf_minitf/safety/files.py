@@ -8,6 +8,7 @@ Pickles by content are `safety.pickles`, JSON files `safety.json_files`, a card'
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -143,12 +144,78 @@ def check_upload_sources(sources: Iterable[tuple[str, Path]], roots: Iterable[Pa
         )
 
 
+def folder_for_writing(folder: Path, relative: str) -> Path:
+    """`folder / relative` for a file the package writes into a model folder, its parent folders made inside it: a
+    parent that is a link (out of the folder or not) is replaced by a real folder, never followed; a `relative`
+    that is absolute or climbs out is refused (the package names its own files, so that is a bug, not bad input).
+    The file itself may be a link: `write_files_together` renames over it, which replaces the link."""
+    normal = os.path.normpath(relative)
+    if os.path.isabs(relative) or normal == ".." or normal.startswith(".." + os.sep):
+        raise ValueError(f"{relative!r} is not a path inside {folder}")
+    parent = folder
+    for part in Path(normal).parts[:-1]:
+        parent = parent / part
+        if parent.is_symlink():
+            parent.unlink()
+        parent.mkdir(exist_ok=True)
+    return folder / normal
+
+
+def write_files_together(folder: str | os.PathLike, texts: dict[str, str]) -> list[Path]:
+    """Write the files `texts` (path relative to `folder` -> text) into the model folder `folder` as one change:
+    each written beside its place under a temporary name first, then all renamed over their places, each previous
+    file kept (hard-linked) aside until every one is in place. A failure at any point puts the previous files back
+    and leaves no temporary file: every file is new, or none is (a kill can fall only between two renames). A link
+    at a file's place, at a parent folder or at a temporary name is replaced, never followed (`folder_for_writing`),
+    so a downloaded folder cannot make a write land elsewhere. Returns the paths written."""
+    folder = Path(folder)
+    pid = os.getpid()
+    staged: list[tuple[Path, Path]] = []
+    kept: list[tuple[Path, Path | None]] = []
+    try:
+        for relative, text in texts.items():
+            path = folder_for_writing(folder, relative)
+            temporary = path.with_name(f".{path.name}.writing-{pid}")
+            temporary.unlink(missing_ok=True)  # a link planted under this name is removed, not written through
+            staged.append((path, temporary))
+            with open(temporary, "x", encoding="utf-8", newline="") as handle:  # "x": made here, never via a link
+                handle.write(text)
+        for path, temporary in staged:
+            previous = None
+            if path.is_symlink() or path.exists():
+                previous = path.with_name(f".{path.name}.previous-{pid}")
+                previous.unlink(missing_ok=True)
+                try:
+                    os.link(path, previous, follow_symlinks=False)
+                except OSError:  # a file system without hard links: a copy (a link copied as a link)
+                    shutil.copy2(path, previous, follow_symlinks=False)
+            kept.append((path, previous))
+            os.replace(temporary, path)
+    except BaseException:
+        for path, previous in reversed(kept):
+            if previous is None:
+                path.unlink(missing_ok=True)
+            elif os.path.lexists(path) and os.path.samestat(os.lstat(path), os.lstat(previous)):
+                previous.unlink()  # not replaced yet (renaming a file's link over another is a no-op: removed)
+            else:
+                os.replace(previous, path)
+        for _, temporary in staged:
+            temporary.unlink(missing_ok=True)
+        raise
+    for _, previous in kept:
+        if previous is not None:
+            previous.unlink(missing_ok=True)
+    return [path for path, _ in staged]
+
+
 __all__ = [
     "UnsafeFileError",
     "check_upload_sources",
     "confined_path",
     "folder_files",
+    "folder_for_writing",
     "link_problem",
     "links_leaving",
     "reading_roots",
+    "write_files_together",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from hf_minitf.safety.files import write_files_together
 from hf_minitf.safety.json_files import read_json
 from hf_minitf.safety.output_folders import (
     DiskFull,
@@ -86,7 +87,7 @@ class RecordRun(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
         if state.is_world_process_zero and folder.is_dir():
-            (folder / RUN_RECORD).write_text(json.dumps(self.record, indent=2, ensure_ascii=False) + "\n")
+            write_files_together(folder, {RUN_RECORD: json.dumps(self.record, indent=2, ensure_ascii=False) + "\n"})
 
 
 def _corpus_text(corpus: dict[str, Any]) -> str:

@@ -22,7 +22,12 @@ from hf_minitf.catalog.exports import (
     ONNX_TRANSLATOR_GRAPHS,
     onnx_variant_file,
 )
-from hf_minitf.catalog.verification import GGUF_SOURCE_KEY, SOURCE_CARD_FIELD
+from hf_minitf.catalog.verification import (
+    GGUF_SOURCE_HASH_KEYS,
+    GGUF_SOURCE_KEY,
+    SOURCE_CARD_FIELD,
+    SOURCE_HASHES_FIELD,
+)
 from hf_minitf.export.format import LAYOUTS as LAYOUT_NAMES
 from hf_minitf.export.formats import export_format, export_formats
 from hf_minitf.safety.gguf_files import gguf_file_type, read_gguf
@@ -99,6 +104,9 @@ class Export:
     """The cards (README.md) that get its table: none for a GGUF file alone."""
     source: str | None
     """The MiniTF folder or Hub repo id it names as its source."""
+    source_hashes: dict[str, str] | None = None
+    """The sha256 of that source's config.json and weights at export time (None: an export made before they were
+    recorded)."""
 
 
 # ---------------------------------------------------------------------------------------------------- precisions
@@ -122,9 +130,17 @@ def onnx_translator_graphs(files: list[str]) -> list[tuple[str, tuple[str, ...]]
     return runs
 
 
-def gguf_facts(path: Path) -> tuple[str, str, str | None, int]:
+def recorded_hashes(value: object) -> dict[str, str] | None:
+    """The source's hashes an export recorded (`SOURCE_HASHES_FIELD`), or None where it recorded none (or not an
+    object of strings)."""
+    if not isinstance(value, dict) or not value or not all(isinstance(item, str) for item in value.values()):
+        return None
+    return {str(part): digest for part, digest in value.items()}
+
+
+def gguf_facts(path: Path) -> tuple[str, str, str | None, int, dict[str, str] | None]:
     """A GGUF file's kind (an embedder where it pools its states, else a generator), precision (its file type: f32,
-    f16, q8_0, ...), the source it names, and its context length."""
+    f16, q8_0, ...), the source it names, its context length, and the source's hashes it records."""
     reader = read_gguf(path)
 
     def value(key: str):
@@ -134,18 +150,23 @@ def gguf_facts(path: Path) -> tuple[str, str, str | None, int]:
     precision = gguf_file_type(path, reader)
     architecture = value("general.architecture")
     kind = "embedder" if value(f"{architecture}.pooling_type") else "generator"
-    return kind, precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512)
+    hashes = recorded_hashes({part: value(key) for part, key in GGUF_SOURCE_HASH_KEYS.items() if value(key)})
+    return kind, precision, value(GGUF_SOURCE_KEY), int(value(f"{architecture}.context_length") or 512), hashes
 
 
 # ------------------------------------------------------------------------------------------------------- layouts
-def gguf_targets(folder: Path, names: list[str], prefix: str = "") -> tuple[list[Target], str | None]:
-    """The GGUF files `names` of `folder`, and the source the first one names."""
-    targets, source = [], None
+def gguf_targets(
+    folder: Path, names: list[str], prefix: str = ""
+) -> tuple[list[Target], str | None, dict[str, str] | None]:
+    """The GGUF files `names` of `folder`, and the source the first one names with its hashes."""
+    targets: list[Target] = []
+    source, hashes = None, None
     for name in names:
-        kind, precision, named, context = gguf_facts(folder / name)
-        source = source or named
+        kind, precision, named, context, recorded = gguf_facts(folder / name)
+        if source is None:
+            source, hashes = named, recorded
         targets.append(Target("llama.cpp", kind, folder, name, precision, {"context": context}, prefix + name))
-    return targets, source
+    return targets, source, hashes
 
 
 def gguf_file(path: Path) -> Export | None:
@@ -156,8 +177,8 @@ def gguf_file(path: Path) -> Export | None:
     with path.open("rb") as handle:
         if handle.read(4) != GGUF_MAGIC:
             return None
-    targets, source = gguf_targets(path.parent, [path.name])
-    return Export(path, targets, [], source)
+    targets, source, hashes = gguf_targets(path.parent, [path.name])
+    return Export(path, targets, [], source, hashes)
 
 
 def engine_folder(path: Path, prefix: str = "") -> Export | None:
@@ -185,7 +206,9 @@ def engine_folder(path: Path, prefix: str = "") -> Export | None:
         )
         for name, companions in runs
     ]
-    return Export(path, targets, [path / "README.md"], info.get("source"))
+    return Export(
+        path, targets, [path / "README.md"], info.get("source"), recorded_hashes(info.get(SOURCE_HASHES_FIELD))
+    )
 
 
 def web_page(path: Path) -> Export | None:
@@ -197,7 +220,7 @@ def web_page(path: Path) -> Export | None:
     inner = engine_folder(path / MODEL_FOLDER, f"{MODEL_FOLDER}/")
     if inner is None:
         return None
-    return Export(path, inner.targets, [path / "README.md", *inner.cards], inner.source)
+    return Export(path, inner.targets, [path / "README.md", *inner.cards], inner.source, inner.source_hashes)
 
 
 def native_folder(path: Path) -> Export | None:
@@ -208,7 +231,7 @@ def native_folder(path: Path) -> Export | None:
     if not path.is_dir():
         return None
     ggufs = sorted(item.name for item in path.glob("*.gguf"))
-    targets, source = gguf_targets(path, ggufs)
+    targets, source, hashes = gguf_targets(path, ggufs)
     config_path = path / "config.json"
     config = read_json(config_path, object) if config_path.is_file() else {}
     if not isinstance(config, dict):
@@ -225,8 +248,10 @@ def native_folder(path: Path) -> Export | None:
     if not targets:
         return None
     card = read_card(path / "README.md")
-    named = (card.data.to_dict().get(SOURCE_CARD_FIELD) if card is not None else None) or source
-    return Export(path, targets, [path / "README.md"], named)
+    data = card.data.to_dict() if card is not None else {}
+    if data.get(SOURCE_CARD_FIELD):
+        source, hashes = data[SOURCE_CARD_FIELD], recorded_hashes(data.get(SOURCE_HASHES_FIELD))
+    return Export(path, targets, [path / "README.md"], source, hashes)
 
 
 READERS: dict[str, Callable[[Path], Export | None]] = {

@@ -7,6 +7,7 @@ translations); each runtime runs in a process of its own (`worker`), all of its 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import importlib.util
 import json
@@ -49,6 +50,9 @@ PUBLISHED_FILES = (
     "README.md",
 )
 """What is downloaded of a published export (never code, never a pickle: CTranslate2's model.bin is its own format)."""
+WEIGHTS_COMPARED = ("native",)
+"""The export formats whose files copy the source's tensors (`export.native.native_tensors`): an exact one is
+compared with them tensor by tensor, besides its outputs."""
 
 
 @dataclass
@@ -95,6 +99,8 @@ class Verification:
     source: str
     checks: list[Check]
     cards: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What the reader should know besides the checks (an old export that recorded no hashes of its source)."""
 
     @property
     def failures(self) -> list[Check]:
@@ -117,6 +123,7 @@ class Verification:
             "source": self.source,
             "runs": [check.as_dict() for check in self.checks],
             "cards": self.cards,
+            "notes": self.notes,
             "failures": len(self.failures),
         }
 
@@ -323,6 +330,56 @@ def compare_translations(
     return False, f"translations differ ({sum(equal)}/{count} equal; {difference})", difference, figures
 
 
+def first_differing_tensor(path: Path, expected: dict[str, Any]) -> str | None:
+    """Where the safetensors file `path` first differs from `expected` (the tensors the export writes from the
+    source): a tensor missing, extra, of another shape, or the first row (index, for a vector) whose values differ
+    at all; None where every tensor is equal. A native export copies the weights, so a float32 one is bit-equal."""
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as weights:
+        names = set(weights.keys())
+        for name, wanted in expected.items():
+            if name not in names:
+                return f"tensor {name} of the source's weights is missing from {path.name}"
+            actual = weights.get_tensor(name)
+            if actual.shape != wanted.shape:
+                return f"tensor {name} has shape {list(actual.shape)} in {path.name}, the source's {list(wanted.shape)}"
+            if torch.equal(actual, wanted.to(actual.dtype)):
+                continue
+            differs = (actual != wanted.to(actual.dtype)).reshape(len(actual), -1).any(-1) if actual.dim() else None
+            where = (
+                "" if differs is None else f" at {'row' if actual.dim() > 1 else 'index'} {int(differs.nonzero()[0])}"
+            )
+            count = "" if differs is None else f" ({int(differs.sum())} of {len(actual)} differ)"
+            largest = float((actual.double() - wanted.double()).abs().max())
+            return (
+                f"tensor {name} of {path.name} differs from the source's{where}{count}, by up to {largest:.2g}: "
+                "the file is not the source's weights"
+            )
+        extra = sorted(names - set(expected))
+        if extra:
+            return f"{path.name} holds tensor {extra[0]}, which the source's weights do not"
+    return None
+
+
+def compare_weights(check: Check, opened, config) -> None:
+    """A file that claims exactness and whose format copies the source's tensors (`WEIGHTS_COMPARED`) compared with
+    them tensor by tensor: the first difference fails it, named, even where the outputs agree (a tampered row of a
+    token no prompt uses)."""
+    from hf_minitf.export.native import native_tensors
+
+    if not check.target.claims_exact:
+        return
+    difference = first_differing_tensor(check.target.folder / check.target.file, native_tensors(opened, config))
+    if difference is None:
+        return
+    check.agrees = False
+    check.difference = f"{check.difference}; {difference}" if check.difference else difference
+    check.row = dataclasses.replace(check.row, agreement=f"{check.row.agreement}; {difference}")
+    check.figures["weights_differ"] = difference
+
+
 # ------------------------------------------------------------------------------------------------------- the rows
 def file_size(target: Target) -> str:
     """The size of the file and its companions with their external data (ONNX), in decimal units."""
@@ -388,6 +445,46 @@ def not_run(target: Target, why: str) -> Check:
     return Check(target, row, None, why)
 
 
+# ----------------------------------------------------------------------------------------------------- the source
+def check_recorded_place(export: str | Path, named: str, refuse: bool) -> None:
+    """Refuse a recorded source that is neither a folder here nor a repo id (moved or deleted since the export): one
+    line naming it and what to do. `refuse` False (an old export, recorded relative to where it was made) leaves
+    the folder's own refusal to `open_source`."""
+    from hf_minitf.hub.sources import looks_like_repo_id
+
+    if refuse and not Path(named).exists() and not looks_like_repo_id(named):
+        raise ValueError(
+            f"{export} was exported from {named}, which is not here (moved or deleted since the export); give the "
+            "MiniTF folder it was exported from (or its repo id) with --source, or export it again"
+        )
+
+
+def check_recorded_source(export: str | Path, found: Export, opened) -> list[str]:
+    """Refuse a recorded source whose config.json or weights no longer hash as they did at export time (another
+    model, or this one changed since): one line naming it and what to do. An old export that recorded no hashes
+    passes, with a note (returned) saying it was not checked."""
+    from hf_minitf.export.source import source_hashes
+
+    named = found.source
+    if found.source_hashes is None:
+        return [
+            f"{export} records no hashes of its source (an export made before they were recorded): measured "
+            f"against {named} as it is now, unchecked; export again to record them"
+        ]
+    now = source_hashes(opened.folder)
+    if found.source_hashes.get("config") != now.get("config"):
+        raise ValueError(
+            f"{named} is another model than {export} was exported from (its config.json differs from the one "
+            "recorded at export); give the MiniTF folder it was exported from with --source, or export again"
+        )
+    if found.source_hashes.get("weights") != now.get("weights"):
+        raise ValueError(
+            f"{named} changed since {export} was exported from it (its weights differ from those recorded at "
+            f"export); export it again, or give --source {named} to measure the export against it as it is now"
+        )
+    return []
+
+
 # -------------------------------------------------------------------------------------------------------- the whole
 def open_export(export: str | Path) -> tuple[Export, bool]:
     """The export at a local path, or a published one downloaded by repo id; and whether it is published (its
@@ -423,15 +520,10 @@ def verify_export(
     named = str(source) if source is not None else found.source
     if named is None:
         raise ValueError(f"{export} does not name the MiniTF folder it was exported from; give it with --source FOLDER")
-    if source is None and published and not Path(named).exists():
-        from hf_minitf.hub.sources import looks_like_repo_id
-
-        if not looks_like_repo_id(named):
-            raise ValueError(
-                f"{export} was exported from {named}, a local folder that is not here; give the MiniTF folder or its "
-                "repo id with --source"
-            )
+    if source is None:
+        check_recorded_place(export, named, found.source_hashes is not None or published)
     opened = open_source(named, revision)
+    notes = [] if source is not None else check_recorded_source(export, found, opened)
     kind = FAMILIES[opened.family].engine_kind
     for target in found.targets:
         if target.kind != kind:
@@ -467,8 +559,14 @@ def verify_export(
             checks[index] = check_of(
                 found.targets[index], expected, output, inputs, lambda token: tokenizer.decode([token])
             )
+    for check in checks.values():
+        runner = check.target.runner
+        if check.agrees is not None and runner is not None and runner.export_format in WEIGHTS_COMPARED:
+            compare_weights(check, opened, config)
     name = export_name or found.path.name
-    verification = Verification(export_name or str(export), named, [checks[index] for index in sorted(checks)])
+    verification = Verification(
+        export_name or str(export), named, [checks[index] for index in sorted(checks)], notes=notes
+    )
     measured = [check.row for check in verification.checks if check.agrees is not None]
     if write_cards and not published and measured:
         for card in found.cards:

@@ -2,6 +2,7 @@
 ModelCard), its Evaluation section and the Hub's `.eval_results/` files, merged with what is there (the same task,
 data and metric replaced, the rest kept), carried by `minitf push`; bad data and a missing extra in one line."""
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -203,3 +204,141 @@ def test_a_hostile_data_name_stays_one_escaped_table_cell(tmp_path):
     assert row.replace("\\|", "").count("|") == 7  # the table's six columns
     assert "<img" not in text and not any(line.startswith("## Injected") for line in text.splitlines())
     assert text.count("<!-- minitf:runs_in -->") == 0
+
+
+def test_a_card_whose_yaml_does_not_parse_refuses_eval_before_anything_is_written(tmp_path, capsys):
+    """README.md with broken YAML front matter: one line, exit non-zero, `.eval_results/` and the card unchanged."""
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    data = tmp_path / "small.txt"
+    data.write_text(ENGINE_TEXT)
+    assert run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)[0] == 0
+    results = (folder / EVAL_RESULTS_FOLDER / "small.txt.yaml").read_text()
+    broken = "---\nlicense: [mit\n---\n\n# A card\n"
+    (folder / "README.md").write_text(broken)
+    data.write_text(ENGINE_TEXT * 2)  # other figures, which must not reach the results file
+    status, _, err = run_cli(["eval", folder, "--data", data, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "README.md")
+    assert (folder / "README.md").read_text() == broken
+    assert (folder / EVAL_RESULTS_FOLDER / "small.txt.yaml").read_text() == results
+    assert sorted(path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()) == ["small.txt.yaml"]
+
+
+def test_a_failure_between_the_two_writes_of_eval_leaves_both_old_files(tmp_path, monkeypatch):
+    """The card and the results file are one change: a failure once the first is in place puts it back, leaving
+    both files as they were and no temporary file."""
+    import os
+
+    from hf_minitf.safety import files
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    card, results = (folder / "README.md").read_text(), (folder / EVAL_RESULTS_FOLDER / "a.txt.yaml").read_text()
+    replace, renames = os.replace, []
+
+    def failing_second_rename(source, target):
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError("injected: killed between the two writes")
+        return replace(source, target)
+
+    monkeypatch.setattr(files.os, "replace", failing_second_rename)
+    with pytest.raises(OSError, match="injected"):
+        record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="a.txt")
+    assert (folder / "README.md").read_text() == card
+    assert (folder / EVAL_RESULTS_FOLDER / "a.txt.yaml").read_text() == results
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".README")) == []
+    assert sorted(path.name for path in (folder / EVAL_RESULTS_FOLDER).iterdir()) == ["a.txt.yaml"]
+
+
+def test_data_of_mostly_unknown_tokens_is_named_and_not_recorded_without_force(tmp_path, capsys):
+    """A file of NUL characters on the char GPT: every token `<unk>`. eval says how many and what share, records
+    nothing (one line, --force named) unless --force; a small share is reported and recorded, counted on the card."""
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    card = (folder / "README.md").read_text()
+    nul = tmp_path / "nul.txt"
+    nul.write_text("\0" * 200)
+    status, _, err = run_cli(["eval", folder, "--data", nul, "--no-progress"], capsys)
+    assert_one_line_error(status, err, "200 of the data's 200 tokens (100.0%) are the tokenizer's unknown token")
+    assert "--force" in err and "more than 50%" in err
+    assert (folder / "README.md").read_text() == card and not (folder / EVAL_RESULTS_FOLDER).exists()
+
+    status, _, err = run_cli(["eval", folder, "--data", nul, "--no-progress", "--force"], capsys)
+    assert status == 0 and "note: 200 of the data's 200 tokens (100.0%)" in err, err
+    assert (folder / EVAL_RESULTS_FOLDER / "nul.txt.yaml").is_file()
+
+    some = tmp_path / "some.txt"
+    some.write_text((ENGINE_TEXT * 3)[:190] + "\0" * 10)
+    status, _, err = run_cli(["eval", folder, "--data", some, "--no-progress"], capsys)
+    assert status == 0 and "note: 10 of the data's 200 tokens (5.0%) are the tokenizer's unknown token" in err, err
+    assert (folder / EVAL_RESULTS_FOLDER / "some.txt.yaml").is_file()
+    assert "unknown_tokens 10" in (folder / "README.md").read_text()
+
+    clean = tmp_path / "clean.txt"
+    clean.write_text(ENGINE_TEXT)
+    status, _, err = run_cli(["eval", folder, "--data", clean, "--no-progress"], capsys)
+    assert status == 0 and "unknown" not in err, err
+
+
+def test_a_planted_section_marker_cannot_make_card_writes_drop_another_section(tmp_path):
+    """A card whose body holds marker texts outside the writer's sections (a user's edit: a whole-line start marker
+    before the Evaluation section, a pair inside a code block, one inside a heading): the next Runs in write, then
+    the next Evaluation write, keep both sections and every row, and the planted texts stay as they were."""
+    from hf_minitf.cards import RunRow, write_runs_in
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    row = RunRow("onnxruntime", "model.onnx", "fp32", "1 kB", "equal", "1 tokens/s", "2026-01-01", "v")
+    assert write_runs_in(folder / "README.md", [row])
+    planted = (
+        "## Notes <!-- minitf:evaluation -->\n\n<!-- minitf:runs_in -->\n\n"
+        "```\n<!-- minitf:evaluation -->\nan example\n<!-- /minitf:evaluation -->\n```\n\n"
+    )
+    text = (folder / "README.md").read_text()
+    marker = "<!-- minitf:evaluation -->\n## Evaluation"
+    assert marker in text
+    (folder / "README.md").write_text(text.replace(marker, planted + marker, 1))
+
+    assert write_runs_in(folder / "README.md", [dataclasses.replace(row, file="model_q8.onnx", precision="q8")])
+    record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="b.txt")
+    text = (folder / "README.md").read_text()
+    assert planted in text  # left as the user wrote it
+    assert text.count("## Evaluation") == 1 and text.count("| Runtime |") == 1
+    assert (
+        "| a.txt | text-generation | perplexity | 5 |" in text
+        and "| b.txt | text-generation | perplexity | 4 |" in text
+    )
+    assert "| model.onnx |" in text and "| model_q8.onnx |" in text
+    assert text.count("<!-- /minitf:evaluation -->") == 2 and text.count("<!-- /minitf:runs_in -->") == 1
+
+
+def test_eval_writes_as_one_change_where_the_file_system_has_no_hard_links(tmp_path, monkeypatch):
+    """Where a hard link cannot be made, the previous file is kept aside as a copy: a failure between the two
+    writes still puts it back."""
+    import os
+
+    from hf_minitf.safety import files
+
+    folder = shutil.copytree(model_folder("gpt", "learned"), tmp_path / "gpt")
+    record_evaluation(folder, {"perplexity": 5.0}, task_type="text-generation", dataset_name="a.txt")
+    card = (folder / "README.md").read_text()
+
+    def no_hard_links(*args, **kwargs):
+        raise OSError(1, "Operation not permitted")
+
+    replace, renames = os.replace, []
+
+    def failing_second_rename(source, target):
+        renames.append(target)
+        if len(renames) == 2:
+            raise OSError("injected")
+        return replace(source, target)
+
+    monkeypatch.setattr(files.os, "link", no_hard_links)
+    record_evaluation(folder, {"perplexity": 4.5}, task_type="text-generation", dataset_name="a.txt")
+    card = (folder / "README.md").read_text()
+    assert "| 4.5 |" in card
+    monkeypatch.setattr(files.os, "replace", failing_second_rename)
+    with pytest.raises(OSError, match="injected"):
+        record_evaluation(folder, {"perplexity": 4.0}, task_type="text-generation", dataset_name="a.txt")
+    assert (folder / "README.md").read_text() == card
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".README")) == []

@@ -665,3 +665,83 @@ def test_from_pretrained_of_a_weights_file_with_code_names_it(tmp_path, gpt_fold
     ) as error:
         AutoModelForCausalLM.from_pretrained(folder)
     assert isinstance(error.value, ValueError) and "weights_only" not in str(error.value)
+
+
+# 1b. Files the package writes into a model folder: a link there (out of the folder) is replaced, never followed.
+def _write_card(folder: Path) -> None:
+    from hf_minitf.cards import write_model_card
+
+    write_model_card(folder)
+
+
+def _record_evaluation(folder: Path) -> None:
+    from hf_minitf.cards import record_evaluation
+
+    record_evaluation(folder, {"perplexity": 3.0}, task_type="text-generation", dataset_name="a.txt")
+
+
+def _write_runs_in(folder: Path) -> None:
+    from hf_minitf.cards import RunRow, write_runs_in
+
+    write_runs_in(folder / "README.md", [RunRow("onnxruntime", "model.onnx", "fp32", "1 kB", "equal", "", "", "")])
+
+
+def _add_translation_pipeline(folder: Path) -> None:
+    from hf_minitf.cards.update import add_translation_pipeline
+
+    add_translation_pipeline(folder)
+
+
+def _record_run(folder: Path) -> None:
+    from types import SimpleNamespace
+
+    from hf_minitf.training.runs import RecordRun
+
+    state = SimpleNamespace(global_step=1, is_world_process_zero=True)
+    RecordRun({"seed": 1}).on_save(SimpleNamespace(output_dir=str(folder.parent)), state, None)
+
+
+WRITTEN_PATHS = [  # (the path planted as a link, the writer, what becomes of the link)
+    pytest.param("README.md", _write_card, "replaced", id="card"),
+    pytest.param(f".README.md.writing-{os.getpid()}", _write_card, "removed", id="card-temporary-name"),
+    pytest.param(".eval_results/a.txt.yaml", _record_evaluation, "replaced", id="eval-results-file"),
+    pytest.param(".eval_results", _record_evaluation, "replaced", id="eval-results-folder"),
+    pytest.param("README.md", _write_runs_in, "kept", id="runs-in"),  # no card to add rows to: nothing written
+    pytest.param("pipeline_minitf_translation.py", _add_translation_pipeline, "replaced", id="translation-pipeline"),
+    pytest.param("config.json", _add_translation_pipeline, "refused", id="translation-config"),  # read first
+    pytest.param("minitf_run.json", _record_run, "replaced", id="run-record"),
+]
+
+
+@pytest.mark.parametrize(("name", "write", "outcome"), WRITTEN_PATHS)
+def test_a_written_path_linked_out_of_the_folder_is_replaced_never_followed(gpt_folder, tmp_path, name, write, outcome):
+    """Each file the package writes into a model folder (cards and their temporary name, `.eval_results/`, Runs in
+    rows, a translator's pipeline and config, a checkpoint's run record), planted as a link out of the folder:
+    the target outside is neither written nor read into the folder (a file the writer must read first, linked
+    out, is refused in one line naming it)."""
+    from hf_minitf.safety.files import UnsafeFileError
+
+    folder = tmp_path / ("checkpoint-1" if name == "minitf_run.json" else "model")
+    folder.mkdir()
+    for path in gpt_folder.iterdir():
+        (folder / path.name).write_bytes(path.read_bytes())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.txt.yaml").write_text(SECRET)
+    secret = outside / "private.txt"
+    secret.write_text(json.dumps({"secret": SECRET, **json.loads((folder / "config.json").read_text())}))
+    link = folder / name
+    link.parent.mkdir(exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.symlink_to(outside if name == ".eval_results" else secret)
+    if outcome == "refused":
+        with pytest.raises(UnsafeFileError, match=f"{name}.* links to .*outside the folder"):
+            write(folder)
+    else:
+        write(folder)
+    assert json.loads(secret.read_text())["secret"] == SECRET and (outside / "a.txt.yaml").read_text() == SECRET
+    assert sorted(path.name for path in outside.iterdir()) == ["a.txt.yaml", "private.txt"]
+    assert link.is_symlink() == (outcome in ("kept", "refused"))
+    assert link.exists() == (outcome != "removed")
+    written = b"".join(path.read_bytes() for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
+    assert SECRET.encode() not in written

@@ -262,3 +262,117 @@ def test_an_exact_export_whose_logits_were_scaled_fails_although_its_tokens_agre
     (line,) = err.strip().splitlines()
     assert status == 1 and "greedy tokens equal, but the logits of prompt" in line, line
     assert re.search(r"differ by 2\.0e\+00 relative at position \d+ \(more than 1e-05", line), line
+
+
+def test_an_export_made_with_a_relative_source_is_measured_against_it_from_anywhere(tmp_path, monkeypatch, capsys):
+    """`minitf export native model exp` records the absolute path of `model`: `minitf verify` run from another
+    directory holding another `./model` measures the export against the right one and writes no row into the
+    other's card."""
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    make_gpt(tmp_path / "here" / "model")
+    other = make_gpt(tmp_path / "elsewhere" / "model", seed=7)
+    other_card = (other / "README.md").read_text()
+    monkeypatch.chdir(tmp_path / "here")
+    status, _, err = run_cli(["export", "native", "model", "exp", "--no-verify"], capsys)
+    assert status == 0, err
+    card = load_model_card(tmp_path / "here" / "exp" / "README.md")
+    assert card.data.minitf_source == str((tmp_path / "here" / "model").resolve())
+    assert set(card.data.minitf_source_sha256) == {"config", "weights"}
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    status, printed, err = run_cli(["verify", tmp_path / "here" / "exp", "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 0, err
+    assert "greedy tokens equal (2/2 prompts x 4)" in printed
+    assert (other / "README.md").read_text() == other_card
+    assert "| Runtime |" in (tmp_path / "here" / "model" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("export", ["native", "ctranslate2", "gguf"])
+def test_a_recorded_source_replaced_by_another_model_or_gone_is_refused_naming_it(export, tmp_path, capsys):
+    """The export recorded its source's config and weights hashes: a folder now holding another model (another
+    config), the same model retrained (other weights) or no folder at all is refused in one line naming the path
+    and what to do; --source still measures against whatever folder is given."""
+    source = make_gpt(tmp_path / "model")
+    out = tmp_path / ("exp.gguf" if export == "gguf" else "exp")
+    status, _, err = run_cli(["export", export, source, out, "--no-verify"], capsys)
+    assert status == 0, err
+    shutil.rmtree(source)
+    make_gpt(source, seed=5)  # the same config, other weights
+    status, _, err = run_cli(["verify", out], capsys)
+    assert_one_line_error(status, err, f"{source.resolve()} changed since", "weights", "export it again")
+    shutil.rmtree(source)
+    make_gpt(source, max_position_embeddings=32)  # another config
+    status, _, err = run_cli(["verify", out], capsys)
+    assert_one_line_error(status, err, f"{source.resolve()} is another model", "config.json", "--source")
+    shutil.rmtree(source)
+    status, _, err = run_cli(["verify", out], capsys)
+    assert_one_line_error(status, err, f"{source.resolve()}, which is not here", "--source", "export it again")
+
+
+def test_an_old_export_without_recorded_hashes_still_verifies_with_a_note(gpt, ct2, tmp_path, capsys):
+    """An engine export written before hashes were recorded: measured as before, with a note saying so."""
+    old = tmp_path / "old"
+    shutil.copytree(ct2, old)
+    info = json.loads((old / "minitf_export.json").read_text())
+    del info["minitf_source_sha256"]
+    (old / "minitf_export.json").write_text(json.dumps(info))
+    status, _, err = run_cli(["verify", old, "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 0, err
+    assert "note:" in err and "records no hashes of its source" in err and "export again" in err
+
+
+def tampered(native, change) -> None:
+    """`native`'s model.safetensors rewritten with `change(weights)` applied."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(native / "model.safetensors")
+    change(weights)
+    save_file(weights, native / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_an_exact_native_export_with_one_tampered_row_fails_naming_the_tensor_and_row(gpt, tmp_path, capsys):
+    """One embedding row of a token no verify prompt uses (the outputs agree) or one row of a weight matrix (they
+    may not): the float32 native file is compared with the source's tensors, and the first differing one is named
+    with its row. The scaled final LayerNorm is named too, besides its logits."""
+    native = export_native(gpt, tmp_path / "native")
+    status, _, err = run_cli(["verify", native, "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 0, err  # the untouched export: every tensor equal
+    unused = tmp_path / "unused"
+    shutil.copytree(native, unused)
+
+    def embedding_row(weights):
+        weights["transformer.wte.weight"][-1] += 0.5  # the last id: no prompt of 2 x 4 tokens reaches it here
+
+    tampered(unused, embedding_row)
+    status, _, err = run_cli(["verify", unused, "--prompts", "2", "--new-tokens", "4"], capsys)
+    (line,) = err.strip().splitlines()
+    last = load_file_rows(unused, "transformer.wte.weight") - 1
+    assert (
+        status == 1
+        and f"tensor transformer.wte.weight of model.safetensors differs from the source's at row {last}" in line
+    ), line
+    assert "(1 of" in line
+
+    matrix = tmp_path / "matrix"
+    shutil.copytree(native, matrix)
+
+    def matrix_row(weights):
+        weights["transformer.h.0.mlp.c_fc.weight"][3] *= 1.001
+
+    tampered(matrix, matrix_row)
+    status, _, err = run_cli(["verify", matrix, "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 1 and "tensor transformer.h.0.mlp.c_fc.weight of model.safetensors differs" in err, err
+    assert "at row 3 (1 of" in err
+
+    scaled = tmp_path / "scaled"
+    shutil.copytree(native, scaled)
+    tampered(scaled, lambda weights: weights["transformer.ln_f.weight"].mul_(3))
+    status, _, err = run_cli(["verify", scaled, "--prompts", "2", "--new-tokens", "4"], capsys)
+    assert status == 1 and "tensor transformer.ln_f.weight of model.safetensors differs" in err, err
+    assert "at index 0" in err
+
+
+def load_file_rows(native, name: str) -> int:
+    from safetensors.torch import load_file
+
+    return len(load_file(native / "model.safetensors")[name])
