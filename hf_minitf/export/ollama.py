@@ -177,6 +177,7 @@ def _card(
         num_ctx=num_ctx,
         types_line="; ".join(f"{type_name}: {count} tensors" for type_name, count in sorted(counts.items())),
         fallbacks=written.fallbacks,
+        quantizer=written.quantizer,
         agreement=written.agreement,
     )
     return f"{card}\n"
