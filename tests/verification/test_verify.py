@@ -170,7 +170,7 @@ def test_a_gguf_is_not_run_without_llama_cpp(gpt, tmp_path, capsys):
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")')
 def test_gguf_agrees_in_llama_cpp(gpt, tmp_path, capsys):
     gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
     status, printed, err = run_cli(["verify", gguf, "--prompts", "4", "--new-tokens", "16", "--json"], capsys)
@@ -189,7 +189,7 @@ def test_an_encoder_gguf_is_an_embedder_that_claims_no_exactness(tmp_path):
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")')
 def test_encoder_gguf_keeps_the_embeddings_direction_in_llama_cpp(tmp_path, capsys):
     encoder = make_encoder(tmp_path / "encoder")
     status, printed, err = run_cli(["export", "gguf", encoder, tmp_path / "encoder.gguf", "--dtype", "f32"], capsys)
