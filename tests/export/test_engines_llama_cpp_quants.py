@@ -1,20 +1,21 @@
 """The K-quants (q4_k_m, q5_k_m, q6_k) written by llama.cpp's own quantizer (llama-cpp-python's
 `llama_model_quantize`, from the f16 file), on the quickstart's GPT (hidden 128, FFN 512: ffn_down keeps the
 K-quants, the other matrices fall back) and a GPT of FrawdLLM's tiny-llama size (hidden 256, 6 layers, RoPE, 8192
-tokens: every matrix keeps them). Each file holds the types the export reports (llama.cpp's mix as `tensor_types`
+tokens: every matrix keeps them), and an encoder of width 256. Each file holds the types the export reports (llama.cpp's mix as `tensor_types`
 plans it), its agreement is measured on the file llama.cpp wrote, it runs in llama.cpp (`minitf verify`, which the
 export runs) and the source's card gets that run's row; `export ollama --dtype q4_k_m` gives a folder for `ollama
 create` with its card. Marked `engines`: `pip install "hf-minitf[llama]"`, `pytest -m engines`."""
 
 import importlib.util
+import json
 
 import gguf
 import pytest
-from factories import quickstart_fields, random_model_folder
+from factories import ENGINE_TEXT, SENTENCES, TINY_LAYERS, quickstart_fields, random_model_folder
 from helpers import card_table, run_cli
 from huggingface_hub import ModelCard
 
-from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
+from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer, train_wordlevel_tokenizer
 from hf_minitf.catalog import FRAWDLLM_PRESETS
 from hf_minitf.export.gguf import export_gguf_report
 from hf_minitf.export.gguf_file import tensor_types
@@ -113,3 +114,21 @@ def test_export_ollama_q4_k_m_is_ready_for_ollama_create(sources, tmp_path, caps
     assert "| prompts x new tokens (greedy) | 8 x " in card  # the agreement measured on llama.cpp's file
     (row,) = card_table(card)  # the verification the export ran, in llama.cpp
     assert (row["Runtime"], row["File"], row["Precision"]) == ("llama.cpp", "model.gguf", "q4_k_m")
+
+
+def test_an_encoders_k_quants_are_written_by_llama_cpp_and_keep_its_embeddings_direction(tmp_path, capsys):
+    """An encoder of width 256 (rows that keep Q4_K): llama.cpp's q4_k_m mix, reported as written, and the file's
+    embeddings in llama.cpp (`minitf verify`) still point where SentenceTransformer's do."""
+    tokenizer = train_wordlevel_tokenizer(SENTENCES + [ENGINE_TEXT], vocab_size=64, min_frequency=1, max_length=32)
+    fields = dict(
+        TINY_LAYERS, hidden_size=256, num_attention_heads=4, intermediate_size=512, max_position_embeddings=32
+    )
+    folder = random_model_folder("encoder", tmp_path / "encoder", tokenizer, 0, **fields)
+    report = export_gguf_report(folder, tmp_path / "encoder.gguf", dtype="q4_k_m")
+    written = file_types(tmp_path / "encoder.gguf")
+    assert written == {tensor_name: tensor.type for tensor_name, tensor in report.types.items()}
+    assert "Q4_K" in written.values() and report.quantizer is not None
+    status, printed, err = run_cli(["verify", tmp_path / "encoder.gguf", "--json"], capsys)
+    assert status == 0, err
+    (run,) = json.loads(printed)["runs"]
+    assert run["runtime"] == "llama.cpp" and run["precision"] == "q4_k_m" and run["least_cosine"] >= 0.99, run
