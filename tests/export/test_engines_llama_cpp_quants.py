@@ -1,10 +1,11 @@
 """The K-quants (q4_k_m, q5_k_m, q6_k) written by llama.cpp's own quantizer (llama-cpp-python's
 `llama_model_quantize`, from the f16 file), on the quickstart's GPT (hidden 128, FFN 512: ffn_down keeps the
-K-quants, the other matrices fall back) and a GPT of FrawdLLM's tiny-llama size (hidden 256, 6 layers, RoPE, 8192
-tokens: every matrix keeps them), and an encoder of width 256. Each file holds the types the export reports (llama.cpp's mix as `tensor_types`
-plans it), its agreement is measured on the file llama.cpp wrote, it runs in llama.cpp (`minitf verify`, which the
-export runs) and the source's card gets that run's row; `export ollama --dtype q4_k_m` gives a folder for `ollama
-create` with its card. Marked `engines`: `pip install "hf-minitf[llama]"`, `pytest -m engines`."""
+K-quants, the other matrices fall back), a GPT of FrawdLLM's tiny-llama size (hidden 256, 6 layers, RoPE, 8192
+tokens: every matrix keeps them) and an encoder of width 256. Each file holds the types the export reports
+(llama.cpp's mix as `tensor_types` plans it), its agreement is measured on the file llama.cpp wrote, it runs in
+llama.cpp (`minitf verify`, which the export runs) and the source's card gets that run's row; `export ollama --dtype
+q4_k_m` gives a folder for `ollama create` with its card. Marked `engines`: `pip install "hf-minitf[llama]"`,
+`pytest -m engines`."""
 
 import importlib.util
 import json
