@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     settings = settings_of(args.smoke)
     engines = [name for name in ENGINES if ENGINES[name][0] != "gguf" or importlib.util.find_spec("llama_cpp")]
     if len(engines) < len(ENGINES):
-        print("llama-cpp-python is not installed: llama.cpp is left out (pip install llama-cpp-python)")
+        print('llama-cpp-python is not installed: llama.cpp is left out (pip install "hf-minitf[llama]")')
     fields = settings["fields"]
     longest = min(40, fields["max_position_embeddings"] - 2)  # [CLS] and [SEP] take two positions
     texts = common.random_sentences(

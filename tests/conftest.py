@@ -11,6 +11,7 @@ os.environ.update(dict.fromkeys(OFFLINE, "1"), HF_HOME=_HF_HOME, TOKENIZERS_PARA
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from helpers import llama_cpp_hidden  # noqa: E402
 from hub_server import hub  # noqa: E402, F401  (the loopback Hub fixture)
 from transformers_js import node_modules  # noqa: E402, F401  (transformers.js installed in tests/js)
 
@@ -36,6 +37,13 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def without_llama_cpp():
+    """llama-cpp-python unimportable for the test (`helpers.llama_cpp_hidden`)."""
+    with llama_cpp_hidden():
+        yield
 
 
 # Tokenizer files of the original codebases, shared by the conversion and fault-injection tests.

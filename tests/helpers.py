@@ -2,6 +2,7 @@
 checking its one-line errors, copying a model folder with changed config fields, checking a refused export, reading a
 PNG, writing a tokenizer laid out like FrawdLLM's."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -27,6 +28,28 @@ ENCODER_TEXTS = [
     "an unseen word: zyzzyva",
 ]
 """Texts the encoder exports embed: a sentence, a question, one word, mixed case and punctuation, an unseen word."""
+
+
+@contextlib.contextmanager
+def llama_cpp_hidden():
+    """llama-cpp-python unimportable inside (as where the `llama` extra is not installed): the GGUF exports write with
+    the gguf package alone and refuse what only llama.cpp's quantizer writes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "llama_cpp", None)
+        yield
+
+
+def card_table(text: str) -> list[dict[str, str]]:
+    """The "Runs in" table of a card's text, read as Markdown: the rows under the header that starts `| Runtime |`."""
+    lines = text.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("| Runtime |"))
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split(" | ")))))
+    return rows
 
 
 def run_cli(argv, capsys) -> tuple[int, str, str]:

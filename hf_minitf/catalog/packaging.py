@@ -34,6 +34,8 @@ class Extra:
     """The top-level modules it provides (what `import` names)."""
     needed_by: str
     """What needs it, in a user's words."""
+    in_test_extra: bool = True
+    """Whether the test extra (`make test`) installs it: False for one that builds from source for minutes."""
 
     @property
     def install(self) -> str:
@@ -57,6 +59,16 @@ EXTRAS: dict[str, Extra] = {
             requirements=("ctranslate2>=4.5", "onnxruntime>=1.20", "onnx>=1.17", "onnxscript>=0.2"),
             modules=("ctranslate2", "onnxruntime", "onnx", "onnxscript"),
             needed_by="minitf export ctranslate2 / onnx / web and running their folders",
+        ),
+        Extra(
+            name="llama",
+            # llama.cpp itself: its quantizer writes the K-quants (q4_k_m, q5_k_m, q6_k) the gguf package cannot, and
+            # `minitf verify` and the engines tests run GGUF files in it. It compiles llama.cpp on install (about ten
+            # minutes), so the test extra leaves it out: `pytest -m engines` needs it.
+            requirements=("llama-cpp-python>=0.3",),
+            modules=("llama_cpp",),
+            needed_by="minitf export gguf / ollama at q4_k_m, q5_k_m and q6_k, and running GGUF files in llama.cpp",
+            in_test_extra=False,
         ),
         Extra(
             name="plot",

@@ -52,6 +52,15 @@ def check_license(license: str) -> str:
     return value
 
 
+RUNTIME_REPO_SUFFIXES = {"gguf": "-GGUF", "onnx": "-ONNX", "ctranslate2": "-ct2"}
+"""`minitf push --all-runtimes`: the repo of each runtime's files, named after REPO_ID as the Hub's exporters name
+theirs (llama.cpp's GGUF repos `NAME-GGUF`, ONNX's `NAME-ONNX`, CTranslate2's `NAME-ct2`); the native folder goes
+to REPO_ID itself and the web page to the static Space REPO_ID, as `--native` and `--space` put them."""
+ALL_RUNTIMES_GGUF_DTYPES = ("q4_k_m", "q8_0")
+"""The GGUF types `--all-runtimes` uploads unless `--gguf` names others: Ollama's default (written by llama.cpp's
+quantizer, skipped with a line where the `llama` extra is not installed) and q8_0."""
+
+
 TRAINING_BYPRODUCTS: dict[str, str] = {
     # transformers.trainer: TRAINING_ARGS_NAME, OPTIMIZER_NAME, OPTIMIZER_NAME_BIN, SCHEDULER_NAME, SCALER_NAME,
     # TRAINER_STATE_NAME, the rng_state files of `Trainer._save_rng_state`, and PREFIX_CHECKPOINT_DIR's folders
@@ -81,10 +90,12 @@ def training_byproduct(relative: str, is_folder: bool) -> str | None:
 
 
 __all__ = [
+    "ALL_RUNTIMES_GGUF_DTYPES",
     "CARRIED_LICENSE_DEFAULT",
     "DEFAULT_LICENSE",
     "LICENSE_HELP",
     "LICENSE_LIST_URL",
+    "RUNTIME_REPO_SUFFIXES",
     "TRAINED_LICENSE_DEFAULT",
     "TRAINING_BYPRODUCTS",
     "UNSTATED_LICENSE",

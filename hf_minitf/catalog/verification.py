@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from hf_minitf.catalog.packaging import EXTRAS
+
 VERIFY_PROMPTS, VERIFY_NEW_TOKENS = 8, 32
 """`minitf verify`'s defaults: prompts (a GPT's; texts for an encoder or a translator) and greedy tokens after each."""
 EXPORT_VERIFY_PROMPTS, EXPORT_VERIFY_NEW_TOKENS = 4, 16
@@ -56,9 +58,9 @@ RUNTIMES: dict[str, Runtime] = {
     "sentence-transformers": Runtime(
         "sentence_transformers", ("sentence-transformers", "transformers", "torch"), "pip install sentence-transformers"
     ),
-    "onnxruntime": Runtime("onnxruntime", ("onnxruntime",), 'pip install "hf-minitf[engines]"'),
-    "ctranslate2": Runtime("ctranslate2", ("ctranslate2",), 'pip install "hf-minitf[engines]"'),
-    "llama.cpp": Runtime("llama_cpp", ("llama-cpp-python",), "pip install llama-cpp-python"),
+    "onnxruntime": Runtime("onnxruntime", ("onnxruntime",), EXTRAS["engines"].install),
+    "ctranslate2": Runtime("ctranslate2", ("ctranslate2",), EXTRAS["engines"].install),
+    "llama.cpp": Runtime("llama_cpp", ("llama-cpp-python",), EXTRAS["llama"].install),
 }
 
 NO_VERIFY_HELP = (

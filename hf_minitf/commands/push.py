@@ -7,7 +7,12 @@ import argparse
 from pathlib import Path
 
 from hf_minitf.catalog.limits import GGUF_DTYPES
-from hf_minitf.catalog.publishing import CARRIED_LICENSE_DEFAULT, TRAINING_BYPRODUCTS
+from hf_minitf.catalog.publishing import (
+    ALL_RUNTIMES_GGUF_DTYPES,
+    CARRIED_LICENSE_DEFAULT,
+    RUNTIME_REPO_SUFFIXES,
+    TRAINING_BYPRODUCTS,
+)
 from hf_minitf.catalog.verification import NO_VERIFY_HELP
 from hf_minitf.commands.common import CommandError, add_license, forwarded, reports_errors, say
 
@@ -54,7 +59,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="TYPES",
         help="with --native, GPT only: also upload GGUF files for llama.cpp and Ollama, of these "
-        f"comma-separated types ({', '.join(GGUF_DTYPES)}), e.g. f16,q8_0",
+        f"comma-separated types ({', '.join(GGUF_DTYPES)}), e.g. f16,q8_0; with --all-runtimes, the types of the "
+        f"GGUF repo (default: {','.join(ALL_RUNTIMES_GGUF_DTYPES)})",
+    )
+    parser.add_argument(
+        "--all-runtimes",
+        action="store_true",
+        help="upload every runtime's export, each verified, to its own place: the native folder to REPO_ID, GGUF "
+        f"files (a GPT's with its Ollama Modelfile) to REPO_ID{RUNTIME_REPO_SUFFIXES['gguf']}, the ONNX folder to "
+        f"REPO_ID{RUNTIME_REPO_SUFFIXES['onnx']}, the CTranslate2 folder to "
+        f"REPO_ID{RUNTIME_REPO_SUFFIXES['ctranslate2']}, the web page to the static Space REPO_ID (what the model's "
+        "family has; a GGUF type that needs llama.cpp's quantizer is left out, with a line, where it is not "
+        "installed); nothing is uploaded unless every export passes",
     )
     parser.add_argument(
         "--space",
@@ -69,20 +85,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="TEXT",
         help="with --space: text put in the page's boxes (repeat it), as `minitf export web --example`",
     )
-    parser.add_argument("--no-verify", action="store_true", help=f"with --native or --space: {NO_VERIFY_HELP}")
+    parser.add_argument(
+        "--no-verify", action="store_true", help=f"with --native, --space or --all-runtimes: {NO_VERIFY_HELP}"
+    )
 
 
 @reports_errors("push")
 def run(args: argparse.Namespace) -> int:
-    """`minitf push DIR REPO_ID [--native [--gguf TYPES] | --space]`: upload the folder with its card, its native
-    export with GGUF files beside it, or its web page to a static Space (hf_minitf.hub.push, hf_minitf.publishing)."""
+    """`minitf push DIR REPO_ID [--native [--gguf TYPES] | --space | --all-runtimes [--gguf TYPES]]`: upload the folder
+    with its card, its native export with GGUF files beside it, its web page to a static Space, or every runtime's
+    export to its own repo (hf_minitf.hub.push, hf_minitf.publishing)."""
     from hf_minitf.commands.verify import verify_before_push
     from hf_minitf.hub.push import push_folder
-    from hf_minitf.publishing import push_native, push_space
+    from hf_minitf.publishing import push_all_runtimes, push_native, push_space
 
     gguf = tuple(dtype.strip() for dtype in args.gguf.split(",") if dtype.strip()) if args.gguf else ()
-    if gguf and not args.native:
-        raise CommandError("--gguf adds GGUF files to a native export: pass --native with it.")
+    if args.all_runtimes and (args.native or args.space):
+        raise CommandError("--all-runtimes uploads the native folder and the web page too: drop --native / --space.")
+    if gguf and not (args.native or args.all_runtimes):
+        raise CommandError("--gguf adds GGUF files to a native export: pass --native (or --all-runtimes) with it.")
     unknown = [dtype for dtype in gguf if dtype not in GGUF_DTYPES]
     if unknown:
         raise CommandError(
@@ -90,10 +111,23 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.space and args.native:
         raise CommandError("--space uploads a web page, --native a model repo: pass one of them.")
-    if args.example and not args.space:
-        raise CommandError("--example fills the web page's boxes: pass --space with it.")
+    if args.example and not (args.space or args.all_runtimes):
+        raise CommandError("--example fills the web page's boxes: pass --space (or --all-runtimes) with it.")
     check = None if args.no_verify else verify_before_push(args.folder, args.repo_id)
     hub = forwarded(args, *HUB_OPTIONS)
+    if args.all_runtimes:
+        urls = push_all_runtimes(
+            args.folder,
+            args.repo_id,
+            gguf_dtypes=gguf or ALL_RUNTIMES_GGUF_DTYPES,
+            examples=tuple(args.example),
+            check_for=None if args.no_verify else lambda repo_id: verify_before_push(args.folder, repo_id),
+            note=lambda line: say("push", "note", line),
+            **hub,
+        )
+        for repo_id, url in urls.items():
+            print(f"Pushed {args.folder} to {repo_id}: {url}")
+        return 0
     if args.space:
         url = push_space(args.folder, args.repo_id, examples=tuple(args.example), check=check, **hub)
     elif args.native:

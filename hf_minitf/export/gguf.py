@@ -19,14 +19,16 @@ The tokenizer goes inside as llama.cpp's `gpt2` (byte-level BPE) model with the 
 BPE as it is; a character tokenizer rewritten as a byte-level vocabulary (each character spelled in GPT-2's byte
 alphabet) plus the merges that join the bytes of its multi-byte characters. Special tokens are CONTROL tokens.
 Matrices are written in the chosen type: `f32`, `f16`, or a llama.cpp quantization whose tensor types follow
-llama.cpp's rules (`tensor_types`, after llama-quant.cpp's `llama_tensor_get_type`), quantized by the gguf package;
-norms and biases stay f32, as in llama.cpp's own converter. `export_gguf_report` also has the written file read back
+llama.cpp's rules (`tensor_types`, after llama-quant.cpp's `llama_tensor_get_type`), quantized by the gguf package,
+or, for the K-quants it cannot write, by llama.cpp's own quantizer from the f16 file (`write_gguf_file`, with
+llama-cpp-python installed); norms and biases stay f32, as in llama.cpp's own converter. `export_gguf_report` also has the written file read back
 and measured by `hf_minitf.evaluation.agreement`: how far its rounded weights move the model (`GGUFAgreement`).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -59,6 +61,7 @@ from hf_minitf.export.gguf_file import (
     TensorType,
     gguf_writer,
     writable_types,
+    write_gguf_file,
     write_tensors,
 )
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_native, open_source, split_qkv_heads
@@ -249,15 +252,15 @@ def minitf_weights(arrays: dict[str, np.ndarray], config: Any) -> dict[str, torc
 
 # ---------------------------------------------------------------------------------------------------- the file
 def _write_gguf(
-    path: Path,
     source: MiniTFSource,
     config: Any,
     tensors: dict[str, torch.Tensor],
-    dtype: str,
-    types: dict[str, TensorType],
     tokenizer,
     vocabulary: tuple[list[str], list[int], list[str]],
     license: str,
+    path: Path,
+    dtype: str,
+    types: dict[str, TensorType],
 ) -> None:
     from gguf import LlamaFileType
 
@@ -307,7 +310,8 @@ def dequantized_model(path: str | os.PathLike, model: Any) -> Any:
 # ---------------------------------------------------------------------------------------------------- export
 @dataclass
 class GGUFExport:
-    """What `export_gguf_report` wrote: the file, its type, each tensor's type and the agreement measured."""
+    """What `export_gguf_report` wrote: the file, its type, each tensor's type, the agreement measured, and what
+    quantized it where llama.cpp's quantizer did (the K-quants; None: the gguf package wrote every tensor)."""
 
     path: Path
     dtype: str
@@ -315,18 +319,27 @@ class GGUFExport:
     agreement: GGUFAgreement | None = None
     size: int = 0
     fallbacks: list[TensorType] = field(default_factory=list)
+    quantizer: str | None = None
 
     @classmethod
     def written(
-        cls, path: Path, dtype: str, types: dict[str, TensorType], agreement: GGUFAgreement | None = None
+        cls,
+        path: Path,
+        dtype: str,
+        types: dict[str, TensorType],
+        agreement: GGUFAgreement | None = None,
+        quantizer: str | None = None,
     ) -> GGUFExport:
         """What was written at `path` (now in place): its size and the tensors that fell back, from `types`."""
         fallbacks = [tensor for tensor in types.values() if tensor.fell_back]
-        return cls(path, dtype, types, agreement, path.stat().st_size, fallbacks)
+        return cls(path, dtype, types, agreement, path.stat().st_size, fallbacks, quantizer)
 
     def report_lines(self) -> list[str]:
-        """What `minitf export gguf` prints after the file's name: fallbacks, then the agreement."""
+        """What `minitf export gguf` prints after the file's name: who quantized it (llama.cpp), the fallbacks,
+        then the agreement."""
         lines = []
+        if self.quantizer is not None:
+            lines.append(f"quantized by {self.quantizer} from the f16 file")
         if self.fallbacks:
             lines.append(
                 f"{len(self.fallbacks)} tensor(s) fell back from their type in llama.cpp's {self.dtype} mix: "
@@ -360,14 +373,15 @@ def _export_gpt_gguf(
     if agreement_text is not None:  # a text without prompts is refused before the file is written
         agreement_prompts(tokenizer, agreement_text, GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS)
     with output_file(out) as partial:
-        _write_gguf(partial, opened, config, tensors, dtype, types, tokenizer, vocabulary, file_license)
+        write = functools.partial(_write_gguf, opened, config, tensors, tokenizer, vocabulary, file_license)
+        quantizer = write_gguf_file(partial, tensors, types, dtype, config.num_hidden_layers, write)
         agreement = None
         if agreement_text is not None:  # measured by hf_minitf.evaluation on the loaded model and the file's weights
             reference = opened.load_model(torch.float32)
             rounded = dequantized_model(partial, copy.deepcopy(reference))
             counts = (GGUF_AGREEMENT_PROMPTS, GGUF_AGREEMENT_PROMPT_TOKENS, GGUF_AGREEMENT_NEW_TOKENS)
             agreement = measure_agreement(reference, rounded, tokenizer, agreement_text, *counts)
-    return GGUFExport.written(out, dtype, types, agreement)
+    return GGUFExport.written(out, dtype, types, agreement, quantizer)
 
 
 def export_gguf_report(
@@ -395,7 +409,8 @@ def write_gguf_report(
     """`export_gguf_report` of an opened source into the checked path `checked`: an export that writes the GGUF
     file beside other files (`export_ollama`) hands in the source it opened, so the model and tokenizer load once."""
     if opened.family == "encoder":
-        return GGUFExport.written(checked, dtype, export_encoder_gguf(opened, checked, dtype, license))
+        types, quantizer = export_encoder_gguf(opened, checked, dtype, license)
+        return GGUFExport.written(checked, dtype, types, quantizer=quantizer)
     if opened.family != "gpt":
         raise ExportRefused(
             f"cannot export to GGUF: model_type={opened.config['model_type']!r}: GGUF export covers GPTs and "
@@ -420,7 +435,8 @@ def export_gguf(
     source names none). `export_gguf_report` also says which tensors fell back and measures the file's agreement.
 
     Raises ExportRefused (a ValueError) naming the field when llama.cpp has no exact form for the model, or when
-    the mix needs a type the gguf package cannot quantize. The file appears whole or not at all (written beside
+    the mix needs a type the gguf package cannot quantize and llama.cpp's quantizer (the `llama` extra) is not
+    installed (with it, llama.cpp quantizes the f16 file). The file appears whole or not at all (written beside
     `out`, then renamed); `overwrite` replaces a GGUF file only, and `out` is checked before any work
     (`check_output_file`: no folder, no symbolic link, no path under a file).
     """

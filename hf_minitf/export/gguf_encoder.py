@@ -36,6 +36,7 @@ context length; llama-cpp-python's `embed` then cuts longer texts). Matrices tak
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -44,7 +45,15 @@ from typing import Any
 import torch
 
 from hf_minitf.cards import export_card_data
-from hf_minitf.export.gguf_file import FILE_TYPES, GELU_NAMES, TensorType, gguf_writer, writable_types, write_tensors
+from hf_minitf.export.gguf_file import (
+    FILE_TYPES,
+    GELU_NAMES,
+    TensorType,
+    gguf_writer,
+    writable_types,
+    write_gguf_file,
+    write_tensors,
+)
 from hf_minitf.export.source import ExportRefused, MiniTFSource, check_sentence_transformer_folder
 from hf_minitf.safety.output_folders import output_file
 from hf_minitf.tokenization.miniembed import CLS, SEP, SPECIAL_TOKENS, miniembed_tokenizer
@@ -146,7 +155,15 @@ def encoder_gguf_tensors(model) -> dict[str, torch.Tensor]:
 
 # ---------------------------------------------------------------------------------------------------- the file
 def _write_encoder_gguf(
-    path: Path, source: MiniTFSource, model, tokenizer, vocabulary, tensors, types, dtype: str, license: str
+    source: MiniTFSource,
+    model,
+    tokenizer,
+    vocabulary,
+    tensors,
+    license: str,
+    path: Path,
+    dtype: str,
+    types: dict[str, TensorType],
 ) -> None:
     from gguf import LlamaFileType, PoolingType
 
@@ -176,9 +193,12 @@ def _write_encoder_gguf(
     write_tensors(writer, tensors, types)
 
 
-def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: str | None) -> dict[str, TensorType]:
+def export_encoder_gguf(
+    opened: MiniTFSource, out: Path, dtype: str, license: str | None
+) -> tuple[dict[str, TensorType], str | None]:
     """Write the encoder folder `opened` as the GGUF file `out` (already checked) of the module docstring, beside
-    `out` then renamed; return each tensor's type. Raises ExportRefused naming what llama.cpp cannot reproduce."""
+    `out` then renamed; return each tensor's type and what quantized the file where llama.cpp's quantizer did
+    (`write_gguf_file`). Raises ExportRefused naming what llama.cpp cannot reproduce."""
     from hf_minitf.modeling.configuration_minitf_encoder import MiniTFEncoderConfig
 
     if (opened.folder / "modules.json").is_file():
@@ -194,8 +214,9 @@ def export_encoder_gguf(opened: MiniTFSource, out: Path, dtype: str, license: st
         tensors = encoder_gguf_tensors(model)
     types = writable_types(tensors, dtype, config.num_hidden_layers)
     with output_file(out) as partial:
-        _write_encoder_gguf(partial, opened, model, tokenizer, vocabulary, tensors, types, dtype, file_license)
-    return types
+        write = functools.partial(_write_encoder_gguf, opened, model, tokenizer, vocabulary, tensors, file_license)
+        quantizer = write_gguf_file(partial, tensors, types, dtype, config.num_hidden_layers, write)
+    return types, quantizer
 
 
 __all__ = [

@@ -1,11 +1,18 @@
 """The GGUF file every MiniTF export writes (a GPT by `hf_minitf.export.gguf`, an encoder by
 `hf_minitf.export.gguf_encoder`): each tensor's type by llama.cpp's rules for the chosen dtype, the header every
 file starts with, and the tensors written in their types with the `gguf` package, llama.cpp's own writer library.
+The types the gguf package cannot quantize (the K-quants) are written by llama.cpp's own quantizer, through
+llama-cpp-python (the `llama` extra), from the f16 file: `write_gguf_file`.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from hf_minitf.catalog.packaging import EXTRAS, installed_version
 from hf_minitf.catalog.verification import GGUF_SOURCE_HASH_KEYS, GGUF_SOURCE_KEY
 from hf_minitf.export.source import ExportRefused, MiniTFSource
 
@@ -22,7 +30,8 @@ GELU_NAMES = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
 
 # ------------------------------------------------------------------------------------------------ tensor types
-# Each dtype's llama.cpp file type and the tensor type of its matrices (a mix's base type).
+# Each dtype's llama.cpp file type (gguf's `LlamaFileType` member, llama.cpp's `LLAMA_FTYPE_` + it) and the tensor type
+# of its matrices (a mix's base type).
 FILE_TYPES = {
     "f32": ("ALL_F32", "F32"),
     "f16": ("MOSTLY_F16", "F16"),
@@ -159,23 +168,83 @@ def _encoded(array: np.ndarray, type_name: str) -> tuple[np.ndarray, Any]:
     return quants.quantize(array.astype(np.float32), qtype), qtype
 
 
+def llama_quantizer_installed() -> bool:
+    """Whether llama.cpp's quantizer is importable (llama-cpp-python, the `llama` extra); nothing is imported."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def needs_llama_quantizer(dtype: str) -> bool:
+    """Whether a `dtype` file's matrices take a type only llama.cpp's quantizer writes (the K mixes), where their rows
+    fit its blocks."""
+    return FILE_TYPES[dtype][1] in unwritable_types()
+
+
 def writable_types(tensors: dict[str, torch.Tensor], dtype: str, layers: int) -> dict[str, TensorType]:
-    """`tensor_types` of `tensors` in a `dtype` file of `layers` blocks, with the types the installed gguf package
-    cannot write falling back; ExportRefused when a tensor keeps a base type it cannot quantize."""
+    """`tensor_types` of `tensors` in a `dtype` file of `layers` blocks, as they will be written: llama.cpp's own mix
+    where llama.cpp's quantizer is installed (`write_gguf_file` has it write what the gguf package cannot);
+    otherwise with the types the gguf package cannot write falling back, and ExportRefused, naming the extra to
+    install, when a tensor keeps a base type it cannot quantize."""
+    shapes = {name: tuple(tensor.shape) for name, tensor in tensors.items()}
+    if llama_quantizer_installed():
+        return tensor_types(shapes, dtype, layers)
     missing = unwritable_types()
-    types = tensor_types({name: tuple(tensor.shape) for name, tensor in tensors.items()}, dtype, layers, missing)
+    types = tensor_types(shapes, dtype, layers, missing)
     needing = [tensor for tensor in types.values() if tensor.type in missing]
     if not needing:
         return types
     from importlib.metadata import version
 
-    writable = ", ".join(name for name in QUANTIZED_TYPES if name not in missing)
     raise ExportRefused(
         f"cannot export to GGUF at {dtype}: {len(needing)} tensor(s) (first {needing[0].name}) take "
-        f"{needing[0].type}, which the gguf package {version('gguf')} cannot quantize (it writes {writable}); "
-        f"choose q8_0, q5_1, q5_0, q4_1 or q4_0, or export --dtype f16 and run llama.cpp's "
-        f"`llama-quantize FILE.gguf OUT.gguf {dtype.upper()}`."
+        f"{needing[0].type}, which the gguf package {version('gguf')} cannot quantize; install llama.cpp's quantizer "
+        f"({EXTRAS['llama'].install}) and export again, or choose q8_0, q5_1, q5_0, q4_1 or q4_0."
     )
+
+
+LLAMA_QUANTIZE = """\
+import sys
+import llama_cpp
+params = llama_cpp.llama_model_quantize_default_params()
+params.ftype = getattr(llama_cpp, sys.argv[3])
+sys.exit(llama_cpp.llama_model_quantize(sys.argv[1].encode(), sys.argv[2].encode(), params))
+"""
+"""llama.cpp's quantizer (`llama_model_quantize`) on the file argv[1] into argv[2] at the file type argv[3]."""
+
+
+def llama_quantize(f16: Path, out: Path, dtype: str) -> None:
+    """Quantize the GGUF file `f16` into `out` at `dtype` with llama.cpp's own quantizer, in a process of its own (it
+    logs every tensor, and a failed assertion of llama.cpp ends its process); a RuntimeError with its last words when
+    it fails."""
+    ftype = f"LLAMA_FTYPE_{FILE_TYPES[dtype][0]}"
+    completed = subprocess.run(
+        [sys.executable, "-c", LLAMA_QUANTIZE, str(f16), str(out), ftype], capture_output=True, text=True
+    )
+    if completed.returncode != 0:
+        said = (completed.stderr.strip().splitlines() or [f"exit status {completed.returncode}"])[-1]
+        raise RuntimeError(f"llama.cpp's quantizer (llama-cpp-python) failed to write {dtype} ({ftype}): {said}")
+
+
+def write_gguf_file(
+    path: Path,
+    tensors: dict[str, torch.Tensor],
+    types: dict[str, TensorType],
+    dtype: str,
+    layers: int,
+    write: Callable[[Path, str, dict[str, TensorType]], None],
+) -> str | None:
+    """Write the GGUF file `path` of `tensors` in `types` (`writable_types`): `write(file, dtype, types)` writes a
+    file with the gguf package. Where `types` hold a type it cannot quantize (a K-quant, planned because llama.cpp's
+    quantizer is installed), `write` writes the f16 file llama.cpp's converter would, in a scratch folder beside
+    `path`, and llama.cpp's quantizer writes `path` from it (`llama_quantize`), as llama.cpp's own pipeline does.
+    Returns what quantized the file in that case (llama.cpp's quantizer and its version), else None."""
+    if not any(tensor.type in unwritable_types() for tensor in types.values()):
+        write(path, dtype, types)
+        return None
+    with tempfile.TemporaryDirectory(prefix=f".{path.name}.f16-", dir=path.parent) as scratch:
+        f16 = Path(scratch) / "f16.gguf"
+        write(f16, "f16", tensor_types({name: tuple(tensor.shape) for name, tensor in tensors.items()}, "f16", layers))
+        llama_quantize(f16, path, dtype)
+    return f"llama.cpp's quantizer (llama-cpp-python {installed_version('llama-cpp-python')})"
 
 
 # ---------------------------------------------------------------------------------------------------- the file
@@ -217,8 +286,12 @@ __all__ = [
     "QUANTIZED_TYPES",
     "TensorType",
     "gguf_writer",
+    "llama_quantize",
+    "needs_llama_quantizer",
+    "llama_quantizer_installed",
     "tensor_types",
     "unwritable_types",
     "writable_types",
+    "write_gguf_file",
     "write_tensors",
 ]

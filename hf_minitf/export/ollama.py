@@ -284,6 +284,7 @@ def _card(
         sampling=", ".join(f"`PARAMETER {name} {value}`" for name, value in OLLAMA_SAMPLING.items()),
         types_line="; ".join(f"{type_name}: {count} tensors" for type_name, count in sorted(counts.items())),
         fallbacks=written.fallbacks,
+        quantizer=written.quantizer,
         agreement=written.agreement,
     )
     return f"{card}\n"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from bad_inputs import CommandFailed, bad, bad_input_tests, char_gpt_folder, minitf, refused_arguments, write
 from factories import DATA, convert_miniembed_fixture, make_encoder, make_seq2seq, write_hkproj_tokenizers
+from helpers import llama_cpp_hidden
 from safetensors import SafetensorError
 
 import hf_minitf.export.source as source_module
@@ -22,6 +23,12 @@ MODEL_CLASSES = {
     "minitf_seq2seq": MiniTFSeq2SeqForConditionalGeneration,
 }
 OUT = {"gguf": "out.gguf"}  # the other formats write a folder, `out`
+
+
+def without_llama_cpp(action, *args) -> None:
+    """`action(*args)` with llama-cpp-python unimportable (`helpers.llama_cpp_hidden`)."""
+    with llama_cpp_hidden():
+        action(*args)
 
 
 def smaller(folder: Path, **shrink: int) -> Path:
@@ -223,12 +230,13 @@ BAD_INPUTS = [
     ),
     bad(
         "gguf-k-quant-the-gguf-package-cannot-write",
-        lambda tmp: minitf(
-            "export", "gguf", char_gpt_folder(tmp, hidden_size=256), tmp / "out.gguf", "--dtype", "q6_k"
+        lambda tmp: without_llama_cpp(
+            minitf, "export", "gguf", char_gpt_folder(tmp, hidden_size=256), tmp / "out.gguf", "--dtype", "q6_k"
         ),
         CommandFailed,
         r"exit 2: minitf export gguf: error: cannot export to GGUF at q6_k: \d+ tensor\(s\) \(first token_embd.weight\) "
-        r"take Q6_K, which the gguf package [\d.]+ cannot quantize .*llama-quantize FILE.gguf OUT.gguf Q6_K`\.\n$",
+        r"take Q6_K, which the gguf package [\d.]+ cannot quantize; install llama.cpp's quantizer "
+        r'\(pip install "hf-minitf\[llama\]"\) and export again, or choose q8_0, .*\.\n$',
     ),
     bad(
         "gguf-agreement-text-missing",

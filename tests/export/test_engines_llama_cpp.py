@@ -1,7 +1,7 @@
 """llama.cpp itself (llama-cpp-python) runs the GGUF exports: greedy tokens of every `--dtype` equal MiniTF's for 100
 tokens, for character and BPE tokenizers, learned and rotary positions; and a chat through the file's own
 `tokenizer.chat_template` gives apply_chat_template's prompt and MiniTF's greedy reply. llama.cpp runs in its own
-process (its idle threads would slow torch in this one). Marked `engines`: `pip install llama-cpp-python`,
+process (its idle threads would slow torch in this one). Marked `engines`: `pip install "hf-minitf[llama]"`,
 `pytest -m engines`.
 
 The f32 file is compared with the MiniTF model itself. The random test models have near-tied top logits, so the
@@ -38,7 +38,7 @@ pytestmark = [
     pytest.mark.engines,
     pytest.mark.skipif(
         importlib.util.find_spec("llama_cpp") is None,
-        reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
+        reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")',
     ),
 ]
 NEW_TOKENS = 100

@@ -2,7 +2,7 @@
 WordPiece tokenizer gives the MiniTF tokenizer's ids, and the mean-pooled, normalized embeddings of f32 and f16
 files keep a cosine of at least 0.9999 to `SentenceTransformer.encode`'s, text by text and in one batch, on the
 MiniEmbed fixture, a learned-position encoder and a quickstart-size one. llama.cpp runs in its own process (its idle
-threads would slow torch in this one). Marked `engines`: `pip install llama-cpp-python`, `pytest -m engines`."""
+threads would slow torch in this one). Marked `engines`: `pip install "hf-minitf[llama]"`, `pytest -m engines`."""
 
 import importlib.util
 import json
@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.engines,
     pytest.mark.skipif(
         importlib.util.find_spec("llama_cpp") is None,
-        reason="llama-cpp-python is not installed (pip install llama-cpp-python)",
+        reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")',
     ),
 ]
 TEXTS = [*ENCODER_TEXTS, ENCODER_ACCENTED_TEXT, "Déjà vu (again) - 42 TIMES..."]

@@ -1,19 +1,23 @@
-"""`export_gguf` at llama.cpp's quantizations, on a GPT shaped like the quickstart's (hidden 256, ffn 1024: rows of
-256, so the K-quants are needed and refused) and FrawdLLM's conversion fixture (hidden 32: every K-quant falls
+"""`export_gguf` at llama.cpp's quantizations with the gguf package alone (llama-cpp-python hidden: with it, llama.cpp's
+quantizer writes the K-quants, tests/export/test_engines_llama_cpp_quants.py), on a GPT shaped like the quickstart's
+(hidden 256, ffn 1024: rows of 256, so the K-quants are needed and refused) and FrawdLLM's conversion fixture (hidden 32: every K-quant falls
 back): the tensor types read back with gguf.GGUFReader against llama.cpp's rules written out per case, the printed
 fallbacks, the dequantized weights within each type's rounding step, and the agreement report against a greedy loop
 and a perplexity computed here from the file's tensors."""
 
 import math
+import re
 
 import gguf
 import numpy as np
 import pytest
 import torch
 from factories import SAVED_GPT_SIZES, convert_gpt_fixture, random_model_folder
+from helpers import llama_cpp_hidden
 from transformers import AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer, train_wordlevel_tokenizer
+from hf_minitf.catalog.packaging import EXTRAS
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import ExportRefused, export_gguf
 from hf_minitf.export.gguf import export_gguf_report
@@ -87,9 +91,11 @@ def expected_types(name: str, dtype: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def files(sources, tmp_path_factory):
     root = tmp_path_factory.mktemp("quants")
-    return {
-        (name, dtype): export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype) for name, dtype in CASES
-    }
+    with llama_cpp_hidden():
+        return {
+            (name, dtype): export_gguf(sources[name], root / f"{name}.{dtype}.gguf", dtype=dtype)
+            for name, dtype in CASES
+        }
 
 
 @pytest.mark.parametrize("name,dtype", CASES)
@@ -115,15 +121,17 @@ def test_each_tensor_gets_llama_cpps_type_and_rounds_within_its_step(files, orig
     assert reader.fields["general.file_type"].contents() == file_type
 
 
-def test_k_quants_the_gguf_package_cannot_write_are_refused(sources, tmp_path, capsys):
-    """Rows of 256 keep Q4_K / Q5_K / Q6_K, which gguf 0.19 cannot quantize: refused in one line, nothing written."""
+def test_k_quants_the_gguf_package_cannot_write_are_refused(sources, tmp_path, capsys, without_llama_cpp):
+    """Rows of 256 keep Q4_K / Q5_K / Q6_K, which gguf 0.19 cannot quantize: without llama.cpp's quantizer, refused
+    in one line naming the extra that brings it, nothing written."""
+    install = EXTRAS["llama"].install
     for dtype in K_MIXES:
-        with pytest.raises(ExportRefused, match=f"cannot export to GGUF at {dtype}: .*llama-quantize"):
+        with pytest.raises(ExportRefused, match=f"cannot export to GGUF at {dtype}: .*{re.escape(install)}"):
             export_gguf(sources["quickstart"], tmp_path / "model.gguf", dtype=dtype)
     capsys.readouterr()
     assert minitf_main(["export", "gguf", str(sources["quickstart"]), str(tmp_path / "m.gguf"), "--dtype", "q4_k_m"])
     error = capsys.readouterr().err
-    assert error.count("\n") == 1 and "Q4_K" in error
+    assert error.count("\n") == 1 and "Q4_K" in error and install in error
     assert not list(tmp_path.iterdir())
 
 

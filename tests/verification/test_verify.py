@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from factories import make_encoder, make_gpt, onnx_gpt_export
-from helpers import assert_one_line_error, run_cli, run_python
+from helpers import assert_one_line_error, card_table, run_cli, run_python
 from huggingface_hub import ModelCard
 
 from hf_minitf import MiniTFGPTForCausalLM
@@ -23,19 +23,6 @@ from hf_minitf.export import export_ctranslate2, export_gguf, export_native
 from hf_minitf.safety.card_metadata import load_model_card
 
 HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
-
-
-def card_table(text: str) -> list[dict[str, str]]:
-    """The "Runs in" table of a card's text, read as Markdown: the rows under the header that starts `| Runtime |`."""
-    lines = text.splitlines()
-    start = next(index for index, line in enumerate(lines) if line.startswith("| Runtime |"))
-    header = [cell.strip() for cell in lines[start].strip("|").split("|")]
-    rows = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        rows.append(dict(zip(header, (cell.strip() for cell in line.strip().strip("|").split(" | ")))))
-    return rows
 
 
 @pytest.fixture(scope="module")
@@ -179,11 +166,11 @@ def test_a_gguf_is_not_run_without_llama_cpp(gpt, tmp_path, capsys):
     gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
     status, printed, err = run_cli(["verify", gguf, "--prompts", "1", "--new-tokens", "2"], capsys)
     assert status == 0, err
-    assert printed.strip() == "llama.cpp gpt.gguf (f32): not run: pip install llama-cpp-python"
+    assert printed.strip() == 'llama.cpp gpt.gguf (f32): not run: pip install "hf-minitf[llama]"'
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")')
 def test_gguf_agrees_in_llama_cpp(gpt, tmp_path, capsys):
     gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
     status, printed, err = run_cli(["verify", gguf, "--prompts", "4", "--new-tokens", "16", "--json"], capsys)
@@ -202,7 +189,7 @@ def test_an_encoder_gguf_is_an_embedder_that_claims_no_exactness(tmp_path):
 
 
 @pytest.mark.engines
-@pytest.mark.skipif(not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install llama-cpp-python)")
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")')
 def test_encoder_gguf_keeps_the_embeddings_direction_in_llama_cpp(tmp_path, capsys):
     encoder = make_encoder(tmp_path / "encoder")
     status, printed, err = run_cli(["export", "gguf", encoder, tmp_path / "encoder.gguf", "--dtype", "f32"], capsys)

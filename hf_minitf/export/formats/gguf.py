@@ -14,6 +14,7 @@ from hf_minitf.catalog.exports import (
     GGUF_AGREEMENT_TEXT,
 )
 from hf_minitf.catalog.limits import GGUF_DTYPES
+from hf_minitf.catalog.packaging import EXTRAS
 from hf_minitf.export.format import ExportFormat, FormatRunner, export_options
 
 DESCRIPTION = f"""\
@@ -39,10 +40,11 @@ mixes: Q4_K / Q5_K, Q6_K for attn_qkv and ffn_down of some layers) and q6_k (blo
 (the token embedding when tied) takes Q6_K, Q8_0 where its rows are no multiple of 256; the position table
 stays f16, norms and biases f32. A matrix whose rows do not fit its type's blocks falls back as llama.cpp's
 quantizer does (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else f16). The gguf package writes Q4_0, Q4_1,
-Q5_0, Q5_1 and Q8_0, not the K-quants: Q6_K falls back to Q8_0 too, and q4_k_m, q5_k_m, q6_k are refused
-where a matrix keeps Q4_K, Q5_K or Q6_K (rows of 256 or more: export f16 and run llama.cpp's
-`llama-quantize`); on small models every matrix falls back and the file is written. The export lists each
-fallback.
+Q5_0, Q5_1 and Q8_0; the K-quants (Q4_K, Q5_K, Q6_K: rows of 256 or more) are written by llama.cpp's own
+quantizer (llama_model_quantize) from the f16 file when llama-cpp-python is installed
+({EXTRAS["llama"].install}). Without it Q6_K falls back to Q8_0 too, and q4_k_m, q5_k_m, q6_k are refused
+where a matrix keeps Q4_K, Q5_K or Q6_K; on small models every matrix falls back and the file is written. The
+export lists each fallback.
 
 The export then reads the file back, dequantizes it, runs those weights in MiniTF (float32) and prints their
 agreement with the MiniTF folder: greedy tokens over {GGUF_AGREEMENT_PROMPTS} prompts x {GGUF_AGREEMENT_NEW_TOKENS} new tokens (where they first differ) and
