@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hf_minitf.cards import drop_local_source
 from hf_minitf.catalog.packaging import EXTRAS
 from hf_minitf.catalog.publishing import ALL_RUNTIMES_GGUF_DTYPES, RUNTIME_REPO_SUFFIXES
 from hf_minitf.hub.push import PushError, commit_folder
@@ -124,6 +125,7 @@ def _export_then_commit(
                 check(staging)
         except (ValueError, OSError) as error:
             raise PushError(str(error).strip().splitlines()[0]) from None
+        drop_local_source(staging)
         return target.commit(staging, repo_id, message, roots=[staging])
 
 
@@ -276,6 +278,7 @@ def push_all_runtimes(
                     check_for(repo.repo_id)(folder)
             except (ValueError, OSError) as error:
                 raise PushError(f"{repo.runtime}: {str(error).strip().splitlines()[0]}") from None
+            drop_local_source(folder)
             folders.append(folder)
         return {
             f"{repo.repo_id}{' (Space)' if repo.target.space_sdk else ''}": repo.target.commit(

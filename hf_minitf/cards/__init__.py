@@ -22,6 +22,7 @@ from hf_minitf.cards.facts import read_card, stored_parameters
 from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
 from hf_minitf.cards.update import (
+    drop_local_source,
     drop_tokenizer_loading_state,
     prepare_upload,
     relicense_card,
@@ -34,6 +35,7 @@ __all__ = [
     "PLACEHOLDER_MODEL_ID",
     "RunRow",
     "card_template",
+    "drop_local_source",
     "drop_tokenizer_loading_state",
     "export_card",
     "export_card_data",

@@ -26,8 +26,10 @@ from hf_minitf.cards.render import (
     drop_section,
     is_minitf_card,
 )
+from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import family_of_model_type
 from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE, check_license
+from hf_minitf.catalog.verification import SOURCE_CARD_FIELD, SOURCE_HASHES_FIELD
 from hf_minitf.safety.card_metadata import CardMetadataError
 from hf_minitf.safety.files import confined_path, write_files_together
 
@@ -205,6 +207,26 @@ def drop_tokenizer_loading_state(folder: str | os.PathLike) -> None:
         data.pop(key, None)
     path.unlink()  # a new file, not a write through a link the folder may hold
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def drop_local_source(folder: str | os.PathLike) -> None:
+    """Take out of an export about to be published the local folder it recorded as its source (with that folder's
+    hashes), in its card and its `minitf_export.json`: a path on this machine names nothing where the export is
+    downloaded, and tells what it should not. A repo id stays. (`minitf verify` measured the export before.)"""
+    folder = Path(folder)
+    card = read_card(folder / README)
+    if card is not None and os.path.isabs(str(card.data.get(SOURCE_CARD_FIELD) or "")):
+        data = card_data(card)
+        for key in (SOURCE_CARD_FIELD, SOURCE_HASHES_FIELD):
+            data.pop(key, None)
+        save_card(assemble_card(data, card.text), folder / README)
+    info_path = folder / EXPORT_FILE
+    if info_path.is_file():
+        info = read_folder_json(info_path)
+        if os.path.isabs(str(info.get("source") or "")):
+            for key in ("source", SOURCE_HASHES_FIELD):
+                info.pop(key, None)
+            write_files_together(folder, {EXPORT_FILE: json.dumps(info, indent=2) + "\n"})
 
 
 def relicense_card(text: str, license: str) -> str:

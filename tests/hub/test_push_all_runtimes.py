@@ -8,13 +8,14 @@ package's engines. A GGUF type only llama.cpp's quantizer writes is left out, wi
 import contextlib
 import importlib.util
 import io
+import json
 
 import gguf
 import pytest
 import torch
 from factories import GPT_PROMPTS, make_gpt, quickstart_fields, random_model_folder
 from helpers import card_table, llama_cpp_hidden, run_cli
-from huggingface_hub import hf_hub_download, snapshot_download
+from huggingface_hub import ModelCard, hf_hub_download, snapshot_download
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
@@ -55,6 +56,18 @@ def test_every_runtime_goes_to_its_own_repo_with_its_runs_in_rows(hub, pushed):
         assert any(row["Runtime"] == runtime and "greedy tokens" in row["Agreement with MiniTF"] for row in rows)
     space_rows = card_table(hub.read("org/tiny", "README.md", repo_type="space").decode())
     assert any(row["Runtime"] == "onnxruntime" for row in space_rows)
+
+
+def test_no_pushed_record_names_the_local_source_folder(hub, pushed, gpt):
+    """Exports record their source's absolute path and hashes (card metadata, minitf_export.json) for `minitf verify`
+    on this machine; what is published records no folder of this machine (the verification ran before the upload)."""
+    local = str(gpt.resolve())
+    for repo_id in ("org/tiny", "org/tiny-ONNX", "org/tiny-ct2"):
+        metadata = ModelCard(hub.read(repo_id, "README.md").decode()).data.to_dict()
+        assert local not in json.dumps(metadata) and "minitf_source_sha256" not in metadata, repo_id
+        if "minitf_export.json" in hub.files(repo_id):
+            info = json.loads(hub.read(repo_id, "minitf_export.json"))
+            assert local not in json.dumps(info) and "minitf_source_sha256" not in info, repo_id
 
 
 def test_k_quants_are_left_out_with_a_line_without_llama_cpp(hub, pushed):
