@@ -37,12 +37,18 @@ class TrainingInterrupted(KeyboardInterrupt):
         """The status a shell expects of a process ended by the signal: 130 (SIGINT), 143 (SIGTERM)."""
         return 128 + self.signal_number
 
+    def pass_on(self) -> None:
+        """Raise the signal again, now that the run's handlers are gone, for a caller that keeps nothing to resume:
+        the handler from before the run acts on it as it would have (Python's raises KeyboardInterrupt, `minitf`'s
+        SIGTERM handler exits 143, the default ends the process); returns only when that handler ignores it."""
+        signal.raise_signal(self.signal_number)
+
 
 def what_ctrl_c_does(keeps_checkpoints: bool) -> str:
     """What Ctrl-C does to a run, as the time estimate says it."""
     if keeps_checkpoints:
         return "Ctrl-C stops it after the current step and saves a checkpoint to resume from"
-    return "Ctrl-C stops it and keeps nothing (give --checkpoint-dir to keep a checkpoint)"
+    return "Ctrl-C stops it and keeps nothing (no checkpoint folder was given)"
 
 
 def stops_on_signals() -> bool:

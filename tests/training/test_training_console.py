@@ -79,8 +79,8 @@ def test_a_long_run_says_its_expected_time_after_its_first_steps(
     status, out, err = run_cli(train_argv(corpus, tmp_path / "out", "--max-steps", "4", "--no-progress"), capsys)
     assert status == 0, err
     estimate = (
-        "4 steps at 3.4 s per step: about 3 s left; Ctrl-C stops it and keeps nothing (give --checkpoint-dir to keep "
-        "a checkpoint)\n"
+        "4 steps at 3.4 s per step: about 3 s left; Ctrl-C stops it and keeps nothing (no checkpoint folder was "
+        "given)\n"
     )
     assert (estimate in err) == said, err
     if said:  # at the end of step 3 (the first step, then two timed), before that step's log
@@ -152,3 +152,21 @@ def test_sigterm_saves_a_checkpoint_that_resumes(corpus, tmp_path, capsys):
     assert status == 0 and printed.startswith("Saved gpt model"), err
     assert f"step {step + 1}/{step + 1}: loss" in err and "step 1/" not in err, err
     assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("number, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_the_quickstart_stopped_by_a_signal_ends_as_before(number, status, tmp_path, capsys, monkeypatch):
+    """The quickstart keeps nothing to resume: a signal stops its run at the end of the step, then acts as it did
+    before the run (`minitf`'s SIGTERM exit, 143; Ctrl-C's one line, 130), leaving no output folder."""
+    real_step_end = StopOnSignal.on_step_end
+
+    def signal_at_step_1(self, args, state, control, **kwargs):
+        if state.global_step == 1:
+            signal.raise_signal(number)
+        return real_step_end(self, args, state, control, **kwargs)
+
+    monkeypatch.setattr(StopOnSignal, "on_step_end", signal_at_step_1)
+    code, out, err = run_cli(["quickstart", "--out", tmp_path / "models", "--no-progress"], capsys)
+    assert code == status and "Training the gpt model" in out and "encoder" not in out, err
+    assert ("interrupted; no output was put in place" in err) == (number == signal.SIGINT), err
+    assert not (tmp_path / "models").exists()
