@@ -112,7 +112,11 @@ def add_training_arguments(group) -> None:
     )
     group.add_argument("--logging-steps", type=count, default=10, help="log the loss every N steps (10)")
     group.add_argument(
-        "--checkpoint-dir", type=Path, default=None, help="keep trainer checkpoints here (default: none are kept)"
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="keep trainer checkpoints here, and one at the step where Ctrl-C or SIGTERM stops the run (default: none "
+        "are kept)",
     )
     group.add_argument(
         "--save-steps", type=count, default=500, help="checkpoint every N steps when --checkpoint-dir is given (500)"
@@ -168,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     from hf_minitf.training.data import load_pairs, open_texts
     from hf_minitf.training.interrupts import TrainingInterrupted
 
-    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    progress = sys.stderr is not None and sys.stderr.isatty() if args.progress is None else args.progress
     if not progress:  # also the bars of saving and loading weights
         from transformers.utils import logging
 

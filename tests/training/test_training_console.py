@@ -170,3 +170,17 @@ def test_the_quickstart_stopped_by_a_signal_ends_as_before(number, status, tmp_p
     assert code == status and "Training the gpt model" in out and "encoder" not in out, err
     assert ("interrupted; no output was put in place" in err) == (number == signal.SIGINT), err
     assert not (tmp_path / "models").exists()
+
+
+def test_a_signal_after_the_last_step_names_the_checkpoints_there_are(tmp_path):
+    """A signal that came after the last step's end stopped no step, so no checkpoint was saved at it: the line
+    says so and where --resume looks, rather than naming a folder that is not there."""
+    from hf_minitf.commands.train import interrupted_line
+    from hf_minitf.training.interrupts import TrainingInterrupted
+
+    late = TrainingInterrupted(signal.SIGTERM, 300, 300, None)
+    assert late.exit_status == 143
+    assert interrupted_line(late, "gpt", tmp_path) == (
+        f"interrupted at step 300 of 300: no checkpoint saved at this step; --resume continues from the last one in "
+        f"{tmp_path}"
+    )
