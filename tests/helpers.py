@@ -5,6 +5,7 @@ PNG, writing a tokenizer laid out like FrawdLLM's."""
 import contextlib
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -125,9 +126,14 @@ def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     )
 
 
+TRAINING_LOG_LINE = re.compile(r"step \d+/\d+: ")
+"""How a training run's log lines start (`step 1/2: loss ...`, on stderr before an error that stops the run)."""
+
+
 def assert_one_line_error(status: int, err: str, *words: str) -> None:
+    """Exit status 2 and one error line on stderr naming `words`, besides the log lines of a run it stopped."""
     assert status == 2
-    lines = err.strip().splitlines()
+    lines = [line for line in err.strip().splitlines() if not TRAINING_LOG_LINE.match(line)]
     assert len(lines) == 1 and "error:" in lines[0] and "Traceback" not in err, err
     for word in words:
         assert word in lines[0], (word, lines[0])

@@ -39,7 +39,7 @@ FRAWDLLM_PRESETS = {
 
 @dataclass(frozen=True)
 class Preset:
-    """A model size: config fields, and the tokenizer kind and vocabulary size it is trained with."""
+    """A model size: what it is for, config fields, and the tokenizer kind and vocabulary size it is trained with."""
 
     description: str
     config: dict[str, Any]
@@ -51,9 +51,8 @@ def _frawdllm(name: str, size: FrawdLLMSize) -> Preset:
     """A FrawdLLM preset as a MiniTF GPT trained from scratch with a byte-level BPE tokenizer."""
     positions = "RoPE" if size.rope else "learned positions"
     description = (
-        f"FrawdLLM {name}: BPE {size.vocab_size}, {size.num_layers} layers x {size.hidden_size}, "
-        f"{size.num_heads} heads, context {size.context_length}, {positions}"
-        + (f", dropout {size.dropout}" if size.dropout else "")
+        f"FrawdLLM's {name} size ({positions}" + (f", dropout {size.dropout}" if size.dropout else "") + "): a model "
+        "the size of its checkpoints (`minitf convert frawdllm` converts those)"
     )
     config = dict(
         hidden_size=size.hidden_size,
@@ -81,7 +80,7 @@ QUICKSTART_ENCODER_LAYERS = dict(
 PRESETS: dict[str, dict[str, Preset]] = {
     "gpt": {
         "tiny": Preset(
-            "4 layers x 128, RoPE, context 128, char tokenizer (the quickstart's size)",
+            "the smallest: a first run on a CPU (RoPE; the quickstart's size)",
             dict(
                 hidden_size=128,
                 num_hidden_layers=4,
@@ -92,8 +91,7 @@ PRESETS: dict[str, dict[str, Preset]] = {
             tokenizer="char",
         ),
         "shakespeare-char": Preset(
-            "nanoGPT shakespeare-char: 6 layers x 384, 6 heads, context 256, dropout 0.2, char tokenizer "
-            "(65 characters on Tiny Shakespeare)",
+            "nanoGPT's shakespeare-char model (learned positions, dropout 0.2): its Tiny Shakespeare run, on a GPU",
             dict(
                 hidden_size=384,
                 num_hidden_layers=6,
@@ -109,12 +107,12 @@ PRESETS: dict[str, dict[str, Preset]] = {
     },
     "encoder": {
         "tiny": Preset(
-            "2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
+            "the smallest: a first run on a CPU (the quickstart's size)",
             QUICKSTART_ENCODER_LAYERS,
             vocab_size=2000,
         ),
         "miniembed-mini": Preset(
-            "MiniEmbed mini: word vocabulary 30000, 4 layers x 256, 4 heads, FFN 1024, 128 positions",
+            "MiniEmbed's mini size: sentence embeddings trained on a real corpus of pairs",
             dict(
                 hidden_size=256,
                 num_hidden_layers=4,
@@ -127,11 +125,11 @@ PRESETS: dict[str, dict[str, Preset]] = {
     },
     "seq2seq": {
         "tiny": Preset(
-            "2+2 layers x 128, 4 heads, FFN 256, 64 positions (the quickstart's size)",
+            "the smallest: a first run on a CPU (the quickstart's size)",
             QUICKSTART_ENCODER_LAYERS,
         ),
         "hkproj": Preset(
-            "hkproj pytorch-transformer defaults: d_model 512, 6+6 layers, 8 heads, d_ff 2048, seq_len 350",
+            "hkproj pytorch-transformer's defaults (label smoothing 0.1): a real translation corpus, on a GPU",
             dict(
                 hidden_size=512,
                 num_hidden_layers=6,
@@ -145,6 +143,78 @@ PRESETS: dict[str, dict[str, Preset]] = {
 }
 
 
+def _body_parameters(family: str, fields: dict[str, Any]) -> int:
+    """About how many parameters a preset's layers hold besides its embeddings (which grow with the vocabulary the
+    data gives): per layer 4 h^2 of attention and 2 h f of MLP (f: the preset's FFN size, a GPT's default 4 h), a
+    translator's decoder layers 4 h^2 more of cross-attention; biases and norms left out (under 1% for these
+    sizes; test_presets holds the figure to the built models')."""
+    hidden = fields["hidden_size"]
+    ffn = fields.get("intermediate_size") or 4 * hidden
+    layer = 4 * hidden * hidden + 2 * hidden * ffn
+    decoder = layer + 4 * hidden * hidden if family == "seq2seq" else 0
+    return fields["num_hidden_layers"] * (layer + decoder)
+
+
+TOKENIZER_UNITS = {"char": "characters", "bpe": "BPE", None: "words"}
+"""What a preset's tokenizer kind (None: the family's word-level tokenizer) makes its tokens of."""
+
+
+class PresetRow(NamedTuple):
+    """One preset as `minitf presets` and the README's table show it."""
+
+    name: str
+    layers: str
+    hidden_size: int
+    heads: int
+    context: int
+    vocabulary: str
+    parameters: str
+    purpose: str
+
+
+def preset_rows(family: str) -> list[PresetRow]:
+    """The presets of `family` as table rows: sizes from their config fields, the vocabulary (a number when the
+    preset fixes it, else what the data gives), the parameters besides the embeddings, and what each is for."""
+    rows = []
+    for name, preset in PRESETS[family_named(family).name].items():
+        fields = preset.config
+        layers = fields["num_hidden_layers"]
+        units = TOKENIZER_UNITS[preset.tokenizer]
+        vocabulary = f"{units} {preset.vocab_size}" if preset.vocab_size is not None else f"{units} of the data"
+        rows.append(
+            PresetRow(
+                name,
+                f"{layers}+{layers}" if family == "seq2seq" else str(layers),
+                fields["hidden_size"],
+                fields["num_attention_heads"],
+                fields["max_position_embeddings"],
+                vocabulary,
+                f"{_body_parameters(family, fields) / 1e6:.3g} M",
+                preset.description,
+            )
+        )
+    return rows
+
+
+PRESET_COLUMNS = ("preset", "layers", "hidden", "heads", "context", "vocabulary", "parameters*", "what it is for")
+PRESET_NOTE = "* besides the embeddings (vocabulary x hidden, and learned positions), which grow with the vocabulary"
+
+
+def presets_markdown() -> str:
+    """Every family's presets as Markdown tables (the README's, held equal to this by a test)."""
+    parts = []
+    for family in PRESETS:
+        lines = [
+            f"`minitf train {family} --preset NAME`:",
+            "",
+            "| " + " | ".join(PRESET_COLUMNS) + " |",
+            "|" + "---|" * len(PRESET_COLUMNS),
+        ]
+        lines += ["| " + " | ".join([f"`{row.name}`", *map(str, row[1:])]) + " |" for row in preset_rows(family)]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + f"\n\n\\{PRESET_NOTE}\n"  # \* : a star, not a list item
+
+
 def get_preset(family: str, name: str) -> Preset:
     """The preset `name` of `family` (`gpt`, `encoder`, `seq2seq`), or a ValueError listing the choices."""
     family = family_named(family).name
@@ -153,4 +223,15 @@ def get_preset(family: str, name: str) -> Preset:
     return PRESETS[family][name]
 
 
-__all__ = ["FRAWDLLM_PRESETS", "PRESETS", "FrawdLLMSize", "Preset", "get_preset"]
+__all__ = [
+    "FRAWDLLM_PRESETS",
+    "PRESETS",
+    "PRESET_COLUMNS",
+    "PRESET_NOTE",
+    "FrawdLLMSize",
+    "Preset",
+    "PresetRow",
+    "get_preset",
+    "preset_rows",
+    "presets_markdown",
+]

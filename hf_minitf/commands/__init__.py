@@ -15,6 +15,7 @@ import importlib
 COMMANDS = (
     "quickstart",
     "train",
+    "presets",
     "chat_template",
     "generate",
     "embed",

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hf_minitf.catalog.chat_templates import CHAT_TEMPLATE_HELP
 from hf_minitf.catalog.families import FAMILIES
@@ -24,6 +26,9 @@ from hf_minitf.commands.common import (
     vocab_size,
     warmup,
 )
+
+if TYPE_CHECKING:
+    from hf_minitf.training.interrupts import TrainingInterrupted
 
 HELP = "train a gpt, encoder (sentence embeddings) or seq2seq (translation) model on your data"
 DESCRIPTION = (
@@ -56,7 +61,7 @@ def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         "--preset",
         default="tiny",
         choices=tuple(PRESETS[name]),
-        help="model size (default: tiny); see the README for what each preset is",
+        help="model size (default: tiny); `minitf presets` lists each one's sizes and what it is for",
     )
     columns = "column holding the text" if name == "gpt" else "the two columns of each pair, comma-separated"
     parser.add_argument(
@@ -107,7 +112,11 @@ def add_training_arguments(group) -> None:
     )
     group.add_argument("--logging-steps", type=count, default=10, help="log the loss every N steps (10)")
     group.add_argument(
-        "--checkpoint-dir", type=Path, default=None, help="keep trainer checkpoints here (default: none are kept)"
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="keep trainer checkpoints here, and one at the step where Ctrl-C or SIGTERM stops the run (default: none "
+        "are kept)",
     )
     group.add_argument(
         "--save-steps", type=count, default=500, help="checkpoint every N steps when --checkpoint-dir is given (500)"
@@ -125,7 +134,28 @@ def add_training_arguments(group) -> None:
         help="logging integration(s) of the Trainer, e.g. tensorboard or wandb (default: none)",
     )
     group.add_argument("--seed", type=random_seed, default=0, help="random seed (default: 0)")
-    group.add_argument("--no-progress", action="store_true", help="no progress bars")
+    group.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bars on stderr (default: when stderr is a terminal); the log lines are written either way",
+    )
+
+
+def interrupted_line(interrupted: TrainingInterrupted, family: str, checkpoint_dir: Path | None) -> str:
+    """What a run stopped by SIGINT or SIGTERM kept, and how to go on from it or keep something next time."""
+    where = f"interrupted at step {interrupted.step} of {interrupted.max_steps}"
+    if interrupted.checkpoint is not None:
+        return (
+            f"{where}: checkpoint saved to {interrupted.checkpoint}; resume with the same command plus --resume "
+            f"(`minitf train {family} ... --checkpoint-dir {checkpoint_dir} --resume`)"
+        )
+    if checkpoint_dir is not None:  # the signal came after the last step's end: no step left to save at
+        return f"{where}: no checkpoint saved at this step; --resume continues from the last one in {checkpoint_dir}"
+    return (
+        f"{where}: nothing was kept (no --checkpoint-dir); run again with --checkpoint-dir DIR to keep a checkpoint "
+        "that Ctrl-C or SIGTERM saves and --resume continues from"
+    )
 
 
 @reports_errors("train")
@@ -140,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
 
     from hf_minitf.training import trainers as training
     from hf_minitf.training.data import load_pairs, open_texts
+    from hf_minitf.training.interrupts import TrainingInterrupted
 
-    if args.no_progress:  # also the bars of saving and loading weights
+    progress = sys.stderr is not None and sys.stderr.isatty() if args.progress is None else args.progress
+    if not progress:  # also the bars of saving and loading weights
         from transformers.utils import logging
 
         logging.disable_progress_bar()
@@ -161,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         mixed_precision=args.mixed_precision,
         report_to=args.report_to,
-        progress=not args.no_progress,
+        progress=progress,
     )
     columns = [column.strip() for column in args.columns.split(",")]
     common = dict(
@@ -189,6 +221,9 @@ def run(args: argparse.Namespace) -> int:
         else:
             pairs = load_pairs(args.data, columns, args.split)
             result = training.train_seq2seq(pairs, out, **common)
+    except TrainingInterrupted as interrupted:
+        print(f"minitf train: {interrupted_line(interrupted, args.family, args.checkpoint_dir)}", file=sys.stderr)
+        return interrupted.exit_status
     finally:
         training.end_distributed_training()
     if result.folder is not None:

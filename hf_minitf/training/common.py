@@ -34,6 +34,8 @@ from hf_minitf.safety.output_folders import (
 )
 from hf_minitf.safety.pickles import refused_pickle_message
 from hf_minitf.safety.weights import check_safetensors_files
+from hf_minitf.training.console import LogLines, LossOnBar, TimeEstimate
+from hf_minitf.training.interrupts import StopOnSignal, stops_on_signals, what_ctrl_c_does
 from hf_minitf.training.runs import (
     RecordRun,
     TextsDigest,
@@ -45,14 +47,6 @@ from hf_minitf.training.runs import (
 from hf_minitf.training.settings import TrainingError, TrainingResult, TrainSettings
 
 LOSS_CURVE = "loss_curve.png"
-
-
-class LossOnBarCallback(ProgressCallback):
-    """The trainer's own progress bars, showing the latest loss on the bar instead of printing each log."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if state.is_world_process_zero and self.training_bar is not None and logs and "loss" in logs:
-            self.training_bar.set_postfix(loss=f"{logs['loss']:.3f}", refresh=False)
 
 
 def distributed_without_gpu() -> bool:
@@ -165,15 +159,22 @@ def run_trainer(
 ) -> dict[str, float]:
     """Check the checkpoint to resume from (against the run's `record`), train, then evaluate on the held-out set;
     returns the evaluation figures. `loss_cause` is what a NaN loss most likely comes from, when the corpus shows it.
+    Its logs are lines on stderr (`console`), with the expected time of a long run after its first steps; SIGINT and
+    SIGTERM stop it at the end of a step, saving a checkpoint when it keeps them, with a `TrainingInterrupted`.
 
     The Trainer sets `model.config.use_cache` to its own `use_cache` argument (False) for training; the config
     gets back its class's value (what the architecture supports), so the saved `config.json` and a bare forward
     keep the cache, and a config without the field (the encoder's) is left without it."""
-    if settings.progress and settings.logs_on_bar:
-        trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(LossOnBarCallback())
-    elif not settings.progress:
-        trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)  # they write each log to stdout as a dict of strings
+    trainer.remove_callback(PrinterCallback)
+    if settings.progress:
+        trainer.add_callback(LossOnBar())
+    if not settings.logs_on_bar:
+        trainer.add_callback(LogLines())
+    keeps_checkpoints = settings.checkpoint_dir is not None
+    stop = StopOnSignal(keeps_checkpoints)
+    trainer.add_callback(stop)
+    trainer.add_callback(TimeEstimate(what_ctrl_c_does(keeps_checkpoints) if stops_on_signals() else ""))
     trainer.add_callback(StopOnNonFiniteLoss(loss_cause))
     if record is not None:
         trainer.add_callback(RecordRun(record))
@@ -201,10 +202,13 @@ def run_trainer(
             )
     work_dir = Path(str(trainer.args.output_dir))
     try:
-        with writing_into(work_dir, *checkpoint_folder_name(settings, work_dir)):
+        with writing_into(work_dir, *checkpoint_folder_name(settings, work_dir)), stop.installed():
             trainer.train(resume_from_checkpoint=resume)
     except pickle.UnpicklingError as error:  # torch's weights-only unpickler refused a file of the checkpoint
         raise TrainingError(f"--resume: {refused_pickle_message(error, [resume])}") from None
+    interrupted = stop.interruption(work_dir, trainer.state.global_step, trainer.state.max_steps)
+    if interrupted is not None:
+        raise interrupted
     results = trainer.evaluate() if has_eval else {}
     config_class = type(model.config)
     if hasattr(config_class, "use_cache"):
@@ -404,7 +408,6 @@ def check_pairs(pairs: Sequence[Sequence[str]], what: str) -> list[tuple[str, st
 __all__ = [
     "saving",
     "LOSS_CURVE",
-    "LossOnBarCallback",
     "StopOnNonFiniteLoss",
     "TrainingStart",
     "WorkDir",

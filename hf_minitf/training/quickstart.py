@@ -234,6 +234,8 @@ def run(
     from datasets.utils.logging import disable_progress_bar as disable_datasets_progress
     from transformers.utils import logging as transformers_logging
 
+    from hf_minitf.training.interrupts import TrainingInterrupted
+
     out = target.path
     steps = steps or QuickstartSteps()
     transformers_logging.set_verbosity_error()
@@ -245,7 +247,11 @@ def run(
             count = getattr(steps, family)
             print(f"Training the {family} model ({count} steps)...", flush=True)
             folder = work / FOLDERS[family]
-            trained = _train(family, folder, str(out / FOLDERS[family]), count, progress, seed, license)
+            try:
+                trained = _train(family, folder, str(out / FOLDERS[family]), count, progress, seed, license)
+            except TrainingInterrupted as interrupted:  # nothing to resume: the signal acts as it did before
+                interrupted.pass_on()
+                raise
             figures[family] = measure(folder, *trained)
     from hf_minitf.training.trainers import LOSS_CURVE
 
