@@ -19,7 +19,7 @@ Inside: `facts` reads what a folder is, `render` renders and splices sections, `
 from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
 from hf_minitf.cards.exports import export_card, export_card_data
 from hf_minitf.cards.facts import read_card, stored_parameters
-from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, render_model_card
+from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
 from hf_minitf.cards.update import (
     drop_local_source,
@@ -39,6 +39,7 @@ __all__ = [
     "drop_tokenizer_loading_state",
     "export_card",
     "export_card_data",
+    "inline_text",
     "is_eval_results_path",
     "prepare_upload",
     "read_card",

@@ -11,7 +11,7 @@ from typing import Any
 from huggingface_hub import ModelCard, ModelCardData
 
 from hf_minitf.cards.facts import MINITF_TAG, read_card
-from hf_minitf.cards.render import README, card_data, card_template
+from hf_minitf.cards.render import README, card_data, card_template, inline_text
 from hf_minitf.catalog.publishing import DEFAULT_LICENSE, check_license
 
 EXPORT_TAG = "minitf-export"
@@ -46,4 +46,5 @@ def export_card(
     data = ModelCardData(
         library_name=library_name, pipeline_tag=pipeline_tag, tags=[MINITF_TAG, EXPORT_TAG, *tags], **carried
     )
-    return ModelCard.from_template(data, template_str=card_template(template_file), **variables)
+    titles = {name: inline_text(variables[name]) for name in ("title", "model_title") if name in variables}
+    return ModelCard.from_template(data, template_str=card_template(template_file), **(variables | titles))

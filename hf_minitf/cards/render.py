@@ -46,10 +46,16 @@ def is_blank_card(text: str) -> bool:
     return "[More Information Needed]" in text or not text.strip()
 
 
+def inline_text(text: Any) -> str:
+    """Text from data or a user (a title, a file name) as text in one line of a card: no line break (no heading or
+    marker line of its own), HTML escaped (no tag, no comment: a section marker cannot be planted)."""
+    return html.escape(" ".join(str(text).split()), quote=False)
+
+
 def table_cell(text: Any) -> str:
-    """Text from data (a file name, a dataset id, a metric's name) as one cell of a card's Markdown table: one line,
-    HTML escaped (no tag, no comment: a section marker cannot be planted), `|` escaped (no extra column)."""
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+    """Text from data (a file name, a dataset id, a metric's name) as one cell of a card's Markdown table:
+    `inline_text`, with `|` escaped (no extra column)."""
+    return inline_text(text).replace("|", "\\|")
 
 
 def card_template(name: str) -> str:
@@ -98,7 +104,7 @@ def render_card(
         num_parameters=facts.num_parameters,
         model_id=model_id,
         prompt=prompt,
-        title=title,
+        title=inline_text(title) if title else None,
         summary=summary,
         origin=origin,
         notes=notes,

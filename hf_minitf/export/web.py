@@ -351,7 +351,7 @@ def space_card(
     add a key); the heading holds it on one line."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
-    from hf_minitf.cards import export_card_data
+    from hf_minitf.cards import export_card_data, inline_text
 
     data = SpaceCardData(
         title=title,
@@ -370,7 +370,7 @@ def space_card(
         f"`{dtype}` ({', '.join(f'`{onnx_variant_file(graph, dtype)}`' for graph in graphs)})" for dtype in dtypes
     )
     body = SPACE_CARD_BODY.format(
-        title=" ".join(title.split()),
+        title=inline_text(title),
         about=about,
         source=source.name,
         version=TRANSFORMERS_JS_VERSION,

@@ -14,7 +14,7 @@ from helpers import assert_one_line_error, run_cli
 from huggingface_hub import ModelCard, parse_eval_result_entries
 from huggingface_hub.repocard_data import model_index_to_eval_results
 
-from hf_minitf.cards import EVAL_RESULTS_FOLDER, record_evaluation, update_model_card
+from hf_minitf.cards import EVAL_RESULTS_FOLDER, export_card, record_evaluation, render_model_card, update_model_card
 from hf_minitf.catalog.limits import MAX_EVAL_DATA_BYTES
 from hf_minitf.evaluation import EvalDataError, load_pairs, load_texts
 from hf_minitf.safety.card_metadata import CardMetadataError
@@ -204,6 +204,37 @@ def test_a_hostile_data_name_stays_one_escaped_table_cell(tmp_path):
     assert row.replace("\\|", "").count("|") == 7  # the table's six columns
     assert "<img" not in text and not any(line.startswith("## Injected") for line in text.splitlines())
     assert text.count("<!-- minitf:runs_in -->") == 0
+
+
+HOSTILE_TITLE = "T\n<!-- minitf:runs_in -->\n<img src=x onerror=alert(1)>\n<!-- /minitf:runs_in -->"
+
+
+def test_a_hostile_title_stays_one_line_of_text_in_the_heading():
+    """A user's title (a converted card's, an export's) is the heading's text: one line, no raw HTML, no marker
+    line of its own that a later Runs in write would take for a section."""
+    config = json.loads((model_folder("gpt", "learned") / "config.json").read_text())
+    converted = render_model_card(
+        "gpt", config, title=HOSTILE_TITLE, summary="s", origin="o", num_parameters=1, license="mit"
+    )
+    exported = str(
+        export_card(
+            "gguf_repo.md",
+            library_name="gguf",
+            tags=[],
+            carried={},
+            title=HOSTILE_TITLE,
+            files=[],
+            modelfile=False,
+            native_repo=None,
+            model_id="org/x",
+            name="x",
+            source="x",
+        )
+    )
+    for text in (converted, exported):
+        (heading,) = [line for line in text.splitlines() if line.startswith("# ")]
+        assert heading.startswith("# T &lt;!-- minitf:runs_in --&gt; &lt;img"), heading
+        assert "<img" not in text and "<!-- minitf:runs_in -->" not in text
 
 
 def test_a_card_whose_yaml_does_not_parse_refuses_eval_before_anything_is_written(tmp_path, capsys):
