@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force",
         action="store_true",
-        help=f"record the figures although more than {MAX_UNKNOWN_TOKEN_SHARE:.0%} of the data's tokens are the "
+        help=f"record the figures although more than {MAX_UNKNOWN_TOKEN_SHARE:.0%}% of the data's tokens are the "
         "unknown token (they then measure <unk>, not the text)",
     )
     parser.add_argument("--json", action="store_true", help="print the evaluation as one JSON object")

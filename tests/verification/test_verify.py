@@ -137,7 +137,12 @@ def test_push_native_carries_the_table_and_verify_checks_the_published_repo(hub,
     source_rows = card_table(ModelCard.load(gpt / "README.md").text)
     assert ("transformers", "org/verified-native/model.safetensors") in [(r["Runtime"], r["File"]) for r in source_rows]
 
-    status, printed, err = run_cli(["verify", "org/verified-native", "--prompts", "2", "--new-tokens", "4"], capsys)
+    # the published card names no folder of this machine (verify ran before the upload): the source is given
+    assert "minitf_source" not in ModelCard.load("org/verified-native").data.to_dict()
+    arguments = ["verify", "org/verified-native", "--prompts", "2", "--new-tokens", "4"]
+    status, printed, err = run_cli(arguments, capsys)
+    assert status == 2 and "--source FOLDER" in err
+    status, printed, err = run_cli([*arguments, "--source", gpt], capsys)
     assert status == 0, err
     assert printed.startswith("transformers model.safetensors (float32): greedy tokens equal (2/2 prompts x 4)")
     assert "Runs in table written" not in printed  # the downloaded copy in the cache is left as it is
