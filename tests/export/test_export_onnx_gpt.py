@@ -259,7 +259,7 @@ def test_transformers_js_in_node_gives_generate_tokens_for_every_fixture(name, n
 def test_the_command_prints_its_own_lines_and_nothing_of_torchs_exporter(tmp_path):
     """torch's exporter logs four "torchvision is not installed. Skipping torchvision::nms"-like lines and a
     deprecation from its own pytree code at each export in a fresh process: `minitf export onnx` shows neither."""
-    result = run_minitf("export", "onnx", str(gpt_source("char_gpt")), str(tmp_path / "out"))
+    result = run_minitf("export", "onnx", str(gpt_source("char_gpt")), str(tmp_path / "out"), "--no-verify")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("Exported ")
     for noise in ("torchvision", "Warning", "W1", "W0"):
