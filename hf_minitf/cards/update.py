@@ -205,8 +205,8 @@ def drop_tokenizer_loading_state(folder: str | os.PathLike) -> None:
         return
     for key in TOKENIZER_LOADING_STATE:
         data.pop(key, None)
-    path.unlink()  # a new file, not a write through a link the folder may hold
-    path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    text = json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    write_files_together(path.parent, {path.name: text})
 
 
 def drop_local_source(folder: str | os.PathLike) -> None:

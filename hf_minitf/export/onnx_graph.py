@@ -1,7 +1,7 @@
 """One `torch.onnx.export(dynamo=True)` call for every ONNX graph the package writes (the encoder's, the GPT's
 decoder with its cache, the translator's three), quiet: what torch's exporter says about itself is not the user's
 business (torchvision's operators it skips where torchvision is not installed, a deprecation inside torch's own pytree
-code, dimension names sharing their constraints), and `--verbose` is the place for it."""
+code, dimension names sharing their constraints)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,8 @@ EXPORTER_LOGGER = "torch.onnx"
 
 
 @contextlib.contextmanager
-def quiet_exporter(verbose: bool = False) -> Iterator[None]:
-    """Inside: torch's exporter logs only errors and its own warnings are filtered, unless `verbose`."""
-    if verbose:
-        yield
-        return
+def quiet_exporter() -> Iterator[None]:
+    """Inside: torch's exporter logs only errors, and its own warnings are filtered."""
     logger = logging.getLogger(EXPORTER_LOGGER)
     level = logger.level
     logger.setLevel(logging.ERROR)
