@@ -58,7 +58,7 @@ NO_INFORMATION = "[More Information Needed]"
 ABSOLUTE_PATH = re.compile(
     r"(?<![\w.:/-])(?:/(?:tmp|var/folders|private/var|home|work|root|Users|mnt)/[^\s\"'`|)]*|[A-Za-z]:\\[^\s\"'`|)]*)"
 )
-PLACEHOLDER_FOLDER = re.compile(r"""(["'])path/to/[^"']*\1""")
+PLACEHOLDER_FOLDER = re.compile(r"""(["'])path/to/(?:this/)?(?:folder|model|repo)(?=[/"'])""")
 DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
@@ -149,8 +149,10 @@ def python_blocks(card_text: str) -> list[str]:
 
 def check_metadata(target: CardTarget, card: ModelCard) -> list[str]:
     data = metadata_load(target.readme) or {}
-    if card.data.to_dict() != data:
-        return ["ModelCard.load and metadata_load read different metadata"]
+    loaded = card.data.to_dict()
+    if loaded != data:
+        keys = sorted(key for key in {*loaded, *data} if loaded.get(key) != data.get(key))
+        return [f"ModelCard.load and metadata_load read {', '.join(keys)} differently"]
     problems = []
     license = data.get("license")
     if not license:
@@ -341,11 +343,16 @@ print("\\n" + json.dumps(results))
 
 
 def snippet_code(target: CardTarget, code: str) -> str:
-    """`code` with the card's placeholder folder and, for a local card, its model id replaced by the folder."""
+    """`code` with the card's placeholder folder (path/to/...) and, for a local card, its model id and any string
+    naming the folder (its name, OWNER/NAME, its path) replaced by the folder's path."""
     folder = repr(str(target.folder))
-    code = PLACEHOLDER_FOLDER.sub(lambda _: folder, code)
-    if target.repo_id is None and target.model_id:
-        code = code.replace(repr(target.model_id), folder).replace(json.dumps(target.model_id), folder)
+    code = PLACEHOLDER_FOLDER.sub(lambda match: match.group(1) + str(target.folder), code)
+    if target.repo_id is None:
+        # A local card may name its model by the folder's name or as OWNER/NAME: both load the folder.
+        named = re.compile(rf"""(["'])([^"'\n]*/)?{re.escape(target.folder.name)}/?\1""")
+        code = named.sub(lambda _: folder, code)
+        if target.model_id:
+            code = code.replace(repr(target.model_id), folder).replace(json.dumps(target.model_id), folder)
     return code
 
 

@@ -146,3 +146,17 @@ def test_figures_nobody_measured_and_a_license_other_without_its_name(tmp_path):
         "model-index eval_loss = 2.5 was not measured on this model",
         "Results: row '| eval_loss | 2.5 |' has no measured metric",
     ]
+
+
+def test_snippets_run_against_the_folder_whatever_name_the_card_gives_it(tmp_path):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    blocks = [
+        'import os\nassert os.path.isdir("your-name/my-model")',
+        'import os\nassert os.path.isdir("my-model")',
+        'import os\nassert os.path.isfile("path/to/this/folder/README.md")',
+        'import os\nassert os.path.isdir("your-name/other-model")',
+    ]
+    card = "---\nlicense: mit\n---\n# M\n\n## Use\n\n" + "".join(f"```python\n{code}\n```\n\n" for code in blocks)
+    (folder / "README.md").write_text(card)
+    assert lint_card(CardTarget("card", folder))["snippets"] == ["python block 4 fails: AssertionError"]
