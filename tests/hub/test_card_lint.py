@@ -1,7 +1,8 @@
 """Issue 48's card standard over every card the package writes (tests/card_lint.py): trained GPT, encoder and
-translator; converted GPT and encoder; each export (native, ONNX, web, CTranslate2, Ollama, and the native folder
-with GGUF files that `minitf push --native --gguf` publishes); a folder `minitf eval` measured; the pushed repos on
-the loopback Hub, and a native export of a pushed repo (its card must name that repo as `base_model`).
+translator; converted GPT and encoder; each export (native, ONNX, web, CTranslate2, Ollama, the native folder with
+GGUF files that `minitf push --native --gguf` publishes, the GGUF repo's folder of `--all-runtimes`); a folder
+`minitf eval` measured; the pushed repos on the loopback Hub, and a native export of a pushed repo (its card must
+name that repo as `base_model`).
 
 Every folder is made once per module, in the order a user makes them (the exports after training, the push after
 the exports, so that the source card carries what the exports wrote into it). Each (card, check) is one test; a
@@ -22,6 +23,7 @@ from huggingface_hub import snapshot_download
 from isolation import REPO_ROOT
 
 from hf_minitf.cli import main
+from hf_minitf.publishing import _gguf_repo as gguf_repo
 from hf_minitf.training.tasks import english_italian_pairs, paraphrase_pairs
 from hf_minitf.training.trainers import TrainSettings, train_encoder, train_gpt, train_seq2seq
 
@@ -29,6 +31,8 @@ TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermed
 STEPS = TrainSettings(max_steps=2, batch_size=4, progress=False)
 GPT_TEXT = "the cat sat on the mat\n" * 20
 OWNER = "lint-org"
+GGUF_BASE_MODEL = f"{OWNER}/lintcard-gpt"
+"""The repo `minitf push SRC lint-org/lintcard-gpt --all-runtimes` pushes the native folder to: its GGUF repo's base."""
 
 try:
     import ctranslate2  # noqa: F401
@@ -48,6 +52,7 @@ CARDS = {
     "export_web": "lintcard-gpt-web",
     "export_ctranslate2": "lintcard-gpt-ct2",
     "export_ollama": "lintcard-gpt-ollama",
+    "gguf_repo": "lintcard-gpt-GGUF",
     "evaluated_translator": "lintcard-translator-eval",
     "export_native_of_hub_repo": "lintcard-hub-gpt-native",
     "hub_gpt": f"{OWNER}/lintcard-gpt",
@@ -64,12 +69,19 @@ CLEAN_FIGURES = "export_native", "export_onnx", "export_ctranslate2"
 """Exports exact to float32 rounding: the source's measured figures are theirs too."""
 
 LOCAL_MODEL_ID = "the usage code loads the model by its absolute folder path (the trainer's model id)"
-RUNS_IN_ROWS = "export/verify wrote Runs in rows naming other folders' files (lintcard-gpt-native/model.safetensors, lintcard-gpt-ct2/model.bin) into the source card"
+RUNS_IN_ROWS = (
+    "export/verify wrote Runs in rows naming other folders' files (lintcard-gpt-native/model.safetensors, "
+    "lintcard-gpt-ct2/model.bin) into the source card"
+)
 SOURCE_PATH = "names the absolute path of the source folder it was exported from (minitf_source / 'Exported from')"
 ST_TEMPLATE = "sentence-transformers' template with MiniTF's sections appended"
 NO_FLAG_PIPELINE = (
     "the block without hf_minitf, pipeline('minitf-translation', model=FOLDER, trust_remote_code=True), raises "
     "KeyError: Unknown task minitf-translation"
+)
+QUANTIZED_FIGURES = (
+    "model-index repeats the float32 source's eval_loss, eval_perplexity, eval_bits_per_token, never measured on the "
+    "q8_0 file"
 )
 UNSTATED_LICENSE = "license 'other' without a license_name (the original project states no license)"
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
@@ -91,10 +103,10 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ("export_ctranslate2", "paths"): SOURCE_PATH,
     ("export_ollama", "metadata"): "no pipeline_tag",
     ("export_ollama", "paths"): SOURCE_PATH,
-    ("export_ollama", "figures"): (
-        "model-index repeats the float32 source's eval_loss, eval_perplexity, eval_bits_per_token, never measured on "
-        "the q8_0 file"
-    ),
+    ("export_ollama", "figures"): QUANTIZED_FIGURES,
+    ("gguf_repo", "metadata"): "no pipeline_tag",
+    ("gguf_repo", "paths"): SOURCE_PATH,
+    ("gguf_repo", "figures"): QUANTIZED_FIGURES,
     ("evaluated_translator", "paths"): LOCAL_MODEL_ID,
     ("evaluated_translator", "snippets"): NO_FLAG_PIPELINE,
     ("export_native_of_hub_repo", "paths"): "names its own absolute output folder (the usage code's model id)",
@@ -147,6 +159,9 @@ def export_all(root: Path) -> None:
     if HAS_CTRANSLATE2:
         cli("export", "ctranslate2", source, root / CARDS["export_ctranslate2"])
     cli("export", "ollama", source, root / CARDS["export_ollama"])
+    # The GGUF repo's folder as `minitf push --all-runtimes` writes it before uploading (the rest of that push
+    # would export and verify every runtime again).
+    gguf_repo(source, root / CARDS["gguf_repo"], ("q8_0",), f"{OWNER}/lintcard-gpt-GGUF", GGUF_BASE_MODEL, None)
 
 
 def evaluate(root: Path) -> dict[str, float]:
@@ -199,8 +214,8 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
                 folder,
                 repo_id=repo_id,
                 measured=measured.get(name, {}),
-                base_model=CARDS["hub_gpt"] if name == "export_native_of_hub_repo" else None,
-                kind="space" if name == "export_web" else ("export" if "export" in name else "model"),
+                base_model={"export_native_of_hub_repo": CARDS["hub_gpt"], "gguf_repo": GGUF_BASE_MODEL}.get(name),
+                kind="space" if name == "export_web" else ("export" if "export" in name or "gguf" in name else "model"),
                 local_names=LOCAL_NAMES,
                 forbidden=(str(root),),
                 model_id=repo_id,
