@@ -15,7 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 from card_lint import sections  # noqa: E402
-from render_quickstart_cards import PAGE, quickstart_cards, render_block, rendered_cards  # noqa: E402
+from render_quickstart_cards import (  # noqa: E402
+    END,
+    PAGE,
+    START,
+    quickstart_cards,
+    render_block,
+    rendered_cards,
+    replace_block,
+)
 
 
 def structure(card: str) -> tuple[list[str], list[str]]:
@@ -26,8 +34,15 @@ def structure(card: str) -> tuple[list[str], list[str]]:
 
 
 def test_the_rendered_block_reads_back_as_the_cards_it_holds():
-    cards = {"gpt": "---\nlicense: mit\n---\n\n# A\n\n```python\nprint(1)\n```\n", "encoder": "---\n---\n# B\n"}
-    assert rendered_cards(render_block(cards)) == cards
+    """The cards' own code fences and `<details>` (sentence-transformers' template has one) survive the round trip,
+    and no line of the block closes its text block early (tests/test_docs.py reads the page's blocks)."""
+    cards = {
+        "gpt": "---\nlicense: mit\n---\n\n# A\n\n```python\nprint(1)\n```\n",
+        "encoder": "---\n---\n# B\n\n<details><summary>Click</summary>\n\n</details>\n\n```\nplain\n```\n",
+    }
+    block = render_block(cards)
+    assert rendered_cards(block) == cards
+    assert [line for line in block.splitlines() if line.strip().startswith("```")] == ["```text", "```"] * 2
 
 
 @pytest.mark.xfail(
@@ -44,3 +59,11 @@ def test_publishing_page_shows_the_quickstart_cards_as_a_run_renders_them():
     assert list(shown) == list(rendered)
     for folder, card in rendered.items():
         assert structure(shown[folder]) == structure(card), folder
+
+
+def test_write_replaces_only_the_marked_block_and_refuses_a_page_without_markers():
+    page = f"# Publishing\n\nbefore\n\n{START}\nold cards\n{END}\n\nafter\n"
+    block = render_block({"gpt": "# new card\n"})
+    assert replace_block(page, block) == f"# Publishing\n\nbefore\n\n{block}\n\nafter\n"
+    with pytest.raises(SystemExit, match="has no <!-- quickstart-cards --> ... <!-- /quickstart-cards --> markers"):
+        replace_block("# Publishing\n", block)

@@ -4,10 +4,10 @@ docs/publishing.md, between the markers `<!-- quickstart-cards -->` and `<!-- /q
     python tools/render_quickstart_cards.py            # print the block
     python tools/render_quickstart_cards.py --write    # replace it in docs/publishing.md
 
-Each card is shown as the run wrote its README.md, as an indented block (the cards hold fenced code of their own),
-under a `<details>` line naming the card. The run takes the quickstart's full steps (minutes on two cores);
-`--steps-scale` shortens it (tests/test_rendered_cards.py compares the structure of a short run's cards with the
-page's).
+Each card is shown as the run wrote its README.md, in a ```text block under a `<details>` line naming it; the card's
+own code fences are written with tildes (~~~python, as Markdown allows), so that they do not close that block. The
+run takes the quickstart's full steps (minutes on two cores); `--steps-scale` shortens it (tests/test_rendered_cards.py
+compares the structure of a short run's cards with the page's).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,14 +46,20 @@ def quickstart_cards(steps_scale: float = 1.0) -> dict[str, str]:
             os.chdir(previous)
 
 
+BACKTICKS, TILDES = re.compile(r"^```", re.MULTILINE), re.compile(r"^~~~", re.MULTILINE)
+
+
 def render_block(cards: dict[str, str]) -> str:
-    """The Markdown between the markers: each card under a `<details>` line, indented as a code block."""
+    """The Markdown between the markers: each card in a text block under a `<details>` line."""
     parts = [START, ""]
     for folder, card in cards.items():
+        shown = BACKTICKS.sub("~~~", card.rstrip("\n"))
         parts += [
             f"<details><summary>{OUT}/{folder}/README.md</summary>",
             "",
-            textwrap.indent(card.rstrip("\n"), "    ", lambda line: True),
+            "```text",
+            shown,
+            "```",
             "",
             "</details>",
             "",
@@ -66,13 +72,10 @@ def rendered_cards(page_text: str) -> dict[str, str] | None:
     if START not in page_text or END not in page_text:
         return None
     block = page_text.split(START, 1)[1].split(END, 1)[0]
-    cards = {}
-    for chunk in block.split("<details><summary>")[1:]:
-        summary, rest = chunk.split("</summary>", 1)
-        body = rest.split("</details>", 1)[0].strip("\n")
-        folder = summary.removeprefix(f"{OUT}/").removesuffix("/README.md")
-        cards[folder] = "\n".join(line[4:] for line in body.splitlines()) + "\n"
-    return cards
+    shown = re.findall(
+        rf"<details><summary>{OUT}/(\w+)/README\.md</summary>\n\n```text\n(.*?)\n```\n", block, re.DOTALL
+    )
+    return {folder: TILDES.sub("```", card) + "\n" for folder, card in shown}
 
 
 def replace_block(page_text: str, block: str) -> str:
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help=f"replace the block in {PAGE.relative_to(ROOT)}")
     parser.add_argument("--steps-scale", type=float, default=1.0, help="the quickstart's steps times this (default 1)")
     args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))  # this checkout's hf_minitf, whatever is installed
     block = render_block(quickstart_cards(args.steps_scale))
     if not args.write:
         print(block)
