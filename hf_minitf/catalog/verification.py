@@ -5,6 +5,7 @@ Light to import, so `minitf verify --help` needs no torch.
 
 from __future__ import annotations
 
+import textwrap
 from typing import NamedTuple
 
 from hf_minitf.catalog.packaging import EXTRAS
@@ -128,7 +129,8 @@ native card's minitf_source, the GGUF key minitf.source; or --source) in PyTorch
 Each runtime (ONNX Runtime, CTranslate2, llama.cpp, transformers) runs in a process of its own. A local
 export's own card (README.md) gets a "Runs in" table: runtime, file, precision, size, agreement, speed, date,
 versions; the row of the same runtime and file is replaced. The source folder's card is written only with
---record-in SOURCE (files named after the export's repo id or relative to the export). Speed: {SPEED_MEASURE}.
+--record-in SOURCE (files named after the export's repo id or relative to the export).
+{textwrap.fill(f"Speed: {SPEED_MEASURE}.", 111)}
 A GGUF file's agreement is measured in llama.cpp itself (llama-cpp-python), each quantization's followed by
 what to do about it. The status is 1, with one line naming the first difference, when a file whose format
 claims exactness (float32, f32, fp32) is not exact; 1, with a line saying "{NOTHING_MEASURED}", when no file
