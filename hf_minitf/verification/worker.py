@@ -43,11 +43,13 @@ def versions(distributions: list[str]) -> dict[str, str]:
 
 
 def one_core() -> bool:
-    """Keep this process (and the threads it starts from now on) to one CPU core of those it may use; False where
-    the system cannot (no `os.sched_setaffinity`)."""
+    """Keep this process (and the threads it starts from now on) to one CPU core of those it may use (picked by its
+    process id, so that workers running at once spread over the cores); False where the system cannot (no
+    `os.sched_setaffinity`)."""
     if not hasattr(os, "sched_setaffinity"):
         return False
-    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[os.getpid() % len(cores)]})
     if "torch" in sys.modules:  # imported at interpreter start (a .pth file): its pool sized before the pinning
         sys.modules["torch"].set_num_threads(1)
     return True
