@@ -178,7 +178,7 @@ def _gguf_repo(
             "quant": report.dtype.upper(),
             "size": size_text((folder / file).stat().st_size),
             "writer": report.quantizer or "the gguf package",
-            "agreement": report.agreement.summary() if report.agreement else "measured by minitf verify (below)",
+            "agreement": report.advised_summary() if report.agreement else "measured by minitf verify (below)",
         }
         for file, report in zip(files, reports)
     ]

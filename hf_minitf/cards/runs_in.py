@@ -15,7 +15,7 @@ from huggingface_hub import ModelCard
 from hf_minitf.cards.facts import read_card
 from hf_minitf.cards.render import assemble_card, card_data, card_template, sections, set_section
 from hf_minitf.cards.update import save_card
-from hf_minitf.catalog.verification import RUNS_IN_SECTION, RUNS_IN_TEMPLATE
+from hf_minitf.catalog.verification import RUNS_IN_SECTION, RUNS_IN_TEMPLATE, SPEED_MEASURE
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def render_runs_in(rows: list[RunRow]) -> str:
     template = jinja2.Environment(autoescape=False, keep_trailing_newline=False).from_string(
         card_template(RUNS_IN_TEMPLATE)
     )
-    return template.render(rows=[row.cleaned() for row in rows])
+    return template.render(rows=[row.cleaned() for row in rows], speed_measure=SPEED_MEASURE)
 
 
 def runs_in_rows(card: ModelCard | str) -> list[RunRow]:

@@ -5,6 +5,7 @@ Light to import, so `minitf verify --help` needs no torch.
 
 from __future__ import annotations
 
+import textwrap
 from typing import NamedTuple
 
 from hf_minitf.catalog.packaging import EXTRAS
@@ -63,10 +64,57 @@ RUNTIMES: dict[str, Runtime] = {
     "llama.cpp": Runtime("llama_cpp", ("llama-cpp-python",), EXTRAS["llama"].install),
 }
 
+
+def not_measured(runtime: str, why: str | None = None) -> str:
+    """What a file's row says where `runtime` could not run it (`why`; default: its distribution is not installed):
+    plainly not measured, and what installs it."""
+    found = RUNTIMES[runtime]
+    why = why or f"{found.distributions[0]} is not installed"
+    return f"not measured in {runtime} ({why}: {found.install})"
+
+
+NOTHING_MEASURED = "nothing measured"
+"""What `minitf verify` says (exit status 1) where no file of the export ran: no figure stands behind it."""
+
+GGUF_CLOSER_TYPES = {"f32": None, "f16": "f32", "q8_0": "f16 or f32"}
+"""The GGUF types to use where a type's greedy text drifts from the float32 model's (`gguf_advice`); any other
+(q6_k and below): q8_0 or f16."""
+GGUF_CLOSER_DEFAULT = "q8_0 or f16"
+
+
+def gguf_advice(dtype: str, prompts: int, equal_prompts: int, first_difference: int | None) -> str:
+    """The sentence after a GGUF type's agreement figure that says what to do: `equal_prompts` of `prompts` gave
+    the float32 model's greedy text; `first_difference`, the earliest new token (0: the first) where one differs."""
+    if equal_prompts == prompts or first_difference is None:
+        return "greedy text matches the float32 model on these prompts"
+    closer = GGUF_CLOSER_TYPES.get(dtype, GGUF_CLOSER_DEFAULT)
+    if closer is None:
+        action, where = "no closer type exists: see the difference named", ""
+    else:
+        action, where = f"use {closer}", " for this model"
+    if first_difference == 0:
+        return f"greedy text differs from the first token: {action}{where}"
+    return (
+        f"greedy text follows the float32 model for {first_difference} token(s), then drifts on {prompts - equal_prompts}"
+        f" of {prompts} prompts: {action}" + (" where the exact text matters" if closer else "")
+    )
+
+
 NO_VERIFY_HELP = (
     f"skip measuring the export against SRC (minitf verify with {EXPORT_VERIFY_PROMPTS} prompts x "
-    f"{EXPORT_VERIFY_NEW_TOKENS} tokens) and writing its Runs in table into the cards"
+    f"{EXPORT_VERIFY_NEW_TOKENS} tokens) and writing its Runs in table into the export's card"
 )
+RECORD_IN_HELP = (
+    "also write the rows into the card of SOURCE, the local MiniTF folder the export was made from (checked: its "
+    "config.json and weights must be the model measured against); each file is named after the export's repo id "
+    "(EXPORT given as one) or relative to the export, never by a local path. Without it only the export's own "
+    "card gets them"
+)
+SPEED_MEASURE = (
+    "one CPU core for every runtime, the file loaded and run once first (neither counted), then the same prompts "
+    "and new tokens (or texts) timed: generated tokens (or sentences) per second"
+)
+"""How the Speed column is measured, the same for every runtime (`worker.measure`): said in the card and --help."""
 VERIFY_HELP = "re-measure an export against the MiniTF folder it came from; write its Runs in table"
 VERIFY_DESCRIPTION = f"""\
 Run an export (a folder or GGUF file written by `minitf export`, or the Hub repo id of a published one) in
@@ -79,10 +127,14 @@ native card's minitf_source, the GGUF key minitf.source; or --source) in PyTorch
 - seq2seq: N translations (equal or not), sentences per second
 
 Each runtime (ONNX Runtime, CTranslate2, llama.cpp, transformers) runs in a process of its own. A local
-export's card (README.md) and the local source folder's card get a "Runs in" table: runtime, file, precision,
-size, agreement, speed on this machine, date, versions; the row of the same runtime and file is replaced. The
-status is 1, with one line naming the first difference, when a file whose format claims exactness (float32,
-f32, fp32) is not exact; 0 otherwise. A runtime that is not installed is reported as not run (exit 0).
+export's own card (README.md) gets a "Runs in" table: runtime, file, precision, size, agreement, speed, date,
+versions; the row of the same runtime and file is replaced. The source folder's card is written only with
+--record-in SOURCE (files named after the export's repo id or relative to the export).
+{textwrap.fill(f"Speed: {SPEED_MEASURE}.", 111)}
+A GGUF file's agreement is measured in llama.cpp itself (llama-cpp-python), each quantization's followed by
+what to do about it. The status is 1, with one line naming the first difference, when a file whose format
+claims exactness (float32, f32, fp32) is not exact; 1, with a line saying "{NOTHING_MEASURED}", when no file
+ran (its runtime not installed: each says "not measured in RUNTIME" and what installs it); 0 otherwise.
 `minitf export` runs this ({EXPORT_VERIFY_PROMPTS} prompts x {EXPORT_VERIFY_NEW_TOKENS} tokens) unless --no-verify."""
 
 __all__ = [
@@ -91,7 +143,12 @@ __all__ = [
     "EXPORT_VERIFY_PROMPTS",
     "GGUF_SOURCE_HASH_KEYS",
     "GGUF_SOURCE_KEY",
+    "GGUF_CLOSER_DEFAULT",
+    "GGUF_CLOSER_TYPES",
+    "NOTHING_MEASURED",
     "NO_VERIFY_HELP",
+    "RECORD_IN_HELP",
+    "SPEED_MEASURE",
     "PROMPT_LENGTHS",
     "PROMPT_SEED",
     "RUNS_IN_SECTION",
@@ -105,4 +162,6 @@ __all__ = [
     "VERIFY_HELP",
     "VERIFY_NEW_TOKENS",
     "VERIFY_PROMPTS",
+    "gguf_advice",
+    "not_measured",
 ]

@@ -10,6 +10,7 @@ import sys
 from hf_minitf.catalog.verification import (
     EXPORT_VERIFY_NEW_TOKENS,
     EXPORT_VERIFY_PROMPTS,
+    RECORD_IN_HELP,
     VERIFY_DESCRIPTION,
     VERIFY_HELP,
     VERIFY_NEW_TOKENS,
@@ -47,32 +48,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="K",
         help=f"greedy tokens after each GPT prompt (default: {VERIFY_NEW_TOKENS})",
     )
+    parser.add_argument(
+        "--record-in",
+        default=None,
+        metavar="SOURCE",
+        help=RECORD_IN_HELP,
+    )
     parser.add_argument("--json", action="store_true", help="print the measurements as one JSON object")
 
 
+def line(check) -> str:
+    """A file's line: runtime, file, precision: agreement (or why it was not measured); speed."""
+    row = check.row
+    return f"{row.runtime} {row.file} ({row.precision}): {row.agreement}" + (f"; {row.speed}" if row.speed else "")
+
+
 def lines(verification) -> list[str]:
-    """A line per file (runtime, file, precision: agreement; speed), then the cards written."""
-    found = []
-    for check in verification.checks:
-        row = check.row
-        found.append(
-            f"{row.runtime} {row.file} ({row.precision}): {row.agreement}" + (f"; {row.speed}" if row.speed else "")
-        )
-    return found + [f"Runs in table written to {card}" for card in verification.cards]
+    """A line per file (`line`), then the cards written."""
+    return [line(check) for check in verification.checks] + [
+        f"Runs in table written to {card}" for card in verification.cards
+    ]
 
 
 def report(verification, command: str, as_json: bool = False, aside: bool = False) -> int:
-    """Print what `verification` found (`lines`, or JSON; `aside`: on stderr, each line after `minitf COMMAND:
-    verified:`, for a command whose output is something else) and, when an export claiming exactness is not exact,
-    its first difference on stderr; the exit status (1 then, else 0)."""
+    """Print what `verification` found (`lines`, or JSON; `aside`: on stderr, each file's line after `minitf
+    COMMAND: verified:` or `not verified:`, for a command whose output is something else) and, when an export
+    claiming exactness is not exact, its first difference on stderr; the exit status: 1 then, and 1 where nothing
+    was measured unless `aside` (the export itself was written), else 0."""
     for note in verification.notes:
         print(f"minitf {command}: note: {note}", file=sys.stderr)
     if aside:
-        for line in lines(verification):
-            print(f"minitf {command}: verified: {line}", file=sys.stderr)
+        for check in verification.checks:
+            said = "verified" if check.agrees is not None else "not verified"
+            print(f"minitf {command}: {said}: {line(check)}", file=sys.stderr)
     else:
         print(json.dumps(verification.as_dict(), indent=2) if as_json else "\n".join(lines(verification)))
-    if verification.failures:
+    if verification.failures or not (aside or verification.measured):
         print(f"minitf {command}: {verification.summary()}", file=sys.stderr)
         return 1
     return 0
@@ -91,8 +102,8 @@ def verify_after_export(out, source: str, revision: str | None, command: str) ->
 
 def verify_before_push(source, repo_id: str):
     """What `minitf push --native/--space` runs on the export before uploading it: the check `push_native` and
-    `push_space` call, which writes the table into the card uploaded (and the source's) and refuses an export that
-    claims exactness and is not (nothing is uploaded)."""
+    `push_space` call, which writes the table into the card uploaded (the source's card is left as it is) and
+    refuses an export that claims exactness and is not (nothing is uploaded)."""
     from hf_minitf.commands.common import CommandError
     from hf_minitf.verification import verify_export
 
@@ -109,10 +120,12 @@ def verify_before_push(source, repo_id: str):
 
 @reports_errors("verify")
 def run(args: argparse.Namespace) -> int:
-    """`minitf verify EXPORT [--source FOLDER] [--prompts N] [--new-tokens K] [--json]`."""
+    """`minitf verify EXPORT [--source FOLDER] [--prompts N] [--new-tokens K] [--record-in SOURCE] [--json]`."""
     from hf_minitf.commands.common import quiet_transformers
     from hf_minitf.verification import verify_export
 
     quiet_transformers()
-    verification = verify_export(args.export, args.source, prompts=args.prompts, new_tokens=args.new_tokens)
+    verification = verify_export(
+        args.export, args.source, prompts=args.prompts, new_tokens=args.new_tokens, record_in=args.record_in
+    )
     return report(verification, "verify", args.json)

@@ -46,6 +46,7 @@ from hf_minitf.catalog.exports import (
     GGUF_AGREEMENT_TEXT,
 )
 from hf_minitf.catalog.limits import GGUF_DTYPES
+from hf_minitf.catalog.verification import gguf_advice
 from hf_minitf.evaluation.agreement import (
     GGUFAgreement,
     agreement_prompts,
@@ -346,11 +347,25 @@ class GGUFExport:
                 + "; ".join(tensor.describe() for tensor in self.fallbacks)
             )
         if self.agreement is not None:
-            lines.append(
-                "agreement with the MiniTF folder (the file's weights dequantized, run in MiniTF float32; not "
-                f"llama.cpp's kernels): {self.agreement.summary()}"
-            )
+            lines.append(self.rounding_line())
         return lines
+
+    def advised_summary(self) -> str:
+        """The agreement measured (`GGUFAgreement.summary`), followed by what it means for the user in one sentence
+        (`catalog.verification.gguf_advice`)."""
+        agreement = self.agreement
+        if agreement is None:
+            raise ValueError("no agreement was measured for this file")
+        advice = gguf_advice(self.dtype, agreement.prompts, agreement.equal_prompts, agreement.first_difference)
+        return f"{agreement.summary()}; {advice}"
+
+    def rounding_line(self) -> str:
+        """`advised_summary`, labelled as what it is: the file's weights dequantized and run in PyTorch, not a run
+        in llama.cpp (`minitf verify` runs llama.cpp)."""
+        return (
+            "weights' rounding, measured in PyTorch (the file's weights dequantized into the MiniTF model in "
+            f"float32; not a llama.cpp run): {self.advised_summary()}"
+        )
 
 
 def _export_gpt_gguf(

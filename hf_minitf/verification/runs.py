@@ -187,6 +187,17 @@ def ctranslate2_embedder(folder: str, file: str, info: dict) -> EmbedderRun:
     return EmbedderRun(CTranslate2Embedder(Path(folder), info).encode)
 
 
+def llama_cpp_threads() -> dict[str, int]:
+    """llama.cpp's threads, one per CPU core this process may use (the worker keeps to one: `worker.one_core`);
+    llama.cpp's own default (half the machine's cores) would put spinning threads on one core."""
+    import os
+
+    if not hasattr(os, "sched_getaffinity"):
+        return {}
+    cores = len(os.sched_getaffinity(0))
+    return {"n_threads": cores, "n_threads_batch": cores}
+
+
 def llama_cpp_generator(folder: str, file: str, info: dict) -> GeneratorRun:
     """A GGUF file in llama.cpp (llama-cpp-python), greedy until its end token. llama-cpp-python is no extra of the
     package (it builds llama.cpp from source): it is imported by the module name `catalog.verification.RUNTIMES`
@@ -196,7 +207,11 @@ def llama_cpp_generator(folder: str, file: str, info: dict) -> GeneratorRun:
     from hf_minitf.catalog.verification import RUNTIMES
 
     llm = importlib.import_module(RUNTIMES["llama.cpp"].module).Llama(
-        model_path=str(Path(folder) / file), n_ctx=info.get("context", 512), logits_all=True, verbose=False
+        model_path=str(Path(folder) / file),
+        n_ctx=info.get("context", 512),
+        logits_all=True,
+        verbose=False,
+        **llama_cpp_threads(),
     )
 
     def generate(prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
@@ -237,6 +252,7 @@ def llama_cpp_embedder(folder: str, file: str, info: dict) -> EmbedderRun:
         n_batch=context,
         n_ubatch=context,
         verbose=False,
+        **llama_cpp_threads(),
     )
     return EmbedderRun(lambda texts: np.asarray([llm.embed(text, normalize=True) for text in texts], np.float32))
 

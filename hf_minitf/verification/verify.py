@@ -1,5 +1,6 @@
 """`verify_export`: run an export's files in their runtimes and the MiniTF model it came from in PyTorch, on the same
-inputs, and say how far they agree; write the "Runs in" rows into the export's card and the source's.
+inputs, and say how far they agree; write the "Runs in" rows into the export's own card (and into the source's only
+when asked: `record_in`).
 
 The MiniTF side runs here (the reference: greedy tokens and the logits of its own sequences, embeddings, or
 translations); each runtime runs in a process of its own (`worker`), all of its files in that one process.
@@ -11,6 +12,7 @@ import dataclasses
 import datetime
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,11 +27,14 @@ from hf_minitf.catalog.exports import context_limit
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.verification import (
     EXACT_EMBEDDING_DIFFERENCE,
+    NOTHING_MEASURED,
     PROMPT_LENGTHS,
     PROMPT_SEED,
     RUNTIMES,
     VERIFY_NEW_TOKENS,
     VERIFY_PROMPTS,
+    gguf_advice,
+    not_measured,
 )
 from hf_minitf.catalog.wording import with_article
 from hf_minitf.safety.json_files import read_json
@@ -106,16 +111,26 @@ class Verification:
     def failures(self) -> list[Check]:
         return [check for check in self.checks if check.fails]
 
+    @property
+    def measured(self) -> list[Check]:
+        """The checks of files that ran (agreeing or not), beside those not measured (their runtime missing)."""
+        return [check for check in self.checks if check.agrees is not None]
+
     def summary(self) -> str:
-        """One line: the first failure (the first differing token), or how many files agree."""
+        """One line: the first failure (the first differing token), that nothing was measured (and why), or how
+        many files agree."""
         if self.failures:
             check = self.failures[0]
             return (
                 f"{self.export}: {check.row.file} ({check.row.runtime}, {check.row.precision}) claims to give the "
                 f"MiniTF model's outputs but does not: {check.difference}"
             )
-        measured = [check for check in self.checks if check.agrees is not None]
-        return f"{self.export}: {len(measured)} file(s) measured against {self.source}, none claiming exactness fails"
+        if not self.measured:
+            why = "; ".join(f"{check.row.file}: {check.row.agreement}" for check in self.checks)
+            return f"{self.export}: {NOTHING_MEASURED}: {why}"
+        return (
+            f"{self.export}: {len(self.measured)} file(s) measured against {self.source}, none claiming exactness fails"
+        )
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -238,6 +253,11 @@ def relative_difference(expected: np.ndarray, actual: np.ndarray) -> float:
     return float(np.abs(expected - actual).max() / max(float(np.abs(expected).max()), 1e-30))
 
 
+def first_difference(mine: list[int], theirs: list[int]) -> int:
+    """The first position (0-based) where two token lists differ, or the shorter one's length."""
+    return next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+
+
 def compare_generations(
     expected: dict, output: dict, inputs: Inputs, runtime: str, token_text
 ) -> tuple[bool, str, str | None, dict]:
@@ -250,6 +270,9 @@ def compare_generations(
         "new_tokens": inputs.new_tokens,
         "prompts_equal": sum(equal),
         "logits_relative": logits,
+        "earliest_difference": min(
+            (first_difference(a, b) for a, b in zip(expected["tokens"], output["tokens"]) if a != b), default=None
+        ),
     }
     if all(equal):
         return (
@@ -260,7 +283,7 @@ def compare_generations(
         )
     number = equal.index(False)
     mine, theirs = expected["tokens"][number], output["tokens"][number]
-    position = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+    position = first_difference(mine, theirs)
 
     def token(tokens: list[int]) -> str:
         return f"{tokens[position]} {token_text(tokens[position])!r}" if position < len(tokens) else "the end"
@@ -408,8 +431,9 @@ def check_of(target: Target, expected: dict, output: dict, inputs: Inputs, token
     runtime = target.engine
     row = dict(runtime=runtime, file=target.label, precision=target.precision, size=file_size(target))
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-    if "error" in output:
-        cell = f"does not run: {output['error']}"
+    if "error" in output:  # named without the folder it lies in (a temporary download, a path of this machine)
+        error = output["error"].replace(f"{target.folder}{os.sep}", "").replace(str(target.folder), target.label)
+        cell = f"does not run: {error}"
         return Check(
             target,
             RunRow(**row, agreement=cell, speed="", date=date, versions=versions_cell(output["versions"])),
@@ -421,6 +445,11 @@ def check_of(target: Target, expected: dict, output: dict, inputs: Inputs, token
         bound = target.logit_bound
         if agrees and target.claims_exact and figures["logits_relative"] > bound:
             agrees, difference = False, logits_difference(expected["logits"], output["logits"], inputs, bound)
+        if target.engine == "llama.cpp":  # a GGUF type: what its figure means for the user, in one sentence
+            advice = gguf_advice(
+                target.precision, figures["prompts"], figures["prompts_equal"], figures["earliest_difference"]
+            )
+            cell, figures["advice"] = f"{cell}; {advice}", advice
         unit = "tokens/s"
     elif inputs.kind == "embedder":
         agrees, cell, difference, figures = compare_embeddings(expected, output, inputs)
@@ -428,9 +457,11 @@ def check_of(target: Target, expected: dict, output: dict, inputs: Inputs, token
     else:
         agrees, cell, difference, figures = compare_translations(expected, output, inputs, runtime)
         unit = "sentences/s"
-    rate = output["count"] / max(output["seconds"], 1e-9)
-    figures["speed"] = rate
-    speed = f"{rate:,.0f} {unit}" if rate >= 10 else f"{rate:.2g} {unit}"
+    speed = ""  # left out where the worker could not measure it as for every runtime (`worker.one_core`)
+    if output["seconds"] is not None:
+        rate = output["count"] / max(output["seconds"], 1e-9)
+        figures["speed"] = rate
+        speed = f"{rate:,.0f} {unit}" if rate >= 10 else f"{rate:.2g} {unit}"
     return Check(
         target,
         RunRow(**row, agreement=cell, speed=speed, date=date, versions=versions_cell(output["versions"])),
@@ -441,7 +472,8 @@ def check_of(target: Target, expected: dict, output: dict, inputs: Inputs, token
 
 
 def not_run(target: Target, why: str) -> Check:
-    row = RunRow(target.engine, target.label, target.precision, file_size(target), f"not run: {why}", "", "", "")
+    """A file that did not run: its row says why (`not_measured`, or no runner); None agrees."""
+    row = RunRow(target.engine, target.label, target.precision, file_size(target), why, "", "", "")
     return Check(target, row, None, why)
 
 
@@ -485,6 +517,31 @@ def check_recorded_source(export: str | Path, found: Export, opened) -> list[str
     return []
 
 
+def check_record_in(folder: Path, opened) -> Path:
+    """The card of `folder` (`--record-in`), checked before anything is measured: a local MiniTF folder with a card,
+    holding the model the export is measured against (its config.json and weights hash the same); a ValueError in
+    one line otherwise."""
+    from hf_minitf.cards.render import README
+    from hf_minitf.export.source import source_hashes
+
+    if not folder.is_dir():
+        raise ValueError(f"--record-in {folder}: no such folder; give the local MiniTF folder whose card gets the rows")
+    if not (folder / README).is_file():
+        raise ValueError(f"--record-in {folder} has no {README} to write the rows into; give a MiniTF model folder")
+    if source_hashes(folder) != opened.hashes():
+        raise ValueError(
+            f"--record-in {folder} does not hold the model the export is measured against ({opened.name}: its "
+            "config.json or weights differ); give the folder it was exported from"
+        )
+    return folder / README
+
+
+def source_row(row: RunRow, repo_id: str | None) -> RunRow:
+    """`row` as the source's card records it: the file after the published export's repo id (`org/name-ONNX:
+    onnx/model.onnx`), or relative to a local export as its own card names it; never a local folder's path."""
+    return row if repo_id is None else dataclasses.replace(row, file=f"{repo_id}: {row.file}")
+
+
 # -------------------------------------------------------------------------------------------------------- the whole
 def open_export(export: str | Path) -> tuple[Export, bool]:
     """The export at a local path, or a published one downloaded by repo id; and whether it is published (its
@@ -505,15 +562,18 @@ def verify_export(
     write_cards: bool = True,
     revision: str | None = None,
     export_name: str | None = None,
+    record_in: str | Path | None = None,
 ) -> Verification:
     """Measure the export `export` (a folder, a GGUF file, or the Hub repo id of a published export) against the
     MiniTF folder it came from (`source`, else the one it names) and, unless `write_cards` is False or the export is
-    published, write its "Runs in" rows into the export's card and the local source's card. `revision` is the
-    source's branch, tag or commit when it is a Hub repo id; `export_name` names the export in the source's table
-    and the summary (default: its folder's or file's name).
+    published, write its "Runs in" rows into the export's own card: the rows belong to the files measured.
+    `record_in`, a local MiniTF folder holding the model measured against, also gets them in its card, each file
+    named relative to the export or after the published export's repo id (`source_row`), never by a local path.
+    `revision` is the source's branch, tag or commit when it is a Hub repo id; `export_name` names the export in the
+    summary (default: the path or repo id given).
 
-    A ValueError says what is wrong with the input (no source named, a source of another family)."""
-    from hf_minitf.cards.render import README
+    A ValueError says what is wrong with the input (no source named, a source of another family, a `record_in`
+    folder that is not that model), before anything is measured or written."""
     from hf_minitf.export.source import open_source
 
     found, published = open_export(export)
@@ -524,6 +584,7 @@ def verify_export(
         check_recorded_place(export, named, found.source_hashes is not None or published)
     opened = open_source(named, revision)
     notes = [] if source is not None else check_recorded_source(export, found, opened)
+    recorded_card = None if record_in is None else check_record_in(Path(record_in), opened)
     kind = FAMILIES[opened.family].engine_kind
     for target in found.targets:
         if target.kind != kind:
@@ -542,19 +603,19 @@ def verify_export(
     for index, target in enumerate(found.targets):
         runner = target.runner
         if runner is None:
-            checks[index] = not_run(target, f"minitf verify has no runner for {target.engine} {target.kind} files")
+            checks[index] = not_run(
+                target, f"not measured: minitf verify has no runner for {target.engine} {target.kind} files"
+            )
         elif importlib.util.find_spec(RUNTIMES[runner.runtime].module) is None:
-            checks[index] = not_run(target, RUNTIMES[runner.runtime].install)
+            checks[index] = not_run(target, not_measured(runner.runtime))
         else:
             by_runtime.setdefault(runner.runtime, []).append(index)
     for runtime, indexes in by_runtime.items():
         outputs = run_runtime(runtime, [found.targets[i] for i in indexes], inputs, expected.get("sequences", []))
         for index, output in zip(indexes, outputs):
             if "missing" in output:
-                install = RUNTIMES[runtime].install
-                checks[index] = not_run(
-                    found.targets[index], f"{install} ({runtime} does not import: {output['missing']})"
-                )
+                why = f"{runtime} does not import: {output['missing']}"
+                checks[index] = not_run(found.targets[index], not_measured(runtime, why))
                 continue
             checks[index] = check_of(
                 found.targets[index], expected, output, inputs, lambda token: tokenizer.decode([token])
@@ -563,21 +624,17 @@ def verify_export(
         runner = check.target.runner
         if check.agrees is not None and runner is not None and runner.export_format in WEIGHTS_COMPARED:
             compare_weights(check, opened, config)
-    name = export_name or found.path.name
     verification = Verification(
         export_name or str(export), named, [checks[index] for index in sorted(checks)], notes=notes
     )
-    measured = [check.row for check in verification.checks if check.agrees is not None]
+    measured = [check.row for check in verification.measured]
     if write_cards and not published and measured:
         for card in found.cards:
             if write_runs_in(card, measured):
                 verification.cards.append(str(card))
-        if opened.repo_id is None:
-            in_source = [
-                RunRow(**{**vars(row), "file": f"{name}/{row.file}" if row.file != name else name}) for row in measured
-            ]
-            if write_runs_in(opened.folder / README, in_source):
-                verification.cards.append(str(opened.folder / README))
+    if recorded_card is not None and measured:
+        write_runs_in(recorded_card, [source_row(row, str(export) if published else None) for row in measured])
+        verification.cards.append(str(recorded_card))
     return verification
 
 

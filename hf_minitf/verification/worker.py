@@ -6,11 +6,18 @@ The request names the files (folder, file, the export's metadata, the loader of 
 beside the request: per file its outputs (tokens, translations), the seconds and the count of what they produced,
 or the error that stopped it (`missing`: the runtime does not import); logits and embeddings as `.npy` files; and
 the runtime's versions.
+
+Every runtime's speed is measured the same way (`catalog.verification.SPEED_MEASURE`): the worker keeps to one CPU
+core before any runtime is imported (each runtime's own thread pool then has one core, as PyTorch's, whose threads
+spin-waiting on a busy machine made transformers' rows read 14 tokens/s beside ONNX Runtime's 2,763), the file is
+loaded and run once on the first input outside the clock, then the same inputs are timed. Where the process cannot
+keep to one core (no `os.sched_setaffinity`: macOS, Windows), no seconds are given and the Speed cell stays empty.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from importlib import metadata
@@ -35,8 +42,21 @@ def versions(distributions: list[str]) -> dict[str, str]:
     return found
 
 
+def one_core() -> bool:
+    """Keep this process (and the threads it starts from now on) to one CPU core of those it may use (picked by its
+    process id, so that workers running at once spread over the cores); False where the system cannot (no
+    `os.sched_setaffinity`)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return False
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[os.getpid() % len(cores)]})
+    if "torch" in sys.modules:  # imported at interpreter start (a .pth file): its pool sized before the pinning
+        sys.modules["torch"].set_num_threads(1)
+    return True
+
+
 def timed(function, *args) -> tuple[Any, float]:
-    """`function(*args)` and the seconds it took, after one warm-up call on the first input."""
+    """`function(*args)` and the seconds it took, after one warm-up call on the first input (not timed)."""
     function(*(arg[:1] if isinstance(arg, list) else arg for arg in args))
     start = time.perf_counter()
     output = function(*args)
@@ -44,7 +64,8 @@ def timed(function, *args) -> tuple[Any, float]:
 
 
 def measure(run, kind: str, request: dict, out: Path, index: int) -> dict[str, Any]:
-    """What one file's run produced for the request's inputs: outputs, seconds, how many tokens or texts."""
+    """What one file's run (loaded: its load is not timed) produced for the request's inputs: outputs, seconds
+    (`timed`, the same call for every runtime), how many tokens or texts."""
     if kind == "generator":
         tokens, seconds = timed(run.generate, request["prompts"], request["new_tokens"])
         for number, sequence in enumerate(request["sequences"]):
@@ -59,6 +80,7 @@ def measure(run, kind: str, request: dict, out: Path, index: int) -> dict[str, A
 
 
 def main(request_path: str) -> None:
+    pinned = one_core()  # before any runtime (or torch) is imported: their thread pools size themselves from it
     from hf_minitf.verification.runs import load_run
 
     path = Path(request_path)
@@ -67,7 +89,8 @@ def main(request_path: str) -> None:
     for index, target in enumerate(request["targets"]):
         try:
             run = load_run(target["loader"], target["folder"], target["file"], target["info"])
-            results.append(measure(run, request["kind"], request, path.parent, index))
+            measured = measure(run, request["kind"], request, path.parent, index)
+            results.append(measured if pinned else measured | {"seconds": None})
         except ImportError as error:  # the runtime, or a module it needs, does not import: the file is not run
             results.append({"missing": str(error).strip().splitlines()[0]})
         except Exception as error:  # the runtime's own errors share no base class: reported as the file's

@@ -3,7 +3,8 @@
 K-quants, the other matrices fall back), a GPT of FrawdLLM's tiny-llama size (hidden 256, 6 layers, RoPE, 8192
 tokens: every matrix keeps them) and an encoder of width 256. Each file holds the types the export reports
 (llama.cpp's mix as `tensor_types` plans it), its agreement is measured on the file llama.cpp wrote, it runs in
-llama.cpp (`minitf verify`, which the export runs) and the source's card gets that run's row; `export ollama --dtype
+llama.cpp (`minitf verify`, which the export runs) and `minitf verify --record-in` puts that run's row in the
+source's card; `export ollama --dtype
 q4_k_m` gives a folder for `ollama create` with its card. Marked `engines`: `pip install "hf-minitf[llama]"`,
 `pytest -m engines`."""
 
@@ -95,11 +96,14 @@ def test_export_gguf_q4_k_m_runs_in_llama_cpp_with_its_agreement_on_the_card(sou
     status, printed, err = run_cli(["export", "gguf", sources[name], out, "--dtype", "q4_k_m"], capsys)
     assert status == 0, err
     assert "quantized by llama.cpp's quantizer" in printed and "greedy tokens equal for" in printed
-    assert f"verified: llama.cpp {out.name} (q4_k_m): " in err  # llama.cpp ran the file
-    rows = [row for row in card_table(ModelCard.load(sources[name] / "README.md").text) if row["File"] == out.name]
-    (row,) = rows
+    assert f"verified: llama.cpp {out.name} (q4_k_m): greedy tokens" in err  # llama.cpp ran the file
+    assert "| Runtime |" not in (sources[name] / "README.md").read_text()  # a GGUF file alone has no card
+    status, printed, err = run_cli(["verify", out, "--record-in", sources[name]], capsys)
+    assert status == 0, err
+    (row,) = [row for row in card_table(ModelCard.load(sources[name] / "README.md").text) if row["File"] == out.name]
     assert (row["Runtime"], row["Precision"]) == ("llama.cpp", "q4_k_m")
     assert "greedy tokens" in row["Agreement with MiniTF"] and "llama-cpp-python" in row["Versions"]
+    assert "greedy text " in row["Agreement with MiniTF"]  # what the figure means, in one sentence
 
 
 def test_export_ollama_q4_k_m_is_ready_for_ollama_create(sources, tmp_path, capsys):

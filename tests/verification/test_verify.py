@@ -7,6 +7,7 @@ is reported as not run."""
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 
@@ -37,7 +38,8 @@ def ct2(gpt, tmp_path_factory):
 
 
 def test_export_verifies_and_tables_round_trip_and_rows_are_replaced(tmp_path, capsys):
-    gpt = make_gpt(tmp_path / "gpt")  # its own: the other tests write rows into their source's card too
+    gpt = make_gpt(tmp_path / "gpt")  # its own: --record-in writes rows into it
+    source_card = (gpt / "README.md").read_text()
     out = tmp_path / "gpt_ct2"
     status, printed, err = run_cli(["export", "ctranslate2", gpt, out], capsys)
     assert status == 0, err
@@ -55,15 +57,51 @@ def test_export_verifies_and_tables_round_trip_and_rows_are_replaced(tmp_path, c
     again = load_model_card(tmp_path / "saved.md")
     assert card_table(again.text) == [row] and again.data.license == card.data.license
     assert "ctranslate2" in again.data.tags
-    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
-    assert [(r["Runtime"], r["File"]) for r in source_rows] == [("ctranslate2", "gpt_ct2/model.bin")]
+    assert (gpt / "README.md").read_text() == source_card  # the rows belong to the export's card, not the source's
 
     status, printed, err = run_cli(["verify", out, "--prompts", "2", "--new-tokens", "5"], capsys)
     assert status == 0, err
     (row,) = card_table(ModelCard.load(out / "README.md").text)  # replaced, not added
     assert row["Agreement with MiniTF"].startswith("greedy tokens equal (2/2 prompts x 5)")
-    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
-    assert len(source_rows) == 1 and "(2/2 prompts x 5)" in source_rows[0]["Agreement with MiniTF"]
+    assert (gpt / "README.md").read_text() == source_card and str(gpt / "README.md") not in printed
+
+    # --record-in SOURCE: the source's card gets the rows too, each file named relative to the export
+    arguments = ["verify", out, "--prompts", "2", "--new-tokens", "5", "--record-in", gpt]
+    status, printed, err = run_cli(arguments, capsys)
+    assert status == 0, err
+    assert f"Runs in table written to {gpt / 'README.md'}" in printed
+    (source_row,) = card_table(ModelCard.load(gpt / "README.md").text)
+    assert (source_row["Runtime"], source_row["File"]) == ("ctranslate2", "model.bin")
+    assert "(2/2 prompts x 5)" in source_row["Agreement with MiniTF"]
+    assert not any(str(tmp_path) in cell or "gpt_ct2" in cell for cell in source_row.values()), source_row
+
+
+def test_record_in_refuses_a_folder_that_is_not_the_model_measured_and_writes_nothing(gpt, ct2, tmp_path, capsys):
+    """--record-in names the source folder whose card gets the rows: another model (other weights), a folder
+    without a card or no folder at all is refused in one line before anything is measured; no card changes."""
+    other = make_gpt(tmp_path / "other", seed=3)
+    cards = {folder: (folder / "README.md").read_text() for folder in (gpt, ct2, other)}
+    status, _, err = run_cli(["verify", ct2, "--record-in", other], capsys)
+    assert_one_line_error(status, err, f"--record-in {other} does not hold the model", "config.json or weights")
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    assert_one_line_error(*run_cli(["verify", ct2, "--record-in", bare], capsys)[::2], "has no README.md")
+    absent = tmp_path / "absent"
+    assert_one_line_error(*run_cli(["verify", ct2, "--record-in", absent], capsys)[::2], "no such folder")
+    assert {folder: (folder / "README.md").read_text() for folder in cards} == cards
+
+
+def test_an_error_cell_names_no_folder_of_this_machine(gpt, tmp_path):
+    """A runtime's error naming the file's full path (a temporary download, a folder here) is recorded with the
+    file's name relative to the export."""
+    from hf_minitf.verification.runners import Target
+    from hf_minitf.verification.verify import Inputs, check_of
+
+    target = Target("onnxruntime", "generator", tmp_path / "exp", "onnx/model.onnx", "fp32", label="onnx/model.onnx")
+    error = f"Load model from {tmp_path / 'exp' / 'onnx' / 'model.onnx'} failed: bad graph in {tmp_path / 'exp'}"
+    check = check_of(target, {}, {"error": error, "versions": {}}, Inputs("generator"), str)
+    assert check.row.agreement == "does not run: Load model from onnx/model.onnx failed: bad graph in onnx/model.onnx"
+    assert str(tmp_path) not in check.row.agreement
 
 
 def ctranslate2_greedy(folder, prompt: list[int], new_tokens: int) -> list[int]:
@@ -134,8 +172,7 @@ def test_push_native_carries_the_table_and_verify_checks_the_published_repo(hub,
     (row,) = card_table(hub.read("org/verified-native", "README.md").decode())
     assert (row["Runtime"], row["File"], row["Precision"]) == ("transformers", "model.safetensors", "float32")
     assert row["Agreement with MiniTF"].startswith("greedy tokens equal (4/4 prompts x 16)")
-    source_rows = card_table(ModelCard.load(gpt / "README.md").text)
-    assert ("transformers", "org/verified-native/model.safetensors") in [(r["Runtime"], r["File"]) for r in source_rows]
+    assert "| Runtime |" not in (gpt / "README.md").read_text()  # the source's card is left as it is
 
     # the published card names no folder of this machine (verify ran before the upload): the source is given
     assert "minitf_source" not in ModelCard.load("org/verified-native").data.to_dict()
@@ -146,6 +183,15 @@ def test_push_native_carries_the_table_and_verify_checks_the_published_repo(hub,
     assert status == 0, err
     assert printed.startswith("transformers model.safetensors (float32): greedy tokens equal (2/2 prompts x 4)")
     assert "Runs in table written" not in printed  # the downloaded copy in the cache is left as it is
+    assert "| Runtime |" not in (gpt / "README.md").read_text()
+
+    # --record-in: the source's card gets the published file's row, named by its repo id, no path of the cache
+    status, printed, err = run_cli([*arguments, "--source", gpt, "--record-in", gpt], capsys)
+    assert status == 0, err
+    (source_row,) = card_table(ModelCard.load(gpt / "README.md").text)
+    assert (source_row["Runtime"], source_row["File"]) == ("transformers", "org/verified-native: model.safetensors")
+    assert not any(os.environ["HF_HOME"] in cell or str(gpt) in cell for cell in source_row.values()), source_row
+    assert source_row["Speed"].endswith("tokens/s")
 
 
 def test_push_of_an_export_folder_uploads_its_table(hub, gpt, tmp_path, capsys):
@@ -166,12 +212,45 @@ def test_push_of_an_export_folder_uploads_its_table(hub, gpt, tmp_path, capsys):
     }
 
 
+NOT_MEASURED_IN_LLAMA_CPP = (
+    'not measured in llama.cpp (llama-cpp-python is not installed: pip install "hf-minitf[llama]")'
+)
+
+
 @pytest.mark.skipif(HAS_LLAMA_CPP, reason="llama-cpp-python is installed: test_gguf_agrees_in_llama_cpp runs it")
-def test_a_gguf_is_not_run_without_llama_cpp(gpt, tmp_path, capsys):
+def test_a_gguf_without_llama_cpp_is_not_measured_and_verify_fails(gpt, tmp_path, capsys):
+    """Nothing measured is no verification: the line says so and how to install llama.cpp, the status is 1; a GGUF
+    file alone and an Ollama folder alike."""
+    from hf_minitf.export.ollama import export_ollama
+
     gguf = export_gguf(gpt, tmp_path / "gpt.gguf", dtype="f32")
     status, printed, err = run_cli(["verify", gguf, "--prompts", "1", "--new-tokens", "2"], capsys)
+    assert status == 1
+    assert printed.strip() == f"llama.cpp gpt.gguf (f32): {NOT_MEASURED_IN_LLAMA_CPP}"
+    assert err.strip() == f"minitf verify: {gguf}: nothing measured: gpt.gguf: {NOT_MEASURED_IN_LLAMA_CPP}"
+    ollama = export_ollama(gpt, tmp_path / "ollama", dtype="q8_0").path
+    card = (ollama / "README.md").read_text()
+    status, printed, err = run_cli(["verify", ollama, "--prompts", "1", "--new-tokens", "2"], capsys)
+    assert status == 1 and "nothing measured" in err
+    assert printed.strip() == f"llama.cpp model.gguf (q8_0): {NOT_MEASURED_IN_LLAMA_CPP}"
+    assert (ollama / "README.md").read_text() == card
+
+
+@pytest.mark.skipif(HAS_LLAMA_CPP, reason="llama-cpp-python is installed: the engines tests run the file in it")
+def test_export_gguf_says_what_it_measured_and_what_to_do(gpt, tmp_path, capsys):
+    """A q4_0 GGUF export of a random GPT: the agreement it prints is labelled as the dequantized weights run in
+    PyTorch, followed by the sentence that says what to do; llama.cpp's check is said plainly not measured (the
+    export itself succeeded: status 0)."""
+    status, printed, err = run_cli(["export", "gguf", gpt, tmp_path / "q4.gguf", "--dtype", "q4_0"], capsys)
     assert status == 0, err
-    assert printed.strip() == 'llama.cpp gpt.gguf (f32): not run: pip install "hf-minitf[llama]"'
+    (rounding,) = [line for line in printed.splitlines() if "greedy tokens equal for" in line]
+    assert rounding.startswith("weights' rounding, measured in PyTorch (the file's weights dequantized into the ")
+    assert "not a llama.cpp run" in rounding and "llama.cpp's" not in rounding
+    # this random GPT's logits are near ties everywhere: q4_0's rounding changes its first greedy token
+    assert "first difference at token 0" in rounding
+    assert rounding.endswith("; greedy text differs from the first token: use q8_0 or f16 for this model"), rounding
+    assert f"minitf export gguf: not verified: llama.cpp q4.gguf (q4_0): {NOT_MEASURED_IN_LLAMA_CPP}" in err
+    assert "verified: llama.cpp" not in err.replace("not verified: llama.cpp", "")
 
 
 @pytest.mark.engines
@@ -182,6 +261,27 @@ def test_gguf_agrees_in_llama_cpp(gpt, tmp_path, capsys):
     assert status == 0, err
     (run,) = json.loads(printed)["runs"]
     assert run["runtime"] == "llama.cpp" and run["claims_exact"] and run["agrees"], run
+
+
+@pytest.mark.engines
+@pytest.mark.skipif(not HAS_LLAMA_CPP, reason='llama-cpp-python is not installed (pip install "hf-minitf[llama]")')
+def test_a_quantized_gguf_is_measured_in_llama_cpp_with_what_to_do(gpt, tmp_path, capsys):
+    """With llama-cpp-python the export's check and `minitf verify` run the file in llama.cpp: the row's figure is
+    llama.cpp's, followed by the sentence saying what to do (this random GPT's near ties: q4_0 differs from the
+    first token), and the status is 0 (a quantized file claims no exactness)."""
+    out = tmp_path / "q4.gguf"
+    status, printed, err = run_cli(["export", "gguf", gpt, out, "--dtype", "q4_0"], capsys)
+    assert status == 0, err
+    assert "not measured" not in err and "not verified" not in err
+    (verified,) = [line for line in err.splitlines() if "verified: llama.cpp q4.gguf (q4_0): " in line]
+    assert "greedy text differs from the first token: use q8_0 or f16 for this model" in verified
+    status, printed, err = run_cli(["verify", out, "--prompts", "4", "--new-tokens", "8", "--json"], capsys)
+    assert status == 0, err
+    (run,) = json.loads(printed)["runs"]
+    assert run["runtime"] == "llama.cpp" and not run["claims_exact"] and run["prompts_equal"] == 0, run
+    assert run["earliest_difference"] == 0 and run["versions"].startswith("llama-cpp-python "), run
+    assert run["advice"] == "greedy text differs from the first token: use q8_0 or f16 for this model"
+    assert run["agreement"].endswith(f"; {run['advice']}") and run["speed"] > 0
 
 
 def test_an_encoder_gguf_is_an_embedder_that_claims_no_exactness(tmp_path):
@@ -200,10 +300,12 @@ def test_encoder_gguf_keeps_the_embeddings_direction_in_llama_cpp(tmp_path, caps
     status, printed, err = run_cli(["export", "gguf", encoder, tmp_path / "encoder.gguf", "--dtype", "f32"], capsys)
     assert status == 0, err
     assert "verified: llama.cpp encoder.gguf (f32): embeddings within" in err
-    (row,) = card_table(ModelCard.load(encoder / "README.md").text)
-    assert (row["Runtime"], row["Precision"]) == ("llama.cpp", "f32")
-    status, printed, err = run_cli(["verify", tmp_path / "encoder.gguf", "--prompts", "5", "--json"], capsys)
+    assert "| Runtime |" not in (encoder / "README.md").read_text()  # a GGUF file has no card; the source keeps its
+    arguments = ["verify", tmp_path / "encoder.gguf", "--prompts", "5", "--json", "--record-in", encoder]
+    status, printed, err = run_cli(arguments, capsys)
     assert status == 0, err
+    (row,) = card_table(ModelCard.load(encoder / "README.md").text)
+    assert (row["Runtime"], row["File"], row["Precision"]) == ("llama.cpp", "encoder.gguf", "f32")
     (run,) = json.loads(printed)["runs"]
     assert run["runtime"] == "llama.cpp" and not run["claims_exact"], run
     assert run["texts"] == 5 and 0.9999 <= run["least_cosine"] <= 1.0, run
@@ -272,7 +374,8 @@ def test_an_export_made_with_a_relative_source_is_measured_against_it_from_anywh
     assert card.data.minitf_source == str((tmp_path / "here" / "model").resolve())
     assert set(card.data.minitf_source_sha256) == {"config", "weights"}
     monkeypatch.chdir(tmp_path / "elsewhere")
-    status, printed, err = run_cli(["verify", tmp_path / "here" / "exp", "--prompts", "2", "--new-tokens", "4"], capsys)
+    arguments = ["verify", tmp_path / "here" / "exp", "--prompts", "2", "--new-tokens", "4"]
+    status, printed, err = run_cli([*arguments, "--record-in", tmp_path / "here" / "model"], capsys)
     assert status == 0, err
     assert "greedy tokens equal (2/2 prompts x 4)" in printed
     assert (other / "README.md").read_text() == other_card
@@ -368,3 +471,26 @@ def load_file_rows(native, name: str) -> int:
     from safetensors.torch import load_file
 
     return len(load_file(native / "model.safetensors")[name])
+
+
+@pytest.mark.parametrize(
+    ("dtype", "equal", "first", "said"),
+    [
+        ("q4_0", 8, None, "greedy text matches the float32 model on these prompts"),
+        ("q4_0", 0, 0, "greedy text differs from the first token: use q8_0 or f16 for this model"),
+        ("q4_k_m", 2, 0, "greedy text differs from the first token: use q8_0 or f16 for this model"),
+        ("q8_0", 0, 0, "greedy text differs from the first token: use f16 or f32 for this model"),
+        ("f16", 0, 0, "greedy text differs from the first token: use f32 for this model"),
+        (
+            "q5_0",
+            5,
+            12,
+            "greedy text follows the float32 model for 12 token(s), then drifts on 3 of 8 prompts: use q8_0 or "
+            "f16 where the exact text matters",
+        ),
+    ],
+)
+def test_each_gguf_figure_is_followed_by_what_to_do(dtype, equal, first, said):
+    from hf_minitf.catalog.verification import gguf_advice
+
+    assert gguf_advice(dtype, 8, equal, first) == said

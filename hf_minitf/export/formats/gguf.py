@@ -49,7 +49,10 @@ export lists each fallback.
 The export then reads the file back, dequantizes it, runs those weights in MiniTF (float32) and prints their
 agreement with the MiniTF folder: greedy tokens over {GGUF_AGREEMENT_PROMPTS} prompts x {GGUF_AGREEMENT_NEW_TOKENS} new tokens (where they first differ) and
 perplexity on held-out text beside float32's (--agreement-text FILE, one prompt per line; default: a short
-English text). This measures the weights' rounding, not llama.cpp's kernels. Refused: seq2seq models,
+English text), labelled as measured in PyTorch and followed by one sentence saying what to do (e.g. use q8_0 or
+f16 where greedy text differs from the first token). This measures the weights' rounding, not llama.cpp: the
+export's verification then runs the file in llama.cpp where llama-cpp-python is installed ({EXTRAS["llama"].install}),
+and says "not measured in llama.cpp" otherwise. Refused: seq2seq models,
 activations other than gelu (llama.cpp's GPT-2 and GPT-NeoX graphs compute GELU only), and what
 `export native` refuses."""
 
