@@ -45,13 +45,14 @@ def export_card_data(
     return carried
 
 
-def source_words(family: str, source_repo: str | None, source_revision: str | None = None) -> str:
+def source_words(family: str | None, source_repo: str | None, source_revision: str | None = None) -> str:
     """How an export's card names the MiniTF model it was made from (Markdown): the Hub repo it is published as,
     linked, else "a MiniTF FAMILY model"."""
+    model = f"MiniTF {family} model" if family else "MiniTF model"
     if source_repo is None:
-        return f"a MiniTF {family} model"
+        return f"a {model}"
     at = f", revision `{inline_text(source_revision)}`" if source_revision else ""
-    return f"the MiniTF {family} model published as [{source_repo}]({HUB_URL}/{source_repo}){at}"
+    return f"the {model} published as [{source_repo}]({HUB_URL}/{source_repo}){at}"
 
 
 def source_naming(
@@ -72,7 +73,7 @@ def export_card(
     library_name: str,
     tags: Sequence[str],
     carried: dict[str, Any],
-    family: str,
+    family: str | None = None,
     source_repo: str | None = None,
     source_revision: str | None = None,
     pipeline_tag: str | None = None,
