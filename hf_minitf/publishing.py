@@ -5,9 +5,10 @@ upload the result (`minitf push --native`, `minitf push --space`), or every runt
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ def push_native(
     commit_message: str | None = None,
     token: str | None = None,
     check: Callable[[Path], object] | None = None,
+    source_repo: str | None = None,
+    verbose: bool = False,
 ) -> str:
     """Export `source` (a MiniTF folder) to its native transformers architecture (`export_native`), with GGUF files
     of `gguf_dtypes` beside it, and upload that folder to `repo_id` in one commit; return the commit URL. `check`, when
@@ -35,17 +38,22 @@ def push_native(
     "Runs in" table); a ValueError it raises is a PushError, and nothing is uploaded.
 
     The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files); its license
-    is `license`, else the source card's. A model with no exact native or GGUF form is a PushError, and nothing is
-    uploaded.
+    is `license`, else the source card's; its `base_model` is `source_repo` (the Hub repo the MiniTF folder was
+    pushed to, if it was), else the source's repo id when `source` is one, else none: nothing of this machine is
+    named. A model with no exact native or GGUF form is a PushError, and nothing is uploaded. The progress bars and
+    notes of the models the export and `check` load are shown only when `verbose` (`quiet_loading`).
     """
     from hf_minitf.export.native import export_native
 
     return _export_then_commit(
-        lambda staging: export_native(source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license),
+        lambda staging: export_native(
+            source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license, source_repo=source_repo
+        ),
         repo_id,
         HubTarget(private, revision, token),
         commit_message or f"Upload {Path(source).name} exported with minitf push --native",
         check,
+        verbose,
     )
 
 
@@ -60,12 +68,13 @@ def push_space(
     commit_message: str | None = None,
     token: str | None = None,
     check: Callable[[Path], object] | None = None,
+    verbose: bool = False,
 ) -> str:
     """Upload a web page running a MiniTF model in the browser to the static Space `repo_id` (created if needed) in
     one commit; return the commit URL. `source` is the page `minitf export web` wrote (uploaded as it is), or a
     MiniTF GPT or encoder folder, exported first (`export_web`, with `examples` in its boxes and `license` in its
-    card) and given to `check` (as `push_native` does). A model the web export refuses is a PushError, and nothing
-    is uploaded."""
+    card) and given to `check` (as `push_native` does, quiet unless `verbose`). A model the web export refuses is a
+    PushError, and nothing is uploaded."""
     from hf_minitf.export.web import SITE_FILE, export_web
 
     target = HubTarget(private, revision, token, space_sdk="static")
@@ -83,6 +92,7 @@ def push_space(
         target,
         message,
         check,
+        verbose,
     )
 
 
@@ -108,21 +118,43 @@ class HubTarget:
         )
 
 
+@contextlib.contextmanager
+def quiet_loading(verbose: bool = False) -> Iterator[None]:
+    """transformers' progress bars and notes hidden while a push's exports and checks load models (a native push
+    loads four, each with its "Loading weights" bar), then as they were; shown when `verbose`."""
+    from transformers.utils import logging
+
+    if verbose:
+        yield
+        return
+    shown, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.disable_progress_bar()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if shown:
+            logging.enable_progress_bar()
+
+
 def _export_then_commit(
     export: Callable[[Path], object],
     repo_id: str,
     target: HubTarget,
     message: str,
     check: Callable[[Path], object] | None = None,
+    verbose: bool = False,
 ) -> str:
-    """Export into a temporary folder and `check` it (a refused export or check is a PushError, and nothing is
-    sent), then commit it."""
+    """Export into a temporary folder and `check` it, quiet unless `verbose` (a refused export or check is a
+    PushError, and nothing is sent), then commit it."""
     with tempfile.TemporaryDirectory() as staging_dir:
         staging = Path(staging_dir) / "export"
         try:
-            export(staging)
-            if check is not None:
-                check(staging)
+            with quiet_loading(verbose):
+                export(staging)
+                if check is not None:
+                    check(staging)
         except (ValueError, OSError) as error:
             raise PushError(str(error).strip().splitlines()[0]) from None
         drop_local_source(staging)
@@ -145,7 +177,7 @@ def _gguf_repo(
 ) -> None:
     """The GGUF repo's folder: `<name>-<DTYPE>.gguf` per type (`export_gguf_report`, each agreement measured), for a
     GPT the `Modelfile` of the first (`export_ollama`'s, FROM that file) and the card (model_cards/gguf_repo.md)."""
-    from hf_minitf.cards import export_card, export_card_data
+    from hf_minitf.cards import export_card, export_card_data, source_naming
     from hf_minitf.catalog.exports import OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
     from hf_minitf.export.gguf import export_gguf_report
     from hf_minitf.export.ollama import export_ollama, ollama_name
@@ -186,9 +218,9 @@ def _gguf_repo(
         "gguf_repo.md",
         library_name="gguf",
         tags=["gguf", *(["ollama"] if created else [])],
-        carried=export_card_data(opened.folder, license) | {"base_model": native_repo},
+        carried=export_card_data(opened.folder, license, figures=False),  # the float32 figures: not these files'
+        **source_naming(opened.family, opened.repo_id, opened.revision, native_repo),
         title=name,
-        source=opened.name,
         native_repo=native_repo,
         model_id=repo_id,
         files=rows,
@@ -211,16 +243,21 @@ def push_all_runtimes(
     commit_message: str | None = None,
     check_for: Callable[[str], Callable[[Path], object]] | None = None,
     note: Callable[[str], object] = print,
+    source_repo: str | None = None,
+    verbose: bool = False,
 ) -> dict[str, str]:
     """Export the MiniTF folder `source` to every runtime its family has and upload each to its conventional place
     (`catalog.publishing.RUNTIME_REPO_SUFFIXES`): the native folder to `repo_id`, GGUF files of `gguf_dtypes` (with a
     GPT's Ollama Modelfile) to `repo_id-GGUF`, the ONNX folder to `repo_id-ONNX`, the CTranslate2 folder to
     `repo_id-ct2`, the web page (`examples` in its boxes) to the static Space `repo_id`. Returns each repo's commit URL, by repo id.
+    The native card's `base_model` is `source_repo` (the Hub repo the MiniTF folder was pushed to, if it was), the
+    other cards' the native repo `repo_id`: no card names a folder of this machine.
 
     Every export is written and checked (`check_for(repo)` gives the check of that repo's folder: `minitf push` runs
     its verification there, which writes the card's "Runs in" table) before anything is sent: a refused export or
     check is a PushError, and nothing is uploaded. A GGUF type only llama.cpp's quantizer writes is left out with a
-    `note` where llama-cpp-python is not installed."""
+    `note` where llama-cpp-python is not installed. The progress bars and notes of the models loaded are shown only
+    when `verbose`."""
     from hf_minitf.export.ctranslate2 import export_ctranslate2
     from hf_minitf.export.formats import export_format
     from hf_minitf.export.gguf_file import llama_quantizer_installed, needs_llama_quantizer
@@ -245,18 +282,30 @@ def push_all_runtimes(
     gguf_repo, onnx_repo, ct2_repo = (repo_id + RUNTIME_REPO_SUFFIXES[kind] for kind in ("gguf", "onnx", "ctranslate2"))
     repos = [
         RuntimeRepo(
-            "native", repo_id, model, lambda out: export_native(source, out, model_id=repo_id, license=license)
+            "native",
+            repo_id,
+            model,
+            lambda out: export_native(source, out, model_id=repo_id, license=license, source_repo=source_repo),
         ),
         RuntimeRepo(
             "gguf", gguf_repo, model, lambda out: _gguf_repo(source, out, gguf_dtypes, gguf_repo, repo_id, license)
         ),
-        RuntimeRepo("onnx", onnx_repo, model, lambda out: export_onnx(source, out, license=license)),
-        RuntimeRepo("ctranslate2", ct2_repo, model, lambda out: export_ctranslate2(source, out, license=license)),
+        RuntimeRepo(
+            "onnx", onnx_repo, model, lambda out: export_onnx(source, out, license=license, source_repo=repo_id)
+        ),
+        RuntimeRepo(
+            "ctranslate2",
+            ct2_repo,
+            model,
+            lambda out: export_ctranslate2(source, out, license=license, source_repo=repo_id),
+        ),
         RuntimeRepo(
             "web",
             repo_id,
             HubTarget(private, revision, token, space_sdk="static"),
-            lambda out: export_web(source, out, examples=examples, title=repo_id.split("/")[-1], license=license),
+            lambda out: export_web(
+                source, out, examples=examples, title=repo_id.split("/")[-1], license=license, source_repo=repo_id
+            ),
         ),
     ]
     kept = []
@@ -271,11 +320,13 @@ def push_all_runtimes(
     with tempfile.TemporaryDirectory() as staging_dir:
         folders = []
         for index, repo in enumerate(kept):
-            folder = Path(staging_dir) / f"{index}-{repo.runtime}"
+            folder = Path(staging_dir) / str(index) / repo.repo_id.split("/")[-1]  # a card's title names it
+            folder.parent.mkdir()
             try:
-                repo.export(folder)
-                if check_for is not None:
-                    check_for(repo.repo_id)(folder)
+                with quiet_loading(verbose):
+                    repo.export(folder)
+                    if check_for is not None:
+                        check_for(repo.repo_id)(folder)
             except (ValueError, OSError) as error:
                 raise PushError(f"{repo.runtime}: {str(error).strip().splitlines()[0]}") from None
             drop_local_source(folder)

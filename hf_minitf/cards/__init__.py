@@ -6,7 +6,8 @@ What the rest of the package asks of a card, by what it is for:
 - a saved folder: `write_model_card` (on `save_pretrained`), `update_model_card` (after training),
   `relicense_card`, `prepare_upload` (the snippets name the repo it goes to), `stored_parameters` (`minitf info`);
 - a converted model: `render_model_card`, before its folder exists;
-- an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's);
+- an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's),
+  `source_naming` and `source_words` (how it names its source: the Hub repo it is published as, or none);
 - measurements: `record_evaluation` (`minitf eval`: model-index, `.eval_results/`, `EVAL_RESULTS_FOLDER`,
   `is_eval_results_path`), `write_runs_in` and `RunRow` (`minitf verify`'s "Runs in" table);
 - `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
@@ -17,7 +18,7 @@ Inside: `facts` reads what a folder is, `render` renders and splices sections, `
 """
 
 from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
-from hf_minitf.cards.exports import export_card, export_card_data
+from hf_minitf.cards.exports import export_card, export_card_data, source_naming, source_words
 from hf_minitf.cards.facts import read_card, stored_parameters
 from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
@@ -46,6 +47,8 @@ __all__ = [
     "record_evaluation",
     "relicense_card",
     "render_model_card",
+    "source_naming",
+    "source_words",
     "stored_parameters",
     "update_model_card",
     "write_model_card",

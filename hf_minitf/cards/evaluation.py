@@ -4,7 +4,8 @@
   `ModelCardData`): one result per metric, naming the data by its name, sha256 (`dataset_revision`) and split, the
   settings in `metric_args`; a new figure replaces the one of the same task, data and metric, the others are kept
   (`merge_eval_results`);
-- an "Evaluation" section of the card body listing them (`model_cards/evaluation.md`);
+- an "Evaluation" section of the card body listing them (`model_cards/evaluation.md`), a figure's note (how it was
+  measured, where that needs saying: BLEU's effective order on short segments) in its row;
 - the Hub's `.eval_results/*.yaml` files (https://huggingface.co/docs/hub/eval-results: a list of entries, each
   `dataset: {id, task_id, revision}`, `value`, `date`, `notes`), one file per data set, written with huggingface_hub's
   `EvalResultEntry` / `eval_result_entries_to_yaml`, merged the same way (same dataset id and task id replaced).
@@ -35,6 +36,8 @@ EVAL_RESULTS_FOLDER = ".eval_results"
 EVALUATION_TEMPLATE = "evaluation.md"
 EVALUATION_SECTION = "evaluation"
 SOURCE = "minitf eval"
+NOTE = "note"
+"""The key of a figure's note (a sentence) among its settings (`metric_args`)."""
 
 
 def is_eval_results_path(relative: str) -> bool:
@@ -78,8 +81,11 @@ def eval_results(
     dataset_revision: str | None = None,
     dataset_split: str | None = None,
     settings: Mapping[str, Any] | None = None,
+    figure_notes: Mapping[str, str] | None = None,
 ) -> list[EvalResult]:
-    """One model-index result per figure, naming the data and the `settings` it was measured with."""
+    """One model-index result per figure, naming the data and the `settings` it was measured with, and its note
+    from `figure_notes` (by figure name) where it has one."""
+    notes = figure_notes or {}
     return [
         EvalResult(
             task_type=task_type,
@@ -90,7 +96,7 @@ def eval_results(
             metric_type=name,
             metric_name=name,
             metric_value=float(value),
-            metric_args=dict(settings) if settings else None,
+            metric_args={**(settings or {}), **({NOTE: notes[name]} if name in notes else {})} or None,
         )
         for name, value in figures.items()
     ]
@@ -110,8 +116,9 @@ def _evaluation_section(results: list[EvalResult]) -> str:
             "details": ", ".join(
                 f"{key} {value:,}" if isinstance(value, int) else f"{key} {value}"
                 for key, value in (result.metric_args or {}).items()
-                if key not in ("measured_by", "source")
-            ),
+                if key not in ("measured_by", "source", NOTE)
+            )
+            + (f". {(result.metric_args or {})[NOTE]}." if NOTE in (result.metric_args or {}) else ""),
         }
         for result in results
         if isinstance(result.metric_value, (int, float))
@@ -169,10 +176,12 @@ def eval_results_file(
     dataset_revision: str | None = None,
     notes: str | None = None,
     date: str | None = None,
+    figure_notes: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
     """`.eval_results/<dataset>.yaml` of `folder` (its path relative to the folder, and its text) with one entry per
-    figure, its `task_id` the metric, replacing the entries of the same dataset id and task id of the file there;
-    nothing is written. A file there that is a link is not read (it is replaced when written)."""
+    figure, its `task_id` the metric, its `notes` those given and the figure's own (`figure_notes`), replacing the
+    entries of the same dataset id and task id of the file there; nothing is written. A file there that is a link
+    is not read (it is replaced when written)."""
     import yaml
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
@@ -187,7 +196,7 @@ def eval_results_file(
             value=float(value),
             dataset_revision=dataset_revision,
             date=date,
-            notes=notes,
+            notes="; ".join(note for note in (notes, (figure_notes or {}).get(name)) if note) or None,
         )
         for name, value in figures.items()
     ]
@@ -216,9 +225,11 @@ def record_evaluation(
     dataset_id: str | None = None,
     settings: Mapping[str, Any] | None = None,
     notes: str | None = None,
+    figure_notes: Mapping[str, str] | None = None,
 ) -> tuple[ModelCard, Path]:
     """Record figures measured on a data set in `folder`: the card's model-index and Evaluation section, and the
-    `.eval_results/` file of the data (`dataset_id`: the Hub dataset it is, default `dataset_name`), as one change
+    `.eval_results/` file of the data (`dataset_id`: the Hub dataset it is, default `dataset_name`), each figure with
+    its note of `figure_notes` (by figure name: a sentence shown beside it) where it has one, as one change
     (`safety.files.write_files_together`): both files are built first, so a card or results file that does not parse
     refuses before anything is written, then put in place together; a failure leaves both as they were."""
     results = eval_results(
@@ -228,11 +239,17 @@ def record_evaluation(
         dataset_revision=dataset_revision,
         dataset_split=dataset_split,
         settings={"source": SOURCE, **(settings or {})},
+        figure_notes=figure_notes,
     )
     folder = Path(folder)
     card = card_with_results(folder, results)  # a card that does not parse is refused before anything is written
     relative, text = eval_results_file(
-        folder, figures, dataset_id=dataset_id or dataset_name, dataset_revision=dataset_revision, notes=notes
+        folder,
+        figures,
+        dataset_id=dataset_id or dataset_name,
+        dataset_revision=dataset_revision,
+        notes=notes,
+        figure_notes=figure_notes,
     )
     _, path = write_files_together(folder, {README: str(card), relative: text})
     return card, path

@@ -146,7 +146,10 @@ def _summary(evaluation) -> str:
     lines = [
         f"{evaluation.task_type} on {evaluation.data.name} (sha256 {evaluation.data.sha256[:12]}), measured by "
         f"{evaluation.measured_by}" + (f"; {details}" if details else ""),
-        *(f"  {name}: {value:.6g}" for name, value in evaluation.figures.items()),
+        *(
+            f"  {name}: {value:.6g}" + (f" ({evaluation.notes[name]})" if name in evaluation.notes else "")
+            for name, value in evaluation.figures.items()
+        ),
     ]
     return "\n".join(lines)
 
@@ -198,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             dataset_id=args.dataset_id,
             settings=settings,
             notes=f"minitf eval, measured by {evaluation.measured_by}",
+            figure_notes=evaluation.notes,
         )
     if args.json:
         print(json.dumps({**evaluation.as_dict(), "recorded": str(recorded) if recorded else None}))

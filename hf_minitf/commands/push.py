@@ -15,6 +15,7 @@ from hf_minitf.catalog.publishing import (
 )
 from hf_minitf.catalog.verification import NO_VERIFY_HELP
 from hf_minitf.commands.common import CommandError, add_license, forwarded, reports_errors, say
+from hf_minitf.hub.sources import REPO_ID
 
 HELP = "upload a model folder with its card to the Hugging Face Hub"
 DESCRIPTION = (
@@ -88,6 +89,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-verify", action="store_true", help=f"with --native, --space or --all-runtimes: {NO_VERIFY_HELP}"
     )
+    parser.add_argument(
+        "--source-repo",
+        default=None,
+        metavar="REPO_ID",
+        help="with --native or --all-runtimes: the Hub repo DIR itself was pushed to (`minitf push DIR REPO_ID`), "
+        "named as the native card's base_model (the other runtimes' cards name the native repo); without it the "
+        "card names no source repo, and never a local folder",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show the progress bars and notes of the models the export and its verification load (hidden by default)",
+    )
 
 
 @reports_errors("push")
@@ -113,6 +127,14 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--space uploads a web page, --native a model repo: pass one of them.")
     if args.example and not (args.space or args.all_runtimes):
         raise CommandError("--example fills the web page's boxes: pass --space (or --all-runtimes) with it.")
+    if args.source_repo is not None:
+        if not (args.native or args.all_runtimes):
+            raise CommandError(
+                "--source-repo names the MiniTF repo an export's card comes from: pass --native (or "
+                "--all-runtimes) with it."
+            )
+        if REPO_ID.fullmatch(args.source_repo) is None:
+            raise CommandError(f"--source-repo {args.source_repo}: not a Hub repo id; give it as namespace/name.")
     check = None if args.no_verify else verify_before_push(args.folder, args.repo_id)
     hub = forwarded(args, *HUB_OPTIONS)
     if args.all_runtimes:
@@ -123,15 +145,27 @@ def run(args: argparse.Namespace) -> int:
             examples=tuple(args.example),
             check_for=None if args.no_verify else lambda repo_id: verify_before_push(args.folder, repo_id),
             note=lambda line: say("push", "note", line),
+            source_repo=args.source_repo,
+            verbose=args.verbose,
             **hub,
         )
         for repo_id, url in urls.items():
             print(f"Pushed {args.folder} to {repo_id}: {url}")
         return 0
     if args.space:
-        url = push_space(args.folder, args.repo_id, examples=tuple(args.example), check=check, **hub)
+        url = push_space(
+            args.folder, args.repo_id, examples=tuple(args.example), check=check, verbose=args.verbose, **hub
+        )
     elif args.native:
-        url = push_native(args.folder, args.repo_id, gguf_dtypes=gguf, check=check, **hub)
+        url = push_native(
+            args.folder,
+            args.repo_id,
+            gguf_dtypes=gguf,
+            check=check,
+            source_repo=args.source_repo,
+            verbose=args.verbose,
+            **hub,
+        )
     else:
         url = push_folder(args.folder, args.repo_id, note=lambda line: say("push", "note", line), **hub)
     print(f"Pushed {args.folder} to {args.repo_id}: {url}")

@@ -44,6 +44,8 @@ class Evaluation:
     """Counts and settings (tokens, window, stride, pairs)."""
     unknown: tuple[int, int] = (0, 0)
     """(the data's tokens that are the unknown token, the data's tokens): a GPT's (`unknown_share`)."""
+    notes: dict[str, str] = field(default_factory=dict)
+    """A sentence on a figure measured in a way that needs saying, by figure name (BLEU's effective order)."""
 
     @property
     def unknown_share(self) -> float:
@@ -63,6 +65,7 @@ class Evaluation:
             "data": {"name": self.data.name, "sha256": self.data.sha256, "split": self.data.split},
             "measured_by": self.measured_by,
             "figures": self.figures,
+            **({"notes": self.notes} if self.notes else {}),
             **self.details,
         }
 
@@ -105,10 +108,12 @@ def evaluate_encoder(
 def evaluate_translator(
     data: EvalData, translate: Translate, progress: bool = False, measured_by: str = "transformers"
 ) -> Evaluation:
-    """BLEU, chrF and exact match of `translate`'s greedy translations of `data`'s pairs."""
+    """BLEU, chrF and exact match of `translate`'s greedy translations of `data`'s pairs (BLEU's note where the
+    segments are too short for plain BLEU)."""
     pairs = data.pairs or []
-    figures, _ = translation_figures(pairs, translate, progress)
-    return Evaluation("seq2seq", figures, data, measured_by, {"pairs": len(pairs), "decoding": "greedy"})
+    figures, _, notes = translation_figures(pairs, translate, progress)
+    details = {"pairs": len(pairs), "decoding": "greedy"}
+    return Evaluation("seq2seq", figures, data, measured_by, details, notes=notes)
 
 
 def folder_family(folder: Path) -> str:

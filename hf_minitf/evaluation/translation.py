@@ -1,5 +1,7 @@
 """A translator's BLEU and chrF (sacrebleu's corpus scores, its default 13a tokenization and chrF with character
-6-grams) and exact match on (source, reference) pairs, from its greedy translations.
+6-grams) and exact match on (source, reference) pairs, from its greedy translations. Where the translations hold
+no 4-grams (every segment shorter than 4 tokens), plain BLEU is 0 whatever they are, so BLEU is then sacrebleu's
+effective order (the n-gram orders the translations hold), with a note saying so (`bleu_score`).
 
 The translations come from a `translate` function (texts -> translations), so a MiniTF folder and a CTranslate2
 export are measured by the same code. sacrebleu is the `eval` extra.
@@ -33,21 +35,42 @@ def require_sacrebleu() -> None:
     import sacrebleu  # noqa: F401
 
 
+def bleu_score(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str | None]:
+    """sacrebleu's corpus BLEU of `hypotheses` against `references`, and None; where the hypotheses hold no n-grams
+    of its highest order (4: every segment shorter than 4 tokens), which plain BLEU scores 0 even for exact
+    matches, BLEU with sacrebleu's effective order (the geometric mean over the orders they hold) and the sentence
+    that says so, for the card beside the figure."""
+    from sacrebleu.metrics import BLEU
+
+    bleu = BLEU(effective_order=True)
+    score = bleu.corpus_score(list(hypotheses), [list(references)])
+    orders = sum(total > 0 for total in score.totals)
+    if orders == bleu.max_ngram_order:  # the same score as plain BLEU: effective order changes nothing here
+        return float(score.score), None
+    note = (
+        f"BLEU over 1- to {orders}-grams (sacrebleu's effective order): no translation has {bleu.max_ngram_order} "
+        f"tokens, and plain BLEU scores 0 without {bleu.max_ngram_order}-grams"
+    )
+    return float(score.score), note
+
+
 def translation_figures(
     pairs: Sequence[tuple[str, str]], translate: Translate, progress: bool = False
-) -> tuple[dict[str, float], list[str]]:
+) -> tuple[dict[str, float], list[str], dict[str, str]]:
     """BLEU, chrF and exact match of `translate`'s translations of the pairs' sources against their references,
-    and the translations."""
+    the translations, and a note per figure measured in a way that needs saying (BLEU's effective order on short
+    segments: `bleu_score`), by figure name."""
     import sacrebleu
 
     references = [reference for _, reference in pairs]
     hypotheses = greedy_translations(translate, [source for source, _ in pairs], progress)
+    bleu, bleu_note = bleu_score(hypotheses, references)
     figures = {
-        "bleu": float(sacrebleu.corpus_bleu(hypotheses, [references]).score),
+        "bleu": bleu,
         "chrf": float(sacrebleu.corpus_chrf(hypotheses, [references]).score),
         "exact_match": exact_match(hypotheses, references),
     }
-    return figures, hypotheses
+    return figures, hypotheses, {"bleu": bleu_note} if bleu_note else {}
 
 
 def seq2seq_translate(model, tokenizer, max_new_tokens: int | None = None) -> Translate:
@@ -73,6 +96,7 @@ def seq2seq_translate(model, tokenizer, max_new_tokens: int | None = None) -> Tr
 
 __all__ = [
     "Translate",
+    "bleu_score",
     "exact_match",
     "greedy_translations",
     "require_sacrebleu",

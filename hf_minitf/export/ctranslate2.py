@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data
+from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data, source_naming
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from hf_minitf.catalog.verification import SOURCE_HASHES_FIELD
@@ -296,11 +296,14 @@ def export_ctranslate2(
     overwrite: bool = False,
     revision: str | None = None,
     license: str | None = None,
+    source_repo: str | None = None,
 ) -> Path:
     """Write the MiniTF GPT, seq2seq or encoder model at `source` (a folder or Hub repo id) as a CTranslate2 folder
     at `out`: `model.bin` + vocabularies + `config.json` (CTranslate2's), the tokenizer files, the generation config
     (GPT and seq2seq), `minitf_export.json` (what the folder is, for `minitf generate/translate/embed`) and a model
-    card carrying the source card's license (`license` overrides it) and held-out figures.
+    card carrying the source card's license (`license` overrides it), its held-out figures where the weights are
+    float32 (a quantized model's were not measured), and `source_repo` (the Hub repo the source is published as;
+    default: `source` when that is a repo id) as its `base_model`.
 
     `quantization` is the weight type CTranslate2 stores (`float32`, `int8`, `int8_float32`, `bfloat16`); float32
     gives MiniTF's greedy tokens and embeddings. `revision` picks the branch, tag or commit of a Hub repo id.
@@ -354,23 +357,26 @@ def export_ctranslate2(
             + "\n",
             encoding="utf-8",
         )
-        card_data = export_card_data(opened.folder, license) | {"base_model": opened.repo_id}
-        (work / "README.md").write_text(_readme(kind, quantization, str(source), card_data), encoding="utf-8")
+        card_data = export_card_data(
+            opened.folder, license, figures=quantization in FORMAT.exact_precisions, model_name=Path(out).name
+        )
+        named = source_naming(opened.family, opened.repo_id, opened.revision, source_repo)
+        (work / "README.md").write_text(_readme(kind, quantization, card_data, named), encoding="utf-8")
     return Path(out)
 
 
-def _readme(kind: str, quantization: str, source: str, card_data: dict[str, Any]) -> str:
-    """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index,
-    base model) and how to run it."""
+def _readme(kind: str, quantization: str, card_data: dict[str, Any], named: dict[str, Any]) -> str:
+    """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index;
+    the base model and the source's name, `named`) and how to run it."""
     card = export_card(
         FORMAT.card_template,
         library_name="ctranslate2",
         pipeline_tag=PIPELINE_TAGS[kind],
         tags=["ctranslate2"],
         carried=card_data,
+        **named,
         kind=kind,
         quantization=quantization,
-        source=source,
         model_id=PLACEHOLDER_MODEL_ID,
     )
     return f"{card}\n"  # Jinja drops the template's last newline; the file ends with one

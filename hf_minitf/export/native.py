@@ -335,33 +335,32 @@ def write_native_card(
     model_id: str,
     gguf_files: Sequence[str] = (),
     license: str | None = None,
+    source_repo: str | None = None,
 ) -> None:
-    """README.md from model_cards/native_export.md: what the folder is, where it came from, how to run it
-    (`model_id`: the folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it), with the source
-    card's license (or `license`) and held-out figures (`export_card_data`)."""
-    from hf_minitf.cards import export_card, export_card_data
+    """README.md from model_cards/native_export.md: what the folder is, where it came from (`source_repo`, the Hub
+    repo the source is published as, else the source's own repo id, else no repo), how to run it (`model_id`: the
+    folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it), with the source card's license (or
+    `license`) and held-out figures (`export_card_data`)."""
+    from hf_minitf.cards import export_card, export_card_data, source_naming
 
     encoder = kind == "encoder"
-    carried = export_card_data(source.folder, license) | {
-        "base_model": source.repo_id,
+    name = Path(model_id).name or model_id
+    carried = export_card_data(source.folder, license, model_name=name) | {
         SOURCE_CARD_FIELD: source.recorded,  # what `minitf verify` measures the export against
         SOURCE_HASHES_FIELD: source.hashes(),  # and what it checks that folder still holds
     }
-    title = f"{Path(model_id).name or model_id}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
+    title = f"{name}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = export_card(
         FORMAT.card_template,
         library_name="sentence-transformers" if encoder else "transformers",
         pipeline_tag={"encoder": "sentence-similarity", "seq2seq": "translation"}.get(kind, "text-generation"),
         tags=[NATIVE_MODEL_TYPES[kind], *(["sentence-transformers", "feature-extraction"] if encoder else [])],
         carried=carried,
+        **source_naming(source.family, source.repo_id, source.revision, source_repo),
         model_title=title,
         kind=kind,
         architecture=NATIVE_ARCHITECTURES[kind],
         model_type=NATIVE_MODEL_TYPES[kind],
-        source=source.name,
-        source_repo=source.repo_id,
-        revision=source.revision,
-        family=source.family,
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
         model_id=model_id,
@@ -399,6 +398,7 @@ def export_native(
     gguf_dtypes: Sequence[str] = (),
     model_id: str | None = None,
     license: str | None = None,
+    source_repo: str | None = None,
 ) -> Path:
     """Write the MiniTF model `source` (a folder or a Hub repo id) to `out` as its native transformers architecture,
     with tokenizer, generation config and model card; no code, no `auto_map`. Returns `out`.
@@ -409,7 +409,9 @@ def export_native(
 
     `gguf_dtypes` (GPT only) also writes `<name>-<DTYPE>.gguf` files of `export_gguf` into the folder, as GGUF repos
     on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`). The card
-    carries the source card's license (`license` overrides it) and held-out figures (its model-index).
+    carries the source card's license (`license` overrides it) and held-out figures (its model-index), and names the
+    source by `source_repo` (the Hub repo it is published as; default: `source` when that is a repo id) as its
+    `base_model`, or by no name where it has no repo.
     """
     opened = open_source(source, revision)
     family = FAMILIES[opened.family]
@@ -429,7 +431,7 @@ def export_native(
             _save_weights(native_tensors(opened, config), work)
             save_native_gpt_files(opened, config, tokenizer, dtype, work)
             gguf_files = _save_gguf_files(opened, work, gguf_dtypes, model_id, license)
-            write_native_card(work, opened, config, kind, model_id, gguf_files, license)
+            write_native_card(work, opened, config, kind, model_id, gguf_files, license, source_repo)
         return out
     if gguf_dtypes:
         where = " and write the encoder's GGUF with `minitf export gguf`" if opened.family == "encoder" else ""
@@ -447,7 +449,9 @@ def export_native(
             )
         with atomic_output_dir(target) as work:
             save_native_seq2seq_files(opened, model, tokenizer, work)
-            write_native_card(work, opened, config, "seq2seq", model_id or str(out), license=license)
+            write_native_card(
+                work, opened, config, "seq2seq", model_id or str(out), license=license, source_repo=source_repo
+            )
         return out
     with (
         tempfile.TemporaryDirectory() as staging_dir,
@@ -458,7 +462,9 @@ def export_native(
         _save_config(xlm_roberta_xl_config(config), dtype, staging)
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
-        write_native_card(work, opened, config, "encoder", model_id or str(out), license=license)
+        write_native_card(
+            work, opened, config, "encoder", model_id or str(out), license=license, source_repo=source_repo
+        )
     return out
 
 

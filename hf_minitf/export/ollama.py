@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, nodes
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 
-from hf_minitf.cards import export_card, export_card_data
+from hf_minitf.cards import export_card, export_card_data, source_naming
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE, OLLAMA_SAMPLING
 from hf_minitf.export.formats.ollama import FORMAT
 from hf_minitf.export.gguf import GGUFExport, write_gguf_report
@@ -259,7 +259,13 @@ class OllamaExport:
 
 
 def _card(
-    source: str, written: GGUFExport, wrapping: ChatWrapping | None, stops: list[str], name: str, num_ctx: int, data
+    named: dict[str, Any],
+    written: GGUFExport,
+    wrapping: ChatWrapping | None,
+    stops: list[str],
+    name: str,
+    num_ctx: int,
+    data: dict[str, Any],
 ) -> str:
     from hf_minitf.safety.output_folders import size_text
 
@@ -271,7 +277,7 @@ def _card(
         library_name="gguf",
         tags=["gguf", "ollama"],
         carried=data,
-        source=source,
+        **named,
         gguf_file=OLLAMA_GGUF_FILE,
         dtype=written.dtype,
         size=size_text(written.size),
@@ -299,11 +305,14 @@ def export_ollama(
     revision: str | None = None,
     license: str | None = None,
     agreement_text: str | None = GGUF_AGREEMENT_TEXT,
+    source_repo: str | None = None,
 ) -> OllamaExport:
     """Write the MiniTF GPT `source` as the folder `out` for `ollama create NAME -f out/Modelfile`: `model.gguf`
     (`export_gguf_report` at `dtype`, its agreement measured on `agreement_text` unless None), the `Modelfile` and
-    README.md. Raises ExportRefused for what `export_gguf` refuses and for a chat template that has no exact
-    Ollama TEMPLATE (see `chat_wrapping`); `out` is written whole or not at all."""
+    README.md (its `base_model`: `source_repo`, the Hub repo the source is published as, default `source` when that
+    is a repo id; no model-index: the source's figures were not measured on this file). Raises ExportRefused for
+    what `export_gguf` refuses and for a chat template that has no exact Ollama TEMPLATE (see `chat_wrapping`);
+    `out` is written whole or not at all."""
     from hf_minitf.catalog.limits import GGUF_DTYPES
     from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 
@@ -320,13 +329,14 @@ def export_ollama(
     config: Any = MiniTFGPTConfig.from_pretrained(opened.folder)
     wrapping = chat_wrapping(tokenizer) if tokenizer.chat_template else None
     stops = stop_strings(tokenizer, wrapping)
-    name = ollama_name(opened.repo_id or str(source))
+    name = ollama_name(source_repo or opened.repo_id or str(source))
     with atomic_output_dir(target) as work:
         written = write_gguf_report(opened, work / OLLAMA_GGUF_FILE, dtype, license, agreement_text)
         modelfile = modelfile_text(OLLAMA_GGUF_FILE, wrapping, stops, config.max_position_embeddings)
         (work / OLLAMA_MODELFILE).write_text(modelfile, encoding="utf-8")
-        data = export_card_data(opened.folder, license) | {"base_model": opened.repo_id}
-        card = _card(str(source), written, wrapping, stops, name, config.max_position_embeddings, data)
+        data = export_card_data(opened.folder, license, figures=False)
+        named = source_naming(opened.family, opened.repo_id, opened.revision, source_repo)
+        card = _card(named, written, wrapping, stops, name, config.max_position_embeddings, data)
         (work / "README.md").write_text(card, encoding="utf-8")
     written.path = Path(out) / OLLAMA_GGUF_FILE
     notes = (

@@ -87,12 +87,14 @@ def export_onnx(
     overwrite: bool = False,
     revision: str | None = None,
     license: str | None = None,
+    source_repo: str | None = None,
 ) -> Path:
     """Export the MiniTF model at `source` (a folder or a Hub repo id, at `revision`) to the folder `out`:
     `onnx/model.onnx` (float32; a translator's three graphs, `ONNX_TRANSLATOR_GRAPHS`), the variants named in
     `quantize` (`ONNX_QUANTIZATIONS`; one name or several),
     `minitf_export.json` and a model card on running it, with the source card's license (`license` overrides it)
-    and held-out figures. Returns the folder; nothing is written on an error.
+    and held-out figures, naming the source by `source_repo` (the Hub repo it is published as; default: `source`
+    when that is a repo id) as its `base_model`. Returns the folder; nothing is written on an error.
 
     A GPT folder holds the native config.json, tokenizer and generation config beside the graph; an encoder folder
     is a copy of its SentenceTransformer folder; a translator's holds its paired tokenizer and generation config.
@@ -143,7 +145,7 @@ def export_onnx(
         else:
             info |= {"kind": "embedder", "default_file": QUANTIZED_FILES["q8"] if "q8" in variants else MODEL_FILE}
         (work / EXPORT_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        write_onnx_card(work, Path(out), opened, model.config, files, license)
+        write_onnx_card(work, Path(out), opened, model.config, files, license, source_repo)
     return Path(out)
 
 
@@ -283,7 +285,6 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
     return jinja2.Template(card_template(TRANSFORMERS_JS_TEMPLATE), keep_trailing_newline=True).render(
         family=family,
         variants=[(dtypes[name], name, FILE_NOTES[dtypes[name]]) for name in files if name in dtypes],
-        parent=f"{out.resolve().parent}/",
         name=out.name,
         prompt=CARD_PROMPT,
         new_tokens=20,
@@ -294,20 +295,25 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
     )
 
 
-def write_onnx_card(work: Path, out: Path, source, config, files: list[str], license: str | None = None) -> None:
+def write_onnx_card(
+    work: Path, out: Path, source, config, files: list[str], license: str | None = None, source_repo: str | None = None
+) -> None:
     """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
     model_cards/onnx_export.md, a translator from model_cards/onnx_translator_export.md; an encoder's
-    SentenceTransformer card gets the ONNX Runtime and transformers.js sections added. Both carry the source card's license (or `license`) and held-out figures (`export_card_data`)."""
+    SentenceTransformer card gets the ONNX Runtime and transformers.js sections added. All carry the source card's
+    license (or `license`) and held-out figures (`export_card_data`) and name the source by `source_repo` (else its
+    own repo id) as their `base_model`."""
     from huggingface_hub import ModelCard
 
-    from hf_minitf.cards import export_card, export_card_data
+    from hf_minitf.cards import export_card, export_card_data, source_naming
 
     family = source.family
-    carried = export_card_data(source.folder, license)
+    carried = export_card_data(source.folder, license, model_name=out.name)
+    named = source_naming(family, source.repo_id, source.revision, source_repo)
     if family == "seq2seq":
         from hf_minitf.export.onnx_seq2seq import write_translator_card
 
-        write_translator_card(work, out, source, config, files, carried)
+        write_translator_card(work, out, config, files, carried, named)
         return
     js = transformers_js_section(family, out, files, config)
     card = work / "README.md"
@@ -316,6 +322,7 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
         data = previous.data
         for key, value in carried.items():
             data[key] = value
+        data["base_model"] = named["source_repo"]
         card.write_text(
             f"---\n{data.to_yaml()}\n---\n\n{previous.text.strip()}\n\n{onnx_readme_section(files)}\n\n{js}",
             encoding="utf-8",
@@ -330,13 +337,11 @@ def write_onnx_card(work: Path, out: Path, source, config, files: list[str], lic
         library_name="transformers.js",
         pipeline_tag="text-generation",
         tags=["onnx", NATIVE_MODEL_TYPES[kind]],
-        carried=carried | {"base_model": source.repo_id},
+        carried=carried,
+        **named,
         model_title=f"{out.name}: a MiniTF gpt model as ONNX",
         architecture=NATIVE_ARCHITECTURES[kind],
         model_type=NATIVE_MODEL_TYPES[kind],
-        source=source.name,
-        source_repo=source.repo_id,
-        revision=source.revision,
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
         prompt=CARD_PROMPT,

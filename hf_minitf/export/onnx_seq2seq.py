@@ -225,9 +225,12 @@ def write_translator_folder(model: MiniTFSeq2SeqForConditionalGeneration, tokeni
     export_translator_graphs(model, work)
 
 
-def write_translator_card(work: Path, out: Path, source: Any, config: Any, files: list[str], carried: dict) -> None:
+def write_translator_card(
+    work: Path, out: Path, config: Any, files: list[str], carried: dict, named: dict[str, Any]
+) -> None:
     """README.md of the translator's folder being written in `work` (to become `out`), from
-    model_cards/onnx_translator_export.md, with the source card's license and held-out figures (`carried`)."""
+    model_cards/onnx_translator_export.md, with the source card's license and held-out figures (`carried`) and
+    the source named as `named` says (`export_card`'s family, source_repo and source_revision)."""
     from hf_minitf.cards import export_card
 
     export_card(
@@ -235,11 +238,9 @@ def write_translator_card(work: Path, out: Path, source: Any, config: Any, files
         library_name="onnx",
         pipeline_tag="translation",
         tags=["onnx", "seq2seq"],
-        carried=carried | {"base_model": source.repo_id},
+        carried=carried,
+        **named,
         model_title=f"{out.name}: a MiniTF seq2seq model as ONNX",
-        source=source.name,
-        source_repo=source.repo_id,
-        revision=source.revision,
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
         files=files,

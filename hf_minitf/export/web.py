@@ -75,6 +75,7 @@ def export_web(
     revision: str | None = None,
     bundle: bool = False,
     bundle_from: str | os.PathLike | None = None,
+    source_repo: str | None = None,
 ) -> Path:
     """Write the static site for the MiniTF model at `source` (a folder or a Hub repo id, at `revision`) to `out`:
     the page, and the ONNX export in `out/model` (float32, plus the `quantize` variant: see `export_onnx`, which
@@ -82,14 +83,18 @@ def export_web(
     translate; an encoder's source sentence, then the sentences to compare with it; `title` heads the page (default: the source's name), `license` goes into the
     Space card and the model's (default: the source card's license, else `DEFAULT_LICENSE`). `bundle` (implied by
     `bundle_from`, a node_modules folder or the folder holding one) copies transformers.js and onnxruntime-web's
-    wasm into `out/vendor` instead of loading them from jsDelivr: see `bundled_files`. Returns the folder."""
+    wasm into `out/vendor` instead of loading them from jsDelivr: see `bundled_files`. The cards name the source by
+    `source_repo` (the Hub repo it is published as; default: `source` when that is a repo id) or by no name.
+    Returns the folder."""
     from hf_minitf.export.onnx import export_onnx
 
     opened = open_source(source, revision)
     vendored = bundled_files(bundle_from) if bundle or bundle_from is not None else {}
     inputs = [] if opened.repo_id else [opened.folder]
     with atomic_output_dir(out, overwrite=overwrite, inputs=inputs) as work:
-        export_onnx(source, work / MODEL_FOLDER, quantize=quantize, revision=revision, license=license)
+        export_onnx(
+            source, work / MODEL_FOLDER, quantize=quantize, revision=revision, license=license, source_repo=source_repo
+        )
         for name, file in vendored.items():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(file, work / name)
@@ -115,7 +120,7 @@ def export_web(
         template = resources.files(__package__) / "web_template"
         for name in (*TEMPLATE_FILES, *TEMPLATE_MODULES.get(opened.family, ())):
             (work / name).write_bytes((template / name).read_bytes())
-        title = title or f"{Path(opened.name).name} (MiniTF {opened.family})"
+        title = title or f"{Path(source_repo or opened.name).name} (MiniTF {opened.family})"
         about = ABOUT[opened.family]
         page = string.Template((template / "index.html").read_text(encoding="utf-8"))
         (work / "index.html").write_text(
@@ -128,7 +133,7 @@ def export_web(
             ),
             encoding="utf-8",
         )
-        card = space_card(opened, title, about, dtypes, license, bundled=bool(vendored))
+        card = space_card(opened, title, about, dtypes, license, bundled=bool(vendored), source_repo=source_repo)
         (work / "README.md").write_text(card, encoding="utf-8")
     return Path(out)
 
@@ -344,14 +349,18 @@ def space_card(
     dtypes: list[str],
     license: str | None = None,
     bundled: bool = False,
+    source_repo: str | None = None,
 ) -> str:
-    """The site's README.md: a Hugging Face static Space card (front matter), what the page is and how to run it.
+    """The site's README.md: a Hugging Face static Space card (front matter), what the page is and how to run it;
+    its `models` and its text name the source's Hub repo (`source_repo`, else the source's own repo id), or none.
 
     The front matter is serialised from data, so a title with newlines, quotes or markup stays the title (it cannot
     add a key); the heading holds it on one line."""
     from huggingface_hub import SpaceCard, SpaceCardData
 
-    from hf_minitf.cards import export_card_data, inline_text
+    from hf_minitf.cards import export_card_data, inline_text, source_naming, source_words
+
+    named = source_naming(source.family, source.repo_id, source.revision, source_repo)
 
     data = SpaceCardData(
         title=title,
@@ -362,7 +371,7 @@ def space_card(
         colorTo="blue",
         short_description=f"A MiniTF {source.family} running in the browser"[:60],
         tags=["minitf", "transformers.js", "onnx", TASKS[source.family]],
-        models=[source.repo_id] if source.repo_id else None,
+        models=[named["source_repo"]] if named["source_repo"] else None,
         license=export_card_data(source.folder, license)["license"],
     )
     graphs = model_graphs(source.family)
@@ -372,7 +381,7 @@ def space_card(
     body = SPACE_CARD_BODY.format(
         title=inline_text(title),
         about=about,
-        source=source.name,
+        source=source_words(**named),
         version=TRANSFORMERS_JS_VERSION,
         url=page_runtime(bundled)[0],
         files=files,
@@ -389,7 +398,7 @@ SPACE_CARD_BODY = """\
 
 A static page: [transformers.js](https://huggingface.co/docs/transformers.js) {version}, loaded from
 `{url}`, runs the model in `{model}/` (the ONNX export of
-`{source}`) in the browser, with ONNX Runtime Web (WebAssembly). Nothing is sent to a server. Weights: {files};
+{source}) in the browser, with ONNX Runtime Web (WebAssembly). Nothing is sent to a server. Weights: {files};
 the page loads the one chosen in its Weights box. {runtime}
 
 Written by `minitf export web` (hf_minitf). To open it locally, serve the folder (browsers do not run module

@@ -314,6 +314,8 @@ def test_convert_and_push_help_and_argument_errors_need_no_torch():
         "--example",
         "--no-verify",
         "--all-runtimes",
+        "--source-repo",
+        "--verbose",
     }
     assert all(name in results[("push", "--help")][1] for name in option_names(push_parser))
     for argv, word in WRONG_CONVERT_AND_PUSH_ARGUMENTS:

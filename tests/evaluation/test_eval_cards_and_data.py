@@ -228,7 +228,6 @@ def test_a_hostile_title_stays_one_line_of_text_in_the_heading():
             native_repo=None,
             model_id="org/x",
             name="x",
-            source="x",
         )
     )
     for text in (converted, exported):

@@ -108,7 +108,7 @@ def encoder_site(sources, tmp_path_factory) -> Path:
 )
 def test_space_card_keeps_any_title_as_the_title(tmp_path, title):
     """The front matter is serialised from data: the title round-trips and adds no key; the heading is one line."""
-    source = SimpleNamespace(family="gpt", repo_id=None, name="my-gpt", folder=tmp_path)
+    source = SimpleNamespace(family="gpt", repo_id=None, revision=None, name="my-gpt", folder=tmp_path)
     card = SpaceCard(space_card(source, title, ABOUT["gpt"], ["fp32"]))
     assert card.data.title == title and card.data.sdk == "static"
     assert set(card.data.to_dict()) == set(

@@ -70,6 +70,29 @@ def test_no_pushed_record_names_the_local_source_folder(hub, pushed, gpt):
             assert local not in json.dumps(info) and "minitf_source_sha256" not in info, repo_id
 
 
+def test_each_card_names_the_native_repo_as_its_source_and_nothing_local(hub, pushed, gpt):
+    """The native repo is what the other runtimes' cards were exported from (base_model, a link); the native card
+    names no source repo (the MiniTF folder was not pushed); no card names the local folder or a temporary one."""
+    cards = {
+        (repo_id, repo_type): ModelCard(hub.read(repo_id, "README.md", repo_type=repo_type).decode())
+        for repo_id, repo_type in (
+            ("org/tiny", "model"),
+            ("org/tiny-GGUF", "model"),
+            ("org/tiny-ONNX", "model"),
+            ("org/tiny-ct2", "model"),
+            ("org/tiny", "space"),
+        )
+    }
+    for (repo_id, repo_type), card in cards.items():
+        assert str(gpt.parent) not in str(card) and "/tmp" not in card.text, (repo_id, repo_type)
+        if (repo_id, repo_type) == ("org/tiny", "model"):
+            assert card.data.get("base_model") is None and "a MiniTF gpt model" in card.text
+        else:
+            assert (card.data.get("base_model") or card.data.get("models")[0]) == "org/tiny", (repo_id, repo_type)
+            assert "(https://huggingface.co/org/tiny)" in card.text, (repo_id, repo_type)
+    assert cards["org/tiny-ONNX", "model"].text.lstrip().startswith("# tiny-ONNX: a MiniTF gpt model as ONNX")
+
+
 def test_k_quants_are_left_out_with_a_line_without_llama_cpp(hub, pushed):
     err = pushed
     assert (

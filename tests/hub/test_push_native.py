@@ -6,6 +6,7 @@ import json
 
 import pytest
 from factories import EXPORT_TEXT, SAVED_MODEL_FILES, _random_gpt, make_seq2seq_source
+from huggingface_hub import ModelCard
 
 from hf_minitf import train_bpe_tokenizer
 from hf_minitf.cli import main as minitf_main
@@ -65,3 +66,49 @@ def test_push_native_refusals_upload_nothing(hub, rope_gpt, tmp_path, capsys):
     assert minitf_main(["push", str(rope_gpt), "org/refused", "--native", "--gguf", "q4"]) == 2
     assert "q4" in capsys.readouterr().err
     assert len(hub.uploads) == uploads and "org/refused" not in hub.repos
+
+
+@pytest.fixture
+def bars_shown():
+    """transformers' progress bars and notes on, as in a fresh process (another test's command may have hidden them)."""
+    from transformers.utils import logging
+
+    shown, verbosity = logging.is_progress_bar_enabled(), logging.get_verbosity()
+    logging.enable_progress_bar()
+    logging.set_verbosity_warning()
+    yield
+    logging.set_verbosity(verbosity)
+    if not shown:
+        logging.disable_progress_bar()
+
+
+def test_push_native_shows_no_loading_bars_unless_verbose(hub, rope_gpt, bars_shown, capfd):
+    """The export and its verification load the model four times: no "Loading weights" bar for any, and the bars
+    are on again after the push; `--verbose` shows them."""
+    from transformers.utils import logging
+
+    assert minitf_main(["push", str(rope_gpt), "org/quiet-native", "--native"]) == 0
+    out, err = capfd.readouterr()
+    assert "Pushed" in out and "Loading weights" not in out + err, err
+    assert logging.is_progress_bar_enabled()
+    assert minitf_main(["push", str(rope_gpt), "org/quiet-native", "--native", "--no-verify", "--verbose"]) == 0
+    assert "Loading weights" in capfd.readouterr().err
+
+
+def test_push_native_names_the_pushed_source_and_no_local_folder(hub, rope_gpt, capsys):
+    """`--source-repo` (the repo the MiniTF folder itself was pushed to) is the card's base_model, linked in its
+    text; without it the card has no base_model; neither names the local folder."""
+    argv = ["push", str(rope_gpt), "org/lic-gpt-native", "--native", "--no-verify"]
+    assert minitf_main([*argv, "--source-repo", "org/lic-gpt"]) == 0
+    named = ModelCard(hub.read("org/lic-gpt-native", "README.md").decode())
+    assert named.data.base_model == "org/lic-gpt" and "(https://huggingface.co/org/lic-gpt)" in named.text
+    assert "org/lic-gpt" in named.text.split("minitf export gguf ")[1].splitlines()[0]  # the command names the repo
+    assert minitf_main(argv) == 0
+    unnamed = ModelCard(hub.read("org/lic-gpt-native", "README.md").decode())
+    assert unnamed.data.get("base_model") is None and "a MiniTF gpt model" in unnamed.text
+    for card in (named, unnamed):
+        assert str(rope_gpt) not in str(card) and f"`{rope_gpt.name}`" not in str(card)
+    status = minitf_main(["push", str(rope_gpt), "org/refused", "--source-repo", "org/lic-gpt"])
+    assert status == 2 and "--native" in capsys.readouterr().err
+    assert minitf_main([*argv, "--source-repo", "not a repo"]) == 2
+    assert "not a Hub repo id" in capsys.readouterr().err
