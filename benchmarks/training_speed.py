@@ -250,6 +250,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--char-gpt-source", type=Path, help="the nanoGPT-style char GPT's model file (the anchor)")
     parser.add_argument("--steps", type=int, default=None, help="timed optimizer steps per case and round (6)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd training")
+    parser.add_argument("--cases", nargs="+", help="time only these cases (by name; default: every one asked for)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads per process (default: torch's)")
     parser.add_argument(
         "--before", type=Path, help="another checkout of the package (an earlier commit's files): its cases beside"
@@ -257,7 +258,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--bf16", action="store_true", help="also time bf16 autocast training")
     args = parse_interleaved(parser, argv)
     args.steps = args.steps or (2 if args.smoke else 6)
-    timings = time_interleaved(SCRIPT, specs(args), args.rounds)
+    cases = {name: spec for name, spec in specs(args).items() if not args.cases or name in args.cases}
+    timings = time_interleaved(SCRIPT, cases, args.rounds)
     reference = "original loop" if "original loop" in timings else "minitf loop"
     steps = {name: [step for result in timing.results for step in result] for name, timing in timings.items()}
     rounds = {name: [statistics.median(result) for result in timing.results] for name, timing in timings.items()}
