@@ -97,10 +97,11 @@ def start_worker(script: str, spec: dict, name: str) -> subprocess.Popen:
 
 @dataclass
 class Timing:
-    """One case's timed runs: their seconds, and what the last one returned."""
+    """One case's timed runs: their seconds, and what the last one (and each one) returned."""
 
     seconds: list[float] = field(default_factory=list)
     result: Any = None
+    results: list = field(default_factory=list)  # what every run returned, in order
 
     @property
     def median(self) -> float:
@@ -123,6 +124,7 @@ def time_interleaved(script: str, specs: Mapping[Key, dict], rounds: int) -> dic
                 answer = json.loads(process.stdout.readline())
                 timings[key].seconds.append(answer["seconds"])
                 timings[key].result = answer["result"]
+                timings[key].results.append(answer["result"])
     finally:
         for process in workers.values():
             assert process.stdin is not None

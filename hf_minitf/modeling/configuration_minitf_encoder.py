@@ -25,10 +25,11 @@ class MiniTFEncoderConfig(PreTrainedConfig):
 
     model_type = "minitf_encoder"
     # The architecture, not fields (not saved): separate q/k/v projections, the standard LayerNorm, masked
-    # attention scores at the lowest float.
+    # attention scores at the lowest float, dropout inside the MLP too (MiniEmbed's).
     fused_qkv = False
     norm_type = "layer_norm"
     attention_mask_value = None
+    feed_forward_dropout = True
     attribute_map = {
         "d_model": "hidden_size",
         "num_heads": "num_attention_heads",

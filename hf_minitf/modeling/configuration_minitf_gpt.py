@@ -24,10 +24,11 @@ class MiniTFGPTConfig(PreTrainedConfig):
 
     model_type = "minitf_gpt"
     # The architecture, not fields (not saved): one fused `qkv_proj` laid out [q | k | v], the standard LayerNorm,
-    # masked attention scores at the lowest float.
+    # masked attention scores at the lowest float, dropout after the MLP only (nanoGPT's), not inside it.
     fused_qkv = True
     norm_type = "layer_norm"
     attention_mask_value = None
+    feed_forward_dropout = False
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "n_embd": "hidden_size",

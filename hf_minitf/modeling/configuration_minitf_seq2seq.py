@@ -42,7 +42,9 @@ class MiniTFSeq2SeqConfig(PreTrainedConfig):
     """
 
     model_type = "minitf_seq2seq"
-    fused_qkv = False  # the architecture, not a field (not saved): separate q/k/v projections
+    # The architecture, not fields (not saved): separate q/k/v projections, dropout inside the MLP too (hkproj's).
+    fused_qkv = False
+    feed_forward_dropout = True
     keys_to_ignore_at_inference = ["cache", "past_key_values"]
     attribute_map = {
         "tgt_vocab_size": "vocab_size",

@@ -380,12 +380,13 @@ class Attention(nn.Module):
                 self._heads(self.v_proj(hidden_states)),
             )
         qkv = self.qkv_proj(hidden_states).view(*hidden_states.shape[:-1], 3, self.num_heads, self.head_dim)
-        value = qkv[:, :, 2].transpose(1, 2)
-        query_key = qkv[:, :, :2]
-        if rotary is not None:
+        if rotary is None:  # one unbind, whose backward stacks the gradients (a select's fills a zero tensor)
+            query, key, value = qkv.unbind(2)
+        else:
             rotary_embedding, cos, sin = rotary
-            query_key = rotary_embedding.rotate(query_key, cos, sin)
-        return query_key[:, :, 0].transpose(1, 2), query_key[:, :, 1].transpose(1, 2), value
+            query, key = rotary_embedding.rotate(qkv[:, :, :2], cos, sin).unbind(2)
+            value = qkv[:, :, 2]
+        return query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2)
 
     def _cross_attention_states(self, key_value_states, cache) -> tuple[torch.Tensor, torch.Tensor]:
         cross_cache = cache.cross_attention_cache if isinstance(cache, EncoderDecoderCache) else None
@@ -441,18 +442,20 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise MLP: fc1 -> `hidden_act` -> dropout -> fc2 (the residual branch adds its own dropout)."""
+    """Position-wise MLP: fc1 -> `hidden_act` -> fc2, with dropout before fc2 where `config.feed_forward_dropout`
+    (MiniEmbed's and hkproj's MLPs; the nanoGPT-style GPT has none there). The residual branch adds its own dropout.
+    """
 
     def __init__(self, config) -> None:
         super().__init__()
         self.fc1 = DecodingLinear(config.hidden_size, config.intermediate_size)
         self.act = ACT2FN[config.hidden_act]
-        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.dropout = nn.Dropout(config.hidden_dropout if config.feed_forward_dropout else 0.0)
         self.fc2 = DecodingLinear(config.intermediate_size, config.hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         hidden_states = self.act(self.fc1(hidden_states))
-        return self.fc2(self.dropout(hidden_states) if self.training else hidden_states)
+        return self.fc2(self.dropout(hidden_states) if self.training and self.dropout.p else hidden_states)
 
 
 class HkprojLayerNorm(nn.Module):

@@ -49,11 +49,41 @@ from hf_minitf.training.settings import TrainingError, TrainingResult, TrainSett
 LOSS_CURVE = "loss_curve.png"
 
 
+def has_gpu() -> bool:
+    """Whether a CUDA or XPU device is there for the Trainer to train on."""
+    return torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+
+
 def distributed_without_gpu() -> bool:
     """Several processes (torchrun, accelerate launch) and no CUDA or XPU device: the Trainer then runs
     DistributedDataParallel over gloo only with `use_cpu=True` (else every process trains alone)."""
-    has_gpu = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_gpu
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not has_gpu()
+
+
+def cpu_has_bf16() -> bool:
+    """Whether this CPU computes in bfloat16 in hardware (x86 AVX-512 BF16 or AMX, ARM's BF16 extension), so that
+    bf16 autocast speeds training up instead of emulating it."""
+    for check in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):  # torch's own probes of the x86 CPU
+        if getattr(torch.cpu, check, lambda: False)():
+            return True
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            return any(line.startswith("Features") and " bf16" in line for line in cpuinfo)  # ARM
+    except OSError:
+        return False
+
+
+def bf16_on_cpu(settings: TrainSettings) -> bool:
+    """Whether the run trains in bf16 autocast on the CPU (the Trainer then needs `use_cpu`); a TrainingError where
+    bf16 is asked for and neither a GPU nor the CPU has it."""
+    if settings.mixed_precision != "bf16" or has_gpu():
+        return False
+    if not cpu_has_bf16():
+        raise TrainingError(
+            "mixed precision bf16 needs a GPU or a CPU with bf16 instructions (AVX-512 BF16, AMX or ARM BF16), and "
+            "this machine has neither; train in float32 (--mixed-precision no)"
+        )
+    return True
 
 
 Arguments = TypeVar("Arguments", bound=TrainingArguments)
@@ -89,11 +119,12 @@ def training_arguments(
         save_total_limit=2 if saving else None,
         fp16=settings.mixed_precision == "fp16",
         bf16=settings.mixed_precision == "bf16",
+        torch_compile=settings.compile,
         report_to=settings.report_to,
         logging_nan_inf_filter=False,  # a NaN/inf loss must reach the logs (StopOnNonFiniteLoss), not be hidden
         disable_tqdm=not settings.progress,
         dataloader_pin_memory=torch.cuda.is_available(),
-        use_cpu=distributed_without_gpu(),
+        use_cpu=distributed_without_gpu() or bf16_on_cpu(settings),
         ddp_find_unused_parameters=False,
         **extra,
     )

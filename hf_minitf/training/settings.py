@@ -34,6 +34,7 @@ class TrainSettings:
     checkpoint_dir: str | Path | None = None
     resume: bool = False
     mixed_precision: str = "no"
+    compile: bool = False
     report_to: str = "none"
     progress: bool = True
     logs_on_bar: bool = False

@@ -410,3 +410,16 @@ def test_trainer_overfits_a_short_text_then_generates_it(tmp_path):
     prompt = torch.tensor([ids[:3]])
     generated = model.generate(prompt, max_new_tokens=len(ids) - 3, do_sample=False)
     assert tokenizer.decode(generated[0]) == text
+
+
+def test_training_dropout_sits_where_the_char_gpt_puts_it():
+    """Dropout in training: on attention probabilities and each residual branch, not inside the MLP (nanoGPT's MLP
+    is fc -> GELU -> proj -> dropout); the encoder's and translator's MLPs (MiniEmbed's, hkproj's) keep theirs."""
+    torch.manual_seed(0)
+    gpt = tiny_model("gpt", hidden_dropout=0.5, attention_dropout=0.5).train()
+    mlp = gpt.model.layers[0].mlp
+    hidden = torch.randn(2, 5, gpt.config.hidden_size)
+    assert torch.equal(mlp(hidden), mlp.fc2(mlp.act(mlp.fc1(hidden))))
+    encoder_mlp = tiny_model("encoder", hidden_dropout=0.5).train().layers[0].mlp
+    hidden = torch.randn(2, 5, encoder_mlp.fc1.in_features)
+    assert not torch.equal(encoder_mlp(hidden), encoder_mlp.fc2(encoder_mlp.act(encoder_mlp.fc1(hidden))))
