@@ -148,10 +148,12 @@ class ModelWorker:
                 continue
             self.batch_sizes.append(len(batch))
             try:
-                if self.served.engine == "transformers":
-                    self._generate(batch)
-                else:
+                if self.served.engine != "transformers":
                     self._run_engine(batch[0])
+                elif self.served.runner is not None and len(batch) == 1 and batch[0].request.shareable:
+                    self._run_verified_engine(batch[0])
+                else:
+                    self._generate(batch)
             except Exception as error:  # each request of the batch gets the failure; the worker goes on
                 for generation in batch:
                     generation.push(error)
@@ -194,6 +196,25 @@ class ModelWorker:
             rows.prompt_seen = True
             for step in output[0, 1 if model.config.is_encoder_decoder else longest :].tolist():
                 rows.put(torch.tensor([step]))
+
+    def _run_verified_engine(self, generation: Generation) -> None:
+        """The verified engine export beside the model (`ServedModel.runner`) for a greedy request with nothing of
+        its own, which it answers with `generate()`'s tokens: a GPT's streamed as each is decoded (ONNX Runtime), a
+        translator's with the model's beams, at once."""
+        request, runner = generation.request, self.served.runner
+        if self.served.family == "seq2seq":
+            beams = self.served.model.generation_config.num_beams or 1
+            ids = runner.new_ids(request.prompt_ids, request.max_new_tokens, num_beams=beams)
+        elif hasattr(runner, "tokens"):
+            for token in runner.tokens(request.prompt_ids, request.max_new_tokens):
+                if generation.cancelled.is_set():
+                    return
+                generation.push([token])
+            return
+        else:
+            ids = runner.generate([request.prompt_ids], request.max_new_tokens)[0]
+        if ids:
+            generation.push(list(ids))
 
     def _run_engine(self, generation: Generation) -> None:
         """An export folder's engine: the whole generation in one call, its ids handed over at once."""
