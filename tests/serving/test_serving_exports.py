@@ -45,7 +45,7 @@ def folders(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(folders, tmp_path_factory):
     log = tmp_path_factory.mktemp("exports_log") / "server.log"
-    with server_process(folders.values(), "--log-level", "warning", log=log) as running:
+    with server_process(folders.values(), "--log-level", "warning", "--engine", "torch", log=log) as running:
         yield running
 
 
