@@ -22,7 +22,10 @@ from hf_minitf.commands.common import (
 HELP = "serve model folders over an OpenAI-compatible HTTP API (its own, or vLLM's)"
 DESCRIPTION = f"""\
 Serve model folders over an OpenAI-compatible HTTP API (OpenAI's routes, request and response shapes and
-streaming), generating with transformers' generate() or with the engine of an export folder.
+streaming), generating with transformers' generate() or with the engine of an export folder. By default (--engine
+auto) each MiniTF folder's greedy requests run on the fastest exact engine installed: with the engines extra, an ONNX
+export of the folder made at the first start-up beside its weights, checked against it before the server answers;
+the start-up line says which engine runs each model and why.
 
 - a GPT folder (saved, trained, converted, a native GPT-2/GPT-NeoX folder, or a Hub repo id) answers
   POST /v1/completions, and POST /v1/chat/completions and /v1/responses when its tokenizer has a chat template

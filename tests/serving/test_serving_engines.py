@@ -160,6 +160,7 @@ def test_a_failed_check_falls_back_to_torch_in_one_line(tmp_path, monkeypatch, c
 
 def test_an_engine_without_its_extra_is_an_error_naming_it_and_auto_skips_it(tmp_path, monkeypatch, capsys):
     folder = make_gpt(tmp_path / "gpt")
+    capsys.readouterr()  # the save's progress bar
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *rest: None if name == "onnxruntime" else find_spec(name, *rest)
@@ -200,3 +201,17 @@ def test_generate_translate_and_embed_take_the_engine(server, folders, tmp_path,
     export = cache_folder(folders["gpt"], "onnx")
     assert main(["generate", str(export), PROMPTS[0], "--engine", "ctranslate2"]) == 2
     assert "onnxruntime export and runs in it; --engine ctranslate2 needs the MiniTF folder" in capsys.readouterr().err
+
+
+def test_a_generation_config_the_engines_do_not_apply_keeps_the_folder_on_torch(tmp_path):
+    """generate() applies a folder's repetition penalty to every request; the engines would not: no export."""
+    from transformers import GenerationConfig
+
+    folder = make_gpt(tmp_path / "gpt")
+    config = GenerationConfig.from_pretrained(folder)
+    config.repetition_penalty = 1.3
+    config.save_pretrained(folder)
+    choice = choose_engine(folder, "auto")
+    assert choice.engine == "torch" and choice.runner is None
+    assert "generation_config.json sets repetition_penalty, which onnxruntime does not apply" in choice.reason
+    assert not (folder / ENGINE_CACHE_FOLDER).exists()
