@@ -9,10 +9,15 @@ wide, context 256) or, with `--size quickstart`, of the quickstart GPT's (2 laye
 random weights and no end token, so every request generates exactly --new-tokens, to a temporary folder. Cases:
 - `generate() sequential`: each burst's prompts through `model.generate()` one after another, in this process
   (once: it is the reference text and speed);
-- `serve`: all requests of a burst sent at once (one client thread each, the `openai` client) to `minitf serve
-  MODEL_DIR`, whose worker runs them through `generate()` one after another;
-- `serve --continuous-batching`: the same to `minitf serve MODEL_DIR --continuous-batching` (concurrent greedy
-  requests generated together, in left-padded batches);
+- `ONNX export sequential`: the same through the folder's verified ONNX export (`hf_minitf.serving.engine_cache`,
+  made here first, timed once: what `minitf generate --engine onnx` runs), the export's own speed;
+- `serve --engine torch`: all requests of a burst sent at once (one client thread each, the `openai` client) to
+  `minitf serve MODEL_DIR --engine torch` (the default before 0.x: `generate()` one request after another);
+- `serve --engine torch --continuous-batching`: the same, concurrent greedy requests generated together in
+  left-padded batches;
+- `serve (default: auto)`: `minitf serve MODEL_DIR`, which answers greedy requests on the folder's verified ONNX
+  export (made at its first start-up, reused after), one after another; and the same with `--continuous-batching`
+  (a lone request on the export, requests waiting together in a torch batch);
 - `serve ONNX export`, `serve CTranslate2 export` (with --engines): the same to `minitf serve EXPORT`, the folder's
   `minitf export onnx` / `minitf export ctranslate2` made first, run by ONNX Runtime / CTranslate2;
 - `serve --engine vllm` (with --vllm-python): the same to vLLM's server behind `minitf serve`, as it starts, and
@@ -36,7 +41,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,6 +53,7 @@ from factories import preset_fields  # tests/factories.py, on sys.path through c
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM, char_tokenizer
+from hf_minitf.serving.engine_cache import choose_engine
 from hf_minitf.serving.process import server_process
 
 CHARACTERS = "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # shakespeare-char's 65
@@ -112,6 +118,17 @@ def burst_figures(wall: float, latencies: list[float], tokens: int) -> dict:
     }
 
 
+def in_turn(one: Callable[[str], tuple[str, float, int]], texts: list[str]) -> tuple[dict, list[str]]:
+    """`one` (text -> answer, seconds, new tokens) over `texts` one after another, after a warm-up: the burst's
+    figures (a caller's latency for the i-th request is everything up to its answer) and the answers."""
+    one(texts[0])  # warm-up
+    start = time.perf_counter()
+    results = [one(text) for text in texts]
+    wall = time.perf_counter() - start
+    latencies = [sum(result[1] for result in results[: index + 1]) for index in range(len(results))]
+    return burst_figures(wall, latencies, sum(result[2] for result in results)), [result[0] for result in results]
+
+
 def generate_sequentially(folder: Path, texts: list[str], new_tokens: int) -> tuple[dict, list[str]]:
     """One burst of `texts` through generate(), one after another: a caller's latency for the i-th request is
     everything up to its answer."""
@@ -128,12 +145,21 @@ def generate_sequentially(folder: Path, texts: list[str], new_tokens: int) -> tu
         generated = output[0, ids.shape[1] :]
         return tokenizer.decode(generated, skip_special_tokens=True), time.perf_counter() - start, len(generated)
 
-    one(texts[0])  # warm-up
-    start = time.perf_counter()
-    results = [one(text) for text in texts]
-    wall = time.perf_counter() - start
-    latencies = [sum(result[1] for result in results[: index + 1]) for index in range(len(results))]
-    return burst_figures(wall, latencies, sum(result[2] for result in results)), [result[0] for result in results]
+    return in_turn(one, texts)
+
+
+def engine_sequentially(runner, texts: list[str], new_tokens: int) -> tuple[dict, list[str]]:
+    """One burst of `texts` through an engine runner's greedy `generate`, one after another (as
+    `generate_sequentially`)."""
+    tokenizer = runner.tokenizer
+
+    def one(text: str) -> tuple[str, float, int]:
+        ids = tokenizer(text, add_special_tokens=False).input_ids
+        start = time.perf_counter()
+        generated = runner.generate([ids], new_tokens)[0]
+        return tokenizer.decode(generated, skip_special_tokens=True), time.perf_counter() - start, len(generated)
+
+    return in_turn(one, texts)
 
 
 class PeakRSS:
@@ -235,8 +261,10 @@ def main(argv: list[str] | None = None) -> dict:
     bursts = {size: prompts(size) for size in args.requests}
     # name -> (the folder served: the model or one of its exports, options, environment)
     servers: dict[str, tuple[str, tuple[str, ...], dict[str, str]]] = {
-        "serve": ("model", (), {}),
-        "serve --continuous-batching": ("model", ("--continuous-batching",), {}),
+        "serve --engine torch": ("model", ("--engine", "torch"), {}),
+        "serve --engine torch --continuous-batching": ("model", ("--engine", "torch", "--continuous-batching"), {}),
+        "serve (default: auto)": ("model", (), {}),
+        "serve --continuous-batching (auto)": ("model", ("--continuous-batching",), {}),
     }
     if args.engines:
         servers["serve ONNX export"] = ("onnx", (), {})
@@ -254,6 +282,11 @@ def main(argv: list[str] | None = None) -> dict:
         if args.engines:
             served.update({engine: export(folder, engine) for engine in ("onnx", "ctranslate2")})
         reference = {size: generate_sequentially(folder, texts, new_tokens) for size, texts in bursts.items()}
+        started = time.perf_counter()
+        choice = choose_engine(folder, "onnx")  # the export auto serves, made and verified once here
+        export_seconds = time.perf_counter() - started
+        print(f"ONNX export of {folder}: {choice.reason} ({export_seconds:.1f} s)", flush=True)
+        on_engine = {size: engine_sequentially(choice.runner, texts, new_tokens) for size, texts in bursts.items()}
         runs: dict[str, list[dict]] = {name: [] for name in servers}
         for round_index in range(args.rounds):
             order = list(servers) if round_index % 2 == 0 else list(reversed(servers))
@@ -268,12 +301,20 @@ def main(argv: list[str] | None = None) -> dict:
             "new_tokens": new_tokens,
             "rounds": args.rounds,
             "torch_threads": torch.get_num_threads(),
+            "onnx_export_and_verification_s": export_seconds,
         },
         "cases": {},
     }
     for size in args.requests:
         figures, expected = reference[size]
         rows = {"generate() sequential": {**figures, "same_text_as_generate": True, "answers_as_generate": "-"}}
+        engine_figures, engine_answers = on_engine[size]
+        equal = sum(a == b for a, b in zip(engine_answers, expected))
+        rows["ONNX export sequential"] = {
+            **engine_figures,
+            "same_text_as_generate": equal == size,
+            "answers_as_generate": f"{equal}/{size}",
+        }
         for name, server_runs in runs.items():
             row = {
                 field: statistics.median(run["bursts"][size][field] for run in server_runs)
@@ -290,12 +331,12 @@ def main(argv: list[str] | None = None) -> dict:
         report["cases"][str(size)] = rows
         print(f"{size} concurrent requests of {new_tokens} new tokens, medians of {args.rounds} rounds")
         print(
-            f"{'case':30} {'req/s':>8} {'x generate':>10} {'median s':>9} {'p95 s':>8} {'tok/s':>8} "
+            f"{'case':44} {'req/s':>8} {'x generate':>10} {'median s':>9} {'p95 s':>8} {'tok/s':>8} "
             f"{'start s':>8} {'peak MB':>8} as generate()"
         )
         for name, row in rows.items():
             print(
-                f"{name:30} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
+                f"{name:44} {row['requests_per_s']:8.2f} {row['speedup_vs_generate']:10.2f} "
                 f"{row['median_latency_s']:9.3f} {row['p95_latency_s']:8.3f} {row['tokens_per_s']:8.1f} "
                 f"{row.get('startup_s', 0):8.1f} {row.get('peak_rss_mb', 0):8.0f} {row['answers_as_generate']}"
             )

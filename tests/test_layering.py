@@ -3,7 +3,8 @@
 name kept in a constant): no cycle, and every arrow points down the layers, one package never importing another
 of its own layer
 
-    cli > commands > the public API (`hf_minitf`) > chains (publishing: export then upload; serving) > engines >
+    cli > commands > the public API (`hf_minitf`) > serving (which runs a folder on a verified engine export) >
+    chains (publishing: export then upload; verification) > engines >
     tools (training, conversion, export) > evaluation > model folders > tokenization > hub > cards > safety > models >
     facts (catalog, the model code's light files, the card templates).
 
@@ -29,12 +30,12 @@ LAYERS = [
     ("cli", ["hf_minitf.cli", "hf_minitf.__main__"]),
     ("commands", ["hf_minitf.commands", "hf_minitf.commands.*"]),
     ("public API", ["hf_minitf"]),  # the package: registers the models and names the public API
+    # serving: the models behind the server, each on the engine export verified against it (export, verification)
+    ("serving", ["hf_minitf.serving", "hf_minitf.serving.*"]),
     (
-        "chains",  # export then upload; serving; an export re-measured against its source
+        "chains",  # export then upload; an export re-measured against its source
         [
             "hf_minitf.publishing",
-            "hf_minitf.serving",
-            "hf_minitf.serving.*",
             "hf_minitf.verification",
             "hf_minitf.verification.*",
         ],
@@ -159,7 +160,7 @@ def test_every_module_has_a_layer_and_the_layers_are_in_order():
     assert placed["hf_minitf.commands.train"] == placed["hf_minitf.commands"] == "commands"
     assert {placed[name] for name in ("hf_minitf.training.trainers", "hf_minitf.conversion.base")} == {"tools"}
     assert placed["hf_minitf.export.native"] == "tools" and placed["hf_minitf.engines.dispatch"] == "engines"
-    assert placed["hf_minitf.serving.server"] == placed["hf_minitf.publishing"] == "chains"
+    assert placed["hf_minitf.serving.server"] == "serving" and placed["hf_minitf.publishing"] == "chains"
     assert placed["hf_minitf.hub.push"] == "hub" and placed["hf_minitf.cards.update"] == "cards"
     assert placed["hf_minitf.modeling.modeling_minitf_gpt"] == placed["hf_minitf.modeling.configuration_minitf_seq2seq"]
     assert placed["hf_minitf.modeling.modeling_minitf_gpt"] == "models" and placed["hf_minitf.tokenization.gpt"] == (
@@ -170,6 +171,7 @@ def test_every_module_has_a_layer_and_the_layers_are_in_order():
         "cli",
         "commands",
         "public API",
+        "serving",
         "chains",
         "engines",
         "tools",

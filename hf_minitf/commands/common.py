@@ -15,6 +15,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, Protocol
 
+from hf_minitf.catalog.engines import CACHED_ENGINES, COMMAND_ENGINES, ENGINE_CACHE_FOLDER, TORCH
 from hf_minitf.catalog.families import FAMILIES, family_of_config
 from hf_minitf.catalog.limits import (
     GREEDY_BELOW_TEMPERATURE,
@@ -246,6 +247,44 @@ def add_model_folder(parser: argparse.ArgumentParser, help: str, optional: bool 
     """The `DIR` positional of a command that uses a model folder (`args.model`, None when `optional` and not
     given); `help` says which folders."""
     parser.add_argument("model", type=Path, metavar="DIR", help=help, nargs="?" if optional else None)
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """`--engine` of the commands that run a model folder once (`generate`, `translate`, `embed`)."""
+    parser.add_argument(
+        "--engine",
+        choices=COMMAND_ENGINES,
+        default=None,
+        help=f"what runs a MiniTF folder (default: {TORCH}, no start-up cost; an export folder runs in its own engine). "
+        f"onnx / ctranslate2 export the folder first into DIR/{ENGINE_CACHE_FOLDER}/ENGINE (reused while its "
+        "weights are unchanged), checked with minitf verify's comparison; a failed check runs torch and says why. "
+        "Needs the engines extra",
+    )
+
+
+def folder_engine(folder: Path, kind: str, asked: str | None, command: str) -> Any:
+    """The engine runner that runs `folder` for `command` (`kind`: generator, translator or embedder), None for torch:
+    an export folder's own engine (another one asked for is an error); for a MiniTF folder, the verified export of
+    the engine `asked` (`hf_minitf.serving.engine_cache`), or torch with a note saying why when its check fails."""
+    from hf_minitf.engines import export_info, load_engine
+
+    info = export_info(folder)
+    if info is not None:
+        own = next((name for name, cached in CACHED_ENGINES.items() if cached.runtime == info["engine"]), None)
+        if asked not in (None, own):
+            raise CommandError(
+                f"{folder} is {with_article(info['engine'])} export and runs in it; --engine {asked} needs the MiniTF "
+                "folder it was exported from (or leave --engine out)"
+            )
+        return load_engine(folder, kind)  # type: ignore[call-overload]
+    if asked in (None, TORCH):
+        return None
+    from hf_minitf.serving.engine_cache import choose_engine
+
+    choice = choose_engine(folder, asked)
+    if choice.on_torch:
+        say(command, "note", f"--engine {asked}: running in {choice.reason}")
+    return choice.runner
 
 
 def forwarded(args: argparse.Namespace, *names: str) -> dict[str, Any]:

@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 
-from hf_minitf.commands.common import CommandError, add_model_folder, model_folder, quiet_transformers, reports_errors
+from hf_minitf.commands.common import (
+    CommandError,
+    add_engine,
+    add_model_folder,
+    folder_engine,
+    model_folder,
+    quiet_transformers,
+    reports_errors,
+)
 
 HELP = "embed texts with an encoder folder (vectors or a similarity table)"
 DESCRIPTION = (
@@ -20,18 +28,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_folder(parser, "an encoder folder (a SentenceTransformer)")
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text(s) to embed")
     parser.add_argument("--similarity", action="store_true", help="print the similarity table instead of vectors")
+    add_engine(parser)
 
 
 @reports_errors("embed")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.engines import load_engine
-
     quiet_transformers()
     folder = model_folder(args.model, "embed")
     empty = [index for index, text in enumerate(args.texts) if not text]
     if empty:  # as the server's embeddings route: an empty text would embed only the special tokens
         raise CommandError(f"text [{empty[0]}] is empty; every text to embed needs at least one character")
-    engine = load_engine(folder, "embedder")  # a CTranslate2 or ONNX export (minitf export) runs in its engine
+    engine = folder_engine(
+        folder, "embedder", args.engine, "embed"
+    )  # a CTranslate2 or ONNX export (minitf export) runs in its engine
     vectors: list[list[float]]
     if engine is None:
         from sentence_transformers import SentenceTransformer

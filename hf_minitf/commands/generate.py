@@ -8,8 +8,10 @@ import argparse
 from hf_minitf.catalog.exports import context_limit, positions_of
 from hf_minitf.commands.common import (
     CommandError,
+    add_engine,
     add_model_folder,
     count,
+    folder_engine,
     model_folder,
     new_tokens,
     quiet_transformers,
@@ -35,16 +37,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=temperature, default=1.0, help="sampling temperature (1.0)")
     parser.add_argument("--top-k", type=count, default=None, help="sample from the k likeliest tokens")
     parser.add_argument("--seed", type=random_seed, default=0, help="random seed for sampling (default: 0)")
+    add_engine(parser)
 
 
 @reports_errors("generate")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.engines import load_engine
-
     quiet_transformers()
     folder = model_folder(args.model, "generate")
     # A CTranslate2 or ONNX export runs in its engine, without torch; a MiniTF folder in transformers.
-    engine = load_engine(folder, "generator")
+    engine = folder_engine(folder, "generator", args.engine, "generate")
     if engine is None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -6,6 +6,7 @@ import argparse
 import ipaddress
 import os
 
+from hf_minitf.catalog.engines import AUTO, COMMAND_ENGINES, ENGINE_CACHE_FOLDER, TORCH
 from hf_minitf.catalog.limits import DTYPE_NAMES, MAX_BATCH, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.catalog.packaging import EXTRAS, docs_page, missing_extra
 from hf_minitf.commands.common import (
@@ -21,7 +22,10 @@ from hf_minitf.commands.common import (
 HELP = "serve model folders over an OpenAI-compatible HTTP API (its own, or vLLM's)"
 DESCRIPTION = f"""\
 Serve model folders over an OpenAI-compatible HTTP API (OpenAI's routes, request and response shapes and
-streaming), generating with transformers' generate() or with the engine of an export folder.
+streaming), generating with transformers' generate() or with the engine of an export folder. By default (--engine
+auto) each MiniTF folder's greedy requests run on the fastest exact engine installed: with the engines extra, an ONNX
+export of the folder made at the first start-up beside its weights, checked against it before the server answers;
+the start-up line says which engine runs each model and why.
 
 - a GPT folder (saved, trained, converted, a native GPT-2/GPT-NeoX folder, or a Hub repo id) answers
   POST /v1/completions, and POST /v1/chat/completions and /v1/responses when its tokenizer has a chat template
@@ -38,7 +42,9 @@ See {docs_page("serving.md")} for curl and openai-client examples.
 tensor and pipeline parallelism), behind a front with the same names, API key, checks and errors; other models
 given beside it stay on the default engine, on the same port. vLLM may live in another environment: give its
 Python with --vllm-python or MINITF_VLLM_PYTHON ("Installing vLLM" in docs/serving.md)."""
-ENGINES = ("transformers", "vllm")
+ENGINES = (AUTO, *COMMAND_ENGINES, "vllm", "transformers")
+# The engine's former name: this package's server on torch.
+FORMER_NAMES = {"transformers": TORCH}
 # The options both engines read, by the names of the parameters of their serve functions.
 SERVER_OPTIONS = ("host", "port", "log_level", "dtype", "trust_remote_code", "max_request_bytes")
 # The options only the default engine reads (named as `serve`'s parameters), refused with --engine vllm (vLLM
@@ -119,11 +125,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--engine",
-        default="transformers",
+        default=AUTO,
         choices=ENGINES,
-        help="transformers: this package's server, generating with transformers (or an export's engine), every family "
-        "(default); vllm: the GPT on vLLM's server "
-        "(needs vLLM: see 'Installing vLLM' in docs/serving.md)",
+        help="what runs each MiniTF folder on this package's server. auto (default): the fastest exact engine the "
+        "installed extras allow, per model (ONNX Runtime with the engines extra, on the CPU in float32; else torch); "
+        "onnx / ctranslate2: that engine; torch (or transformers): transformers' generate() and SentenceTransformer. "
+        f"An engine export is made at start-up into FOLDER/{ENGINE_CACHE_FOLDER}/ENGINE, checked with minitf verify's "
+        "comparison before the server answers (a failed check: torch, and the start-up line says why), and reused "
+        "while the weights are unchanged; it answers greedy requests with generate()'s tokens, torch the others. "
+        "vllm: the GPT on vLLM's server (needs vLLM: see 'Installing vLLM' in docs/serving.md)",
     )
     parser.add_argument(
         "--vllm-python",
@@ -176,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(missing_extra(error) or str(error)) from error
 
     quiet_transformers()
-    serve(args.models, api_key=api_key, **forwarded(args, *SERVER_OPTIONS, *DEFAULT_ENGINE_OPTIONS))
+    engine = FORMER_NAMES.get(args.engine, args.engine)
+    serve(args.models, api_key=api_key, engine=engine, **forwarded(args, *SERVER_OPTIONS, *DEFAULT_ENGINE_OPTIONS))
     return 0
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 
 from hf_minitf.commands.common import (
+    add_engine,
     add_model_folder,
     beam_width,
+    folder_engine,
     model_folder,
     new_tokens,
     quiet_transformers,
@@ -29,15 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="longest translation in tokens (default: up to the model's positions)",
     )
+    add_engine(parser)
 
 
 @reports_errors("translate")
 def run(args: argparse.Namespace) -> int:
-    from hf_minitf.engines import load_engine
-
     quiet_transformers()
     folder = model_folder(args.model, "translate")
-    engine = load_engine(folder, "translator")  # a CTranslate2 or ONNX export (minitf export) runs in its engine
+    engine = folder_engine(
+        folder, "translator", args.engine, "translate"
+    )  # a CTranslate2 or ONNX export (minitf export) runs in its engine
     if engine is not None:
         for text in engine.translate(list(args.texts), num_beams=args.num_beams, max_new_tokens=args.max_new_tokens):
             print(text)

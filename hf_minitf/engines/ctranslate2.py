@@ -114,11 +114,12 @@ class CTranslate2Translator:
             for result in results
         ]
 
-    def new_ids(self, source: list[int], max_new_tokens: int) -> list[int]:
-        """The target ids greedy search gives after the start token, at most `max_new_tokens` (end token included)."""
+    def new_ids(self, source: list[int], max_new_tokens: int, num_beams: int = 1) -> list[int]:
+        """The target ids greedy search (or beam search over `num_beams`) gives after the start token, at most
+        `max_new_tokens` (end token included)."""
         (result,) = self.translator.translate_batch(
             [self.tokenizer.convert_ids_to_tokens(source)],
-            beam_size=1,
+            beam_size=num_beams,
             max_decoding_length=max_new_tokens,
             return_end_token=True,
         )

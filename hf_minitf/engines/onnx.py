@@ -6,6 +6,7 @@ session (sampling a token, mean pooling), which CTranslate2 does itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -163,19 +164,29 @@ class OnnxGenerator:
     ) -> list[list[int]]:
         """The new token ids after each prompt (greedy unless `sample`); stops at the model's end token."""
         generator = np.random.default_rng(seed)
-        results = []
-        for prompt in prompts:
-            new_ids, ids, cache, past_length = [], list(prompt), self.empty_cache(), 0
-            for _ in range(max_new_tokens):
-                logits, cache = self.step(ids, cache, past_length)
-                past_length += len(ids)
-                token = sample_token(logits, temperature, top_k, generator) if sample else int(logits.argmax())
-                new_ids.append(token)
-                if token in self.end_ids:
-                    break
-                ids = [token]
-            results.append(new_ids)
-        return results
+        return [list(self.tokens(prompt, max_new_tokens, sample, temperature, top_k, generator)) for prompt in prompts]
+
+    def tokens(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        sample: bool = False,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: np.random.Generator | None = None,
+    ) -> Iterator[int]:
+        """The new token ids after `prompt`, one at a time as each is decoded (greedy unless `sample`), up to the
+        model's end token: what `minitf serve` streams."""
+        generator = generator or np.random.default_rng(0)
+        ids, cache, past_length = list(prompt), self.empty_cache(), 0
+        for _ in range(max_new_tokens):
+            logits, cache = self.step(ids, cache, past_length)
+            past_length += len(ids)
+            token = sample_token(logits, temperature, top_k, generator) if sample else int(logits.argmax())
+            yield token
+            if token in self.end_ids:
+                return
+            ids = [token]
 
 
 def sample_token(logits: np.ndarray, temperature: float, top_k: int | None, generator: np.random.Generator) -> int:

@@ -107,9 +107,10 @@ class OnnxTranslator:
             for text in texts
         ]
 
-    def new_ids(self, source: list[int], max_new_tokens: int) -> list[int]:
-        """The target ids greedy search gives after the start token, at most `max_new_tokens` (end token included)."""
-        return self.translate_ids(source, 1, max_new_tokens + 1)[1:]
+    def new_ids(self, source: list[int], max_new_tokens: int, num_beams: int = 1) -> list[int]:
+        """The target ids greedy search (or beam search over `num_beams`) gives after the start token, at most
+        `max_new_tokens` (end token included)."""
+        return self.translate_ids(source, num_beams, max_new_tokens + 1)[1:]
 
     def translate_ids(self, source: list[int], num_beams: int = 1, max_length: int | None = None) -> list[int]:
         """The target ids (start token first, end token last when reached) of the source ids `source`, by greedy

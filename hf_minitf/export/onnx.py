@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from hf_minitf.catalog.engines import ENGINE_CACHE_FOLDER
 from hf_minitf.catalog.exports import ONNX_TRANSLATOR_GRAPHS, onnx_variant_file
 from hf_minitf.catalog.limits import ONNX_QUANTIZATIONS
 from hf_minitf.catalog.verification import SOURCE_HASHES_FIELD
@@ -162,7 +163,9 @@ def write_encoder_folder(source, model: MiniTFEncoderModel, tokenizer, work: Pat
     """The encoder's SentenceTransformer folder (copied, or saved from a bare MiniTF encoder) with its graph."""
     if (source.folder / "modules.json").is_file():
         check_sentence_transformer_folder(source.folder)  # errors name the source's files, not the copy's
-        shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".cache", "onnx"))
+        # Not the folder's caches: the Hub's, its engine exports (`minitf serve`'s, which this export may be making)
+        ignored = shutil.ignore_patterns(".cache", "onnx", ENGINE_CACHE_FOLDER)
+        shutil.copytree(source.folder, work, dirs_exist_ok=True, ignore=ignored)
     else:
         from hf_minitf.sentence_transformers_folder import save_sentence_transformer
 

@@ -1,6 +1,8 @@
 """Where `minitf serve` generates: one worker thread per served model runs its requests, in transformers'
 `generate()` with a streamer (a MiniTF or native folder) or in the engine of an export folder, and hands each
-request its new token ids as they come (`Generation.tokens()`).
+request its new token ids as they come (`Generation.tokens()`). A MiniTF folder served with a verified engine export
+beside it (`ServedModel.runner`, `serving.engine_cache`) has its greedy requests with nothing of their own run
+there, one at a time, with `generate()`'s tokens; the others in `generate()`.
 
 By default the worker runs one request at a time. With `max_batch` > 1 (`--continuous-batching`), greedy requests
 that ask for nothing of their own (no stop strings, penalties, logit bias or sampling: `GenerationRequest.shareable`)
@@ -17,6 +19,7 @@ import threading
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import numpy as np
 from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation import BaseStreamer
 
@@ -148,10 +151,13 @@ class ModelWorker:
                 continue
             self.batch_sizes.append(len(batch))
             try:
-                if self.served.engine == "transformers":
-                    self._generate(batch)
+                if self.served.engine != "transformers":  # an export folder
+                    self._run_engine(batch[0], self.served.model)
+                elif self.served.runner is not None and len(batch) == 1 and batch[0].request.shareable:
+                    beams = self.served.model.generation_config.num_beams or 1
+                    self._run_engine(batch[0], self.served.runner, beams)
                 else:
-                    self._run_engine(batch[0])
+                    self._generate(batch)
             except Exception as error:  # each request of the batch gets the failure; the worker goes on
                 for generation in batch:
                     generation.push(error)
@@ -195,11 +201,21 @@ class ModelWorker:
             for step in output[0, 1 if model.config.is_encoder_decoder else longest :].tolist():
                 rows.put(torch.tensor([step]))
 
-    def _run_engine(self, generation: Generation) -> None:
-        """An export folder's engine: the whole generation in one call, its ids handed over at once."""
-        request, runner = generation.request, self.served.model
+    def _run_engine(self, generation: Generation, runner: Any, beams: int = 1) -> None:
+        """An engine runner (an export folder's, or the verified export beside a model: `ServedModel.runner`) for one
+        request: a GPT's tokens handed over as each is decoded where the runner decodes one at a time (ONNX
+        Runtime), else its whole generation at once; a translator's with `beams` beams."""
+        request = generation.request
         if self.served.family == "seq2seq":
-            ids = runner.new_ids(request.prompt_ids, request.max_new_tokens)
+            ids = runner.new_ids(request.prompt_ids, request.max_new_tokens, num_beams=beams)
+        elif hasattr(runner, "tokens"):
+            options = request.engine_arguments()
+            options["generator"] = np.random.default_rng(options.pop("seed", 0))
+            for token in runner.tokens(request.prompt_ids, request.max_new_tokens, **options):
+                if generation.cancelled.is_set():
+                    return
+                generation.push([token])
+            return
         else:
             ids = runner.generate([request.prompt_ids], request.max_new_tokens, **request.engine_arguments())[0]
         if ids:

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hf_minitf.catalog.engines import AUTO, CACHED_ENGINES, TORCH
 from hf_minitf.catalog.exports import context_limit
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES
 from hf_minitf.serving.checks import chars_per_token
+from hf_minitf.serving.engine_cache import EngineUnavailable, choose_engine
 from hf_minitf.serving.errors import RequestError
 from hf_minitf.serving.family import model_family, served_config
 
@@ -32,6 +34,11 @@ class ServedModel:
     tokenizer: Any
     engine: str = "transformers"
     config: Any = None
+    runner: Any = None
+    """An engine export's runner beside the transformers model (`serving.engine_cache`): it answers the requests it
+    gives the model's outputs for (greedy, nothing of their own), the model the others."""
+    why: str = ""
+    """Which engine runs the model and why, for the start-up line."""
 
     @property
     def context_limit(self) -> int | None:
@@ -66,16 +73,34 @@ def _device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def load_model(source: str, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False) -> ServedModel:
+def load_model(
+    source: str, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False, engine: str = AUTO
+) -> ServedModel:
     """Load one folder or Hub repo id to serve: a MiniTF or native folder in transformers (an encoder as a
-    SentenceTransformer), an ONNX or CTranslate2 export folder in its engine."""
+    SentenceTransformer), with the runner of a verified engine export of a MiniTF folder beside it as `engine`
+    chooses (`serving.engine_cache.choose_engine`); an ONNX or CTranslate2 export folder in its engine."""
     from hf_minitf.engines import export_info, load_engine
 
     export = export_info(source) if Path(source).is_dir() else None
     if export is not None:
         exported = MODEL_TYPES[export["family"]]
         runner = load_engine(source, exported.engine_kind)  # type: ignore[call-overload]
-        return ServedModel(source, exported.name, runner, runner.tokenizer, engine=export["engine"])
+        own = next((name for name, cached in CACHED_ENGINES.items() if cached.runtime == export["engine"]), None)
+        if engine not in (AUTO, TORCH, own):  # torch: no export is made of the MiniTF folders served beside it
+            raise EngineUnavailable(
+                f"{source} is {export['engine']} export and runs in it; --engine {engine} needs the MiniTF folder it "
+                f"was exported from (or leave --engine out)"
+            )
+        why = f"{export['engine']} (an export folder)"
+        return ServedModel(source, exported.name, runner, runner.tokenizer, engine=export["engine"], why=why)
+    choice = choose_engine(source, engine, device=device, dtype=dtype)
+    served = _load_in_torch(source, dtype, device, trust_remote_code)
+    served.runner, served.why = choice.runner, choice.reason
+    return served
+
+
+def _load_in_torch(source: str, dtype: str, device: str, trust_remote_code: bool) -> ServedModel:
+    """A MiniTF or native folder (or Hub repo id) in transformers; an encoder as a SentenceTransformer."""
     import torch
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 

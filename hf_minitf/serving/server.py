@@ -22,6 +22,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from hf_minitf.catalog.engines import AUTO
 from hf_minitf.catalog.limits import MAX_BATCH, MAX_REQUEST_BYTES, SHUTDOWN_GRACE_SECONDS
 from hf_minitf.serving.answers import answer
 from hf_minitf.serving.embeddings import add_embeddings_route
@@ -32,14 +33,21 @@ from hf_minitf.serving.requests import chat_request, completion_request, respons
 
 
 def load_served_models(
-    sources: Sequence[str], dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False
+    sources: Sequence[str],
+    dtype: str = "auto",
+    device: str = "auto",
+    trust_remote_code: bool = False,
+    engine: str = AUTO,
 ) -> list[ServedModel]:
-    """Each source loaded to serve, once (a source given twice is an error)."""
+    """Each source loaded to serve, once (a source given twice is an error), on the engine `engine` chooses
+    (`serving.engine_cache.choose_engine`: auto, torch, onnx, ctranslate2)."""
     served: list[ServedModel] = []
     for source in map(str, sources):
         if any(model.name == source for model in served):
             raise ValueError(f"{source} is given twice; give each model once.")
-        served.append(load_model(source, dtype=dtype, device=device, trust_remote_code=trust_remote_code))
+        served.append(
+            load_model(source, dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine=engine)
+        )
     return served
 
 
@@ -53,14 +61,17 @@ def build_app(
     api_key: str | None = None,
     trust_remote_code: bool = False,
     max_request_bytes: int = MAX_REQUEST_BYTES,
+    engine: str = AUTO,
 ) -> FastAPI:
     """The app of `minitf serve` for `sources`: completions, chat and responses for GPTs (completions for
     translators), embeddings for encoders, the model list and /health; bodies of at most `max_request_bytes`; with
     `api_key` (not empty), a key every route requires. With `continuous_batching`, up to `max_batch_size` concurrent
-    greedy requests to a GPT are generated together."""
+    greedy requests to a GPT are generated together (in torch). `engine` (auto, torch, onnx, ctranslate2) picks what
+    runs each MiniTF folder's greedy requests (`serving.engine_cache.choose_engine`)."""
     if not sources:
         raise ValueError("give at least one model folder or Hub repo id to serve")
-    models = ServedModels(load_served_models(sources, dtype=dtype, device=device, trust_remote_code=trust_remote_code))
+    loaded = load_served_models(sources, dtype=dtype, device=device, trust_remote_code=trust_remote_code, engine=engine)
+    models = ServedModels(loaded)
     workers = {
         name: ModelWorker(served, max_batch=max_batch_size if continuous_batching else 1)
         for name, served in models.models.items()
@@ -150,10 +161,18 @@ def startup_line(models: ServedModels, host: str, port: int) -> str:
 
     from hf_minitf.catalog.packaging import version_warning
 
-    served = "; ".join(f"{name} ({model.family}, {model.engine})" for name, model in models.models.items())
+    served = "; ".join(f"{name} ({model.family}, {_runs_on(model)})" for name, model in models.models.items())
     warning = version_warning()
     line = f"minitf serve: http://{host}:{port} serves {served}; transformers {transformers.__version__}"
     return line if warning is None else f"{line}. WARNING: {warning}"
+
+
+def _runs_on(model: ServedModel) -> str:
+    """Which engine answers a served model's requests, and why."""
+    if model.runner is None:
+        return model.why or model.engine
+    rest = "stops, penalties, sampling and --continuous-batching batches" if model.family != "encoder" else ""
+    return f"{model.why}; torch for {rest}" if rest else model.why
 
 
 def _stopped(_signal_number: int, _frame) -> None:

@@ -126,7 +126,14 @@ def server(folders, tmp_path_factory):
     """`minitf serve` on every test folder, API key required, in an empty working folder."""
     work = tmp_path_factory.mktemp("server_cwd")
     with server_process(
-        folders.values(), "--log-level", "warning", api_key=API_KEY, cwd=work, log=work.parent / "server.log"
+        folders.values(),
+        "--log-level",
+        "warning",
+        "--engine",
+        "torch",  # the engine exports: test_serving_engines.py
+        api_key=API_KEY,
+        cwd=work,
+        log=work.parent / "server.log",
     ) as running:
         yield {"url": running.url, "process": running.process, "work": work, "before": _snapshot(folders)}
 
@@ -369,7 +376,9 @@ def test_continuous_batching_gives_generate_tokens(folders, local):
     model, tokenizer = local["gpt"]
     jobs = [(PROMPTS[n % 4] + "xyz"[: n % 3], 2 + n) for n in range(8)]
     with (
-        server_process([folders["gpt"]], "--continuous-batching", "--log-level", "warning") as running,
+        server_process(
+            [folders["gpt"]], "--continuous-batching", "--engine", "torch", "--log-level", "warning"
+        ) as running,
         openai.OpenAI(base_url=f"{running.url}/v1", api_key="none", max_retries=0, timeout=120) as client,
     ):
 

@@ -58,7 +58,7 @@ def folders(tmp_path_factory):
 def server(folders, tmp_path_factory):
     log = tmp_path_factory.mktemp("hostile_log") / "server.log"
     with server_process(
-        folders.values(), "--log-level", "warning", "--max-request-bytes", str(BODY_LIMIT), log=log
+        folders.values(), "--log-level", "warning", "--max-request-bytes", str(BODY_LIMIT), "--engine", "torch", log=log
     ) as running:
         yield running
 
@@ -489,7 +489,9 @@ def test_sigterm_lets_the_request_in_flight_finish(folders, tmp_path):
     (uvicorn alone would die of the SIGTERM it raises again after draining)."""
     body = {"model": folders["rope"], "prompt": "the", "max_tokens": 200, "temperature": 0, "stream": True}
     with (
-        server_process([folders["rope"]], "--shutdown-grace", "120", log=tmp_path / "server.log") as running,
+        server_process(
+            [folders["rope"]], "--shutdown-grace", "120", "--engine", "torch", log=tmp_path / "server.log"
+        ) as running,
         httpx.stream("POST", running.url + COMPLETIONS, json=body, timeout=120) as stream,
     ):
         lines = stream.iter_lines()
