@@ -22,6 +22,8 @@ PROMPT_WORDS = 8
 """At most this many words of a known text make a generation prompt (the first half of its first line)."""
 SENTENCE_WORDS = 16
 """At most this many words of a known text make an example sentence (its first line)."""
+GENERIC_SENTENCES = ("the weather is lovely today", "it is so sunny outside", "he drove to the stadium")
+"""Sentences tried first when a card needs several (an encoder's, to compare) and no text of the data is known."""
 VOCABULARY_WORDS = 3
 """Words of a word-level vocabulary (its most frequent) that make an example when no known text is spelled."""
 VOCABULARY_CHARACTERS = 5
@@ -105,12 +107,14 @@ def folder_speller(folder: str | os.PathLike | None) -> Speller | None:
 
 def example_texts(speller: Speller | None, candidates: Iterable[str] = (), *, count: int = 1) -> list[str]:
     """`count` example texts the tokenizer spells (`Speller`), different from each other (in any case): the first
-    `candidates` it spells (a given prompt, `data_examples`, a card's earlier ones), then GENERIC_PROMPTS, then
-    entries of the vocabulary. Without a tokenizer, the candidates and GENERIC_PROMPTS unchecked. Fewer than
+    `candidates` it spells (a given prompt, `data_examples`, a card's earlier ones), then GENERIC_SENTENCES (for
+    several) and GENERIC_PROMPTS, then entries of the vocabulary. Without a tokenizer, the candidates and the
+    generic texts unchecked. Fewer than
     `count` only when the vocabulary spells fewer."""
     chosen: list[str] = []
     seen: set[str] = set()
-    for group in (candidates, GENERIC_PROMPTS, speller.vocabulary_texts(count) if speller else ()):
+    generic = (*GENERIC_SENTENCES, *GENERIC_PROMPTS) if count > 1 else GENERIC_PROMPTS
+    for group in (candidates, generic, speller.vocabulary_texts(count) if speller else ()):
         for text in group:
             if len(chosen) == count:
                 return chosen
