@@ -2,9 +2,10 @@
 
 The folder is written by sentence-transformers itself (its modules, its `save`), so its files and its model card
 are the ones sentence-transformers makes: `modules.json`, `sentence_bert_config.json`, `1_Pooling/`,
-`2_Normalize/`, `config_sentence_transformers.json`, README.md, with the Hugging Face model and tokenizer at the
-root. The card then gets the MiniTF metadata, architecture table and usage snippets (`trust_remote_code=True`
-where hf_minitf is not installed). `AutoModel.from_pretrained(folder)` and `pipeline("feature-extraction",
+`2_Normalize/`, `config_sentence_transformers.json`, with the Hugging Face model and tokenizer at the root. The card
+(README.md) is MiniTF's, not sentence-transformers' template: one usage section (with hf_minitf, and with
+`trust_remote_code=True` where it is not installed) on sentences the tokenizer spells, and no figure that was not
+measured on this model. `AutoModel.from_pretrained(folder)` and `pipeline("feature-extraction",
 folder)` load the same folder.
 """
 
@@ -17,6 +18,7 @@ import tempfile
 from transformers import PreTrainedTokenizerBase
 
 from hf_minitf.cards import drop_tokenizer_loading_state, write_model_card
+from hf_minitf.cards.render import README
 from hf_minitf.modeling.modeling_minitf_encoder import MiniTFEncoderModel
 from hf_minitf.safety.output_folders import OutputFolder, output_folder
 
@@ -68,8 +70,9 @@ def save_sentence_transformer(
             similarity_fn_name="cosine",
             device=str(model.device),
         )
-        sentence_model.save(str(work))
+        sentence_model.save(str(work), create_model_card=False)  # the card is MiniTF's alone (write_model_card)
         drop_tokenizer_loading_state(work)  # sentence-transformers loaded the tokenizer from `staging`
+        (work / README).unlink(missing_ok=True)  # the encoder's own card, naming `work`: a new one replaces it
         write_model_card(work)
     return os.fspath(target)
 

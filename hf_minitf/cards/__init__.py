@@ -3,7 +3,8 @@
 
 What the rest of the package asks of a card, by what it is for:
 
-- a saved folder: `write_model_card` (on `save_pretrained`), `update_model_card` (after training),
+- a saved folder: `write_model_card` (on `save_pretrained`), `update_model_card` (after training, with the
+  `TrainingData` its card names),
   `relicense_card`, `prepare_upload` (the snippets name the repo it goes to), `stored_parameters` (`minitf info`);
 - a converted model: `render_model_card`, before its folder exists;
 - an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's),
@@ -13,13 +14,14 @@ What the rest of the package asks of a card, by what it is for:
 - `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
   `PLACEHOLDER_MODEL_ID` (what a snippet names before the model has a repo).
 
-Inside: `facts` reads what a folder is, `render` renders and splices sections, `update` changes a folder's card,
+Inside: `facts` reads what a folder is, `prompts` picks the example texts its tokenizer spells, `render` renders and
+splices sections, `update` changes a folder's card,
 `exports`, `evaluation` and `runs_in` the cards of exports and measurements.
 """
 
 from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
 from hf_minitf.cards.exports import export_card, export_card_data, source_naming, source_words
-from hf_minitf.cards.facts import read_card, stored_parameters
+from hf_minitf.cards.facts import TrainingData, read_card, stored_parameters
 from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
 from hf_minitf.cards.update import (
@@ -35,6 +37,7 @@ __all__ = [
     "EVAL_RESULTS_FOLDER",
     "PLACEHOLDER_MODEL_ID",
     "RunRow",
+    "TrainingData",
     "card_template",
     "drop_local_source",
     "drop_tokenizer_loading_state",

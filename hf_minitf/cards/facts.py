@@ -8,6 +8,7 @@ import hashlib
 import math
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,22 @@ PIPELINE_TAGS = {
     "ForConditionalGeneration": "translation",
     "Model": "feature-extraction",
 }
+
+
+@dataclass(frozen=True)
+class TrainingData:
+    """What a card says of the data a model was trained on (its "Training data" section and metadata)."""
+
+    name: str | None = None
+    """The data as the card names it: a file name, a Hub dataset id, a description."""
+    hub_id: str | None = None
+    """The Hub dataset it was trained on (the card's `datasets:`); None for local data (a path names nothing)."""
+    size: str | None = None
+    """How much of it the model was trained on, in words: "63,412 tokens", "1,200 pairs"."""
+    languages: tuple[str, ...] = ()
+    """ISO 639 codes (the card's `language:`): a translator's source, then target language."""
+    examples: tuple[str, ...] = ()
+    """Texts of the data (held-out first) the card's example prompt is taken from (`prompts.example_texts`)."""
 
 
 def file_sha256(path: str | os.PathLike) -> str:

@@ -17,10 +17,11 @@ from typing import Any, cast
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, file_sha256
+from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, TrainingData, file_sha256
+from hf_minitf.cards.prompts import data_examples, example_texts, folder_speller
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
-from hf_minitf.catalog.publishing import DEFAULT_LICENSE, UNSTATED_LICENSE, check_license
+from hf_minitf.catalog.publishing import DEFAULT_LICENSE, PACKAGE_LICENSE, UNSTATED_LICENSE, check_license
 
 TEMPLATE_PACKAGE = "hf_minitf.model_cards"
 # The same folder in a source checkout that is not installed (the package data is installed from it).
@@ -30,6 +31,10 @@ CHECKOUT_TEMPLATES = Path(__file__).resolve().parents[2] / "model_cards"
 ORIGIN_TEMPLATE = "converted.md"
 RESULTS_TEMPLATE = "results.md"
 LICENSE_TEMPLATE = "license.md"
+USE_TEMPLATE = "use.md"
+"""The intended use and limitations of every model, after the family's usage section."""
+SENTENCE_EXAMPLES = 3
+"""Sentences a sentence-transformers card's snippet embeds and compares."""
 LICENSE_SECTION = "license"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
 README = "README.md"
@@ -71,29 +76,37 @@ def render_card(
     data: ModelCardData,
     *,
     model_id: str,
-    prompt: str = "Hello",
+    prompt: str | list[str],
     title: str | None = None,
     summary: str | None = None,
     origin: str | None = None,
     notes: str | None = None,
     results: dict[str, Any] | None = None,
     unstated_license: str | None = None,
+    license_unknown: bool = False,
+    training: TrainingData | None = None,
+    vocabulary: str | None = None,
 ) -> ModelCard:
-    """The family's card for `facts`, rendered from its template with `data` as metadata; with `origin` the
-    converted model's origin section, with `results` (`results.md`'s inputs) the results section, with
-    `unstated_license` (the original project's name) the section saying that project states no license."""
+    """The family's card for `facts`, rendered from its template with `data` as metadata: the snippets run on
+    `prompt` (a sentence-transformers card's on each text of a list, `prompts.example_texts`), the intended use and
+    limitations say what the config, `vocabulary` (what one token is: word, character or subword) and the metadata's
+    `language` tell; with `origin` the converted model's origin section, with `results` (`results.md`'s inputs) the
+    results section and, with `training`, the training data's; with `unstated_license` (the original project's
+    name) the section saying that project states no license, with `license_unknown` the one saying nobody gave one."""
     family = family_of_model_type(facts.model_type)
     if family is None:
         raise ValueError(
             f"{facts.model_type!r} is not a MiniTF model type; cards are written for {sorted(MODEL_TYPES)}."
         )
-    template = card_template(family.card_template)
+    template = card_template(family.card_template) + card_template(USE_TEMPLATE)
     if origin is not None:
         template += card_template(ORIGIN_TEMPLATE)
-    if results is not None:
+    if results is not None or training is not None:
         template += card_template(RESULTS_TEMPLATE)
-    if unstated_license is not None:
+    if unstated_license is not None or license_unknown:
         template += card_template(LICENSE_TEMPLATE)
+    examples = [prompt] if isinstance(prompt, str) else list(prompt)
+    languages = data.language if isinstance(data.language, list) else [data.language] if data.language else []
     return ModelCard.from_template(
         data,
         template_str=template,
@@ -103,13 +116,25 @@ def render_card(
         sentence_transformers=facts.sentence_transformers,
         num_parameters=facts.num_parameters,
         model_id=model_id,
-        prompt=prompt,
+        prompt=examples[0],
+        examples=examples,
+        pipeline_tag=facts.pipeline_tag,
+        languages=[inline_text(language) for language in languages],
+        vocabulary=vocabulary,
+        training=training
+        and {
+            "name": inline_text(training.name) if training.name else None,
+            "hub_id": inline_text(training.hub_id) if training.hub_id else None,
+            "size": inline_text(training.size) if training.size else None,
+            "languages": [inline_text(language) for language in training.languages],
+        },
         title=inline_text(title) if title else None,
         summary=summary,
         origin=origin,
         notes=notes,
         unstated_license=unstated_license,
         unstated_license_id=UNSTATED_LICENSE,
+        package_license=PACKAGE_LICENSE,
         **(results or {}),
     )
 
@@ -187,6 +212,22 @@ def _model_id_in(card: ModelCard) -> str | None:
     return json.loads(match.group(1)) if match else None
 
 
+def widget_texts(data: ModelCardData) -> list[str]:
+    """The example texts of a card's `widget` metadata (what an earlier render chose), in order."""
+    texts: list[str] = []
+    widget = data.get("widget")
+    for entry in widget if isinstance(widget, list) else []:
+        if isinstance(entry, dict):
+            sentences = entry.get("sentences")
+            values = [
+                entry.get("text"),
+                entry.get("source_sentence"),
+                *(sentences if isinstance(sentences, list) else []),
+            ]
+            texts += [value for value in values if isinstance(value, str) and value.strip()]
+    return texts
+
+
 def is_minitf_card(card: ModelCard) -> bool:
     return MINITF_TAG in (card_data(card).tags or [])
 
@@ -199,7 +240,7 @@ def build_model_card(
     model_id: str | None = None,
     title: str | None = None,
     summary: str | None = None,
-    prompt: str = "Hello",
+    prompt: str | None = None,
     license: str | None = None,
     base_model: str | list[str] | None = None,
     original_project: str | None = None,
@@ -210,15 +251,19 @@ def build_model_card(
     notes: str | None = None,
     results: dict[str, Any] | None = None,
     unstated_license: str | None = None,
+    training: TrainingData | None = None,
 ) -> ModelCard:
     """The card of the saved MiniTF folder `folder` (or of the model `facts` describe), starting from `base` (an
     existing card) when given.
 
     Metadata comes from `ModelCardData` (library, pipeline tag, tags, license, base model, the source checkpoint's
-    file name and sha256 for conversions); the sections the family's template renders (architecture, usage, and
-    the origin or results when given) replace those of `base`, whose other text is kept. `model_id` is what the
-    snippets load (default: the id `base` names, else the folder). The license is `license` when given (which
-    drops a note asking for one), else `base`'s, else `DEFAULT_LICENSE`: every card names one.
+    file name and sha256 for conversions, the Hub dataset and languages of `training`, the example texts as
+    `widget`); the sections the family's template renders (architecture, usage, intended use and limitations, and
+    the origin, results or training data when given) replace those of `base`, whose other text is kept. `model_id`
+    is what the snippets load (default: the id `base` names, else the folder); they run on the first texts the
+    folder's tokenizer spells of `prompt`, `training.examples` and `base`'s widget (`prompts.example_texts`). The
+    license is `license` when given (which drops a note asking for one), else `base`'s, else `DEFAULT_LICENSE`
+    with a section saying none was given: every card names one.
     """
     if facts is None:
         if folder is None:
@@ -235,12 +280,30 @@ def build_model_card(
         if tag not in tags:
             tags.append(tag)
     data.tags = tags
+    license_unknown = license is None and data.license is None and unstated_license is None
     if license is not None:
         data.license = check_license(license)
     elif data.license is None:
         data.license = DEFAULT_LICENSE
     if base_model is not None:
         data.base_model = base_model
+    if training is not None and training.hub_id:
+        data.datasets = [training.hub_id]
+    if training is not None and training.languages:
+        data.language = list(training.languages)
+    speller = folder_speller(folder)
+    generation = facts.pipeline_tag == "text-generation"
+    known = data_examples(training.examples if training else (), generation)
+    examples = example_texts(
+        speller,
+        [*([prompt] if prompt else []), *known, *widget_texts(data)],
+        count=SENTENCE_EXAMPLES if facts.sentence_transformers else 1,
+    )
+    data["widget"] = (
+        [{"source_sentence": examples[0], "sentences": examples[1:]}]
+        if facts.sentence_transformers
+        else [{"text": examples[0]}]
+    )
     if source_checkpoint is not None:
         source = Path(source_checkpoint)
         data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}
@@ -251,13 +314,16 @@ def build_model_card(
         facts,
         data,
         model_id=model_id,
-        prompt=prompt,
+        prompt=examples if facts.sentence_transformers else examples[0],
         title=title,
         summary=summary,
         origin=origin,
         notes=notes,
         results=results,
         unstated_license=unstated_license,
+        license_unknown=license_unknown,
+        training=training,
+        vocabulary=speller.kind if speller is not None else None,
     )
     if base is None:
         return rendered
@@ -268,6 +334,9 @@ def build_model_card(
         )
     for name, content in sections(rendered.text).items():
         text = set_section(text, name, content)
+    license_section = sections(text).get(LICENSE_SECTION)
+    if license_section is not None:  # last, after the sections a later render added (training data, results)
+        text = set_section(drop_section(text, LICENSE_SECTION), LICENSE_SECTION, license_section)
     return assemble_card(data, text)
 
 
@@ -280,7 +349,7 @@ def render_model_card(
     origin: str,
     num_parameters: int,
     repo_id: str = PLACEHOLDER_MODEL_ID,
-    prompt: str = "Hello",
+    prompt: str | None = None,
     notes: str = "",
     license: str | None = None,
     base_model: str | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard
 
-from hf_minitf.cards.facts import PIPELINE_TAGS, read_card, read_folder_json
+from hf_minitf.cards.facts import PIPELINE_TAGS, TrainingData, read_card, read_folder_json
 from hf_minitf.cards.render import (
     LICENSE_SECTION,
     README,
@@ -113,16 +113,20 @@ def update_model_card(
     extra_markdown: str | None = None,
     license: str | None = None,
     model_id: str | None = None,
+    training: TrainingData | None = None,
 ) -> None:
     """Write or update `folder/README.md` of a saved MiniTF folder, keeping what an existing card says.
 
-    `eval_results` (metric name -> value, measured on `dataset_name`) go into the `model-index` metadata and a
-    results table; `image` (a file in the folder, e.g. a loss curve PNG) and `extra_markdown` are shown under it.
+    `eval_results` (metric name -> value, measured on `dataset_name`, default: `training`'s name) go into the
+    `model-index` metadata and a results table; `image` (a file in the folder, e.g. a loss curve PNG) and
+    `extra_markdown` are shown under it. `training` (what the model was trained on) gives the training data
+    section, the `datasets:` and `language:` metadata and the texts the example prompt is taken from.
     The card is saved once, whole (`save_card`): a failed write leaves the previous README.md as it was.
     """
     if image is not None and not (Path(folder) / image).is_file():
         raise ValueError(f"image {image!r} is not a file in {folder}; save it there first, then name it relative.")
     results = None
+    dataset_name = dataset_name or (training.name if training else None)
     if eval_results is not None or image is not None or extra_markdown is not None:
         results = dict(
             eval_results=eval_results,
@@ -131,7 +135,7 @@ def update_model_card(
             image=Path(image).as_posix() if image else None,
             image_name=Path(image).stem if image else None,
         )
-    card = _folder_card(folder, None, license=license, model_id=model_id, results=results)
+    card = _folder_card(folder, None, license=license, model_id=model_id, results=results, training=training)
     if eval_results:
         data = card_data(card)
         dataset = dataset_name or "held-out split"

@@ -7,14 +7,19 @@ from __future__ import annotations
 import fnmatch
 import re
 
-DEFAULT_LICENSE = "mit"
-"""The license of a model trained from scratch when none is given: the license of hf_minitf, whose model code
-(`modeling_minitf*.py`) every saved folder carries beside its weights, so the whole repo is under one license.
-An id of the Hub's license list (https://huggingface.co/docs/hub/repositories-licenses)."""
+PACKAGE_LICENSE = "mit"
+"""hf_minitf's license: that of the model code (`modeling_minitf*.py`) every saved folder carries, and of the tasks
+`minitf quickstart` generates (the license of the quickstart's models)."""
 
 UNSTATED_LICENSE = "other"
-"""The license of a converted model whose original project states none: the Hub's id for a license not on its
-list; the card says why, and asks for the real one."""
+"""The Hub's id for a license not on its list: the license of weights whose terms nobody stated (a converted model
+whose original project states none, a model trained on data whose license was not given); the card says why, and
+asks for the real one."""
+
+DEFAULT_LICENSE = UNSTATED_LICENSE
+"""The license of a card when nobody names one: weights take the terms of the data they were trained on, which the
+package does not know (a model trained on GPL text is not MIT because its code is), so `other` with a section
+asking for the license. An id of the Hub's license list (https://huggingface.co/docs/hub/repositories-licenses)."""
 
 TOKENIZER_LOADING_STATE = ("is_local", "local_files_only")
 """Keys transformers writes into `tokenizer_config.json` when the tokenizer it saves was loaded from a local folder:
@@ -26,8 +31,17 @@ LICENSE_HELP = (
     f"the model card's license, an id of the Hub's license list ({LICENSE_LIST_URL}) such as mit or apache-2.0"
 )
 """`--license`'s help; each command adds its default, one of these:"""
-TRAINED_LICENSE_DEFAULT = DEFAULT_LICENSE
+TRAINED_LICENSE_DEFAULT = (
+    f"{DEFAULT_LICENSE}, with a warning: the license of your data is not known here, so name the one it allows"
+)
+QUICKSTART_LICENSE_DEFAULT = f"{PACKAGE_LICENSE}, hf_minitf's license, which its generated tasks are under"
 CARRIED_LICENSE_DEFAULT = f"the source card's license, else {DEFAULT_LICENSE}"
+NO_LICENSE_WARNING = (
+    f"no license given: the card's license is {DEFAULT_LICENSE!r} (the terms of the training data are not known "
+    "here); pass --license ID (license= in Python) with the license your data allows, e.g. mit, apache-2.0 or "
+    "gpl-3.0"
+)
+"""The warning of a model trained from scratch without `--license` (its card's section says the same)."""
 
 
 def converted_license_default(project: str, stated: str | None) -> str:
@@ -35,6 +49,21 @@ def converted_license_default(project: str, stated: str | None) -> str:
     if stated is not None:
         return f"{stated}, the license {project} states"
     return f"{UNSTATED_LICENSE}: {project} states no license, and the card says so and asks for one"
+
+
+# ISO 639 language codes: two letters (639-1) or three (639-2/3), as the Hub's `language:` metadata takes them.
+_LANGUAGE_CODE = re.compile(r"[a-z]{2,3}")
+
+
+def check_language(code: str, option: str = "language") -> str:
+    """`code` as a card's `language:` stores it (lowercase, trimmed), or a ValueError naming `option` and what a
+    language code looks like."""
+    value = code.strip().lower()
+    if not _LANGUAGE_CODE.fullmatch(value):
+        raise ValueError(
+            f"{option} {code!r} is not an ISO 639 language code; give two or three letters such as en, it, de or fra"
+        )
+    return value
 
 
 # Hub license ids: lowercase letters, digits, dots, dashes and pluses (mit, apache-2.0, cc-by-nc-sa-4.0, gpl-3.0+).
@@ -95,10 +124,14 @@ __all__ = [
     "DEFAULT_LICENSE",
     "LICENSE_HELP",
     "LICENSE_LIST_URL",
+    "NO_LICENSE_WARNING",
+    "PACKAGE_LICENSE",
+    "QUICKSTART_LICENSE_DEFAULT",
     "RUNTIME_REPO_SUFFIXES",
     "TRAINED_LICENSE_DEFAULT",
     "TRAINING_BYPRODUCTS",
     "UNSTATED_LICENSE",
+    "check_language",
     "check_license",
     "converted_license_default",
     "training_byproduct",

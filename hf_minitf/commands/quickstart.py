@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT
+from hf_minitf.catalog.publishing import QUICKSTART_LICENSE_DEFAULT
 from hf_minitf.commands.common import add_license, add_out, random_seed, reports_errors, steps_scale
 
 HELP = "train, save, reload and evaluate one small model of each family"
@@ -18,7 +18,7 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_out(parser, default="quickstart_models", what="the three model folders")
-    add_license(parser, TRAINED_LICENSE_DEFAULT)
+    add_license(parser, QUICKSTART_LICENSE_DEFAULT)
     parser.add_argument(
         "--steps-scale",
         type=steps_scale,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from hf_minitf.catalog.chat_templates import CHAT_TEMPLATE_HELP
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.presets import PRESETS
-from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT
+from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT, check_language
 from hf_minitf.commands.common import (
     CommandError,
     add_license,
@@ -52,6 +52,14 @@ def add_parser(commands) -> argparse.ArgumentParser:
     return train
 
 
+def language_code(text: str) -> str:
+    """The argparse type of `--source-language` and `--target-language`: an ISO 639 code, lowercased."""
+    try:
+        return check_language(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("language ")) from None
+
+
 def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
     family = FAMILIES[name]
     parser.add_argument("--data", required=True, metavar="PATH", help=f"training data: {family.training_data}")
@@ -84,6 +92,16 @@ def add_family_arguments(parser: argparse.ArgumentParser, name: str) -> None:
         parser.add_argument("--chat-template", metavar="NAME|FILE", default=None, help=CHAT_TEMPLATE_HELP)
     elif name == "encoder":
         parser.add_argument("--vocab-size", type=vocab_size, default=None, help="word vocabulary size")
+    else:
+        for side in ("source", "target"):
+            parser.add_argument(
+                f"--{side}-language",
+                type=language_code,
+                default=None,
+                metavar="CODE",
+                help=f"ISO 639 code of the {side} language (en, it, ...): the card's `language:` and text name it "
+                "(give both or neither)",
+            )
     add_training_arguments(parser.add_argument_group("training"))
 
 
@@ -174,8 +192,15 @@ def run(args: argparse.Namespace) -> int:
     if refusal is not None:
         raise CommandError(refusal.format(out=f"--checkpoint-dir {args.checkpoint_dir}"))
 
+    languages = [getattr(args, f"{side}_language", None) for side in ("source", "target")]
+    if (languages[0] is None) != (languages[1] is None):
+        raise CommandError(
+            "--source-language and --target-language go together: give both ISO 639 codes (e.g. --source-language "
+            "en --target-language it) or neither"
+        )
+
     from hf_minitf.training import trainers as training
-    from hf_minitf.training.data import load_pairs, open_texts
+    from hf_minitf.training.data import hub_dataset_name, load_pairs, open_texts
     from hf_minitf.training.interrupts import TrainingInterrupted
 
     progress = sys.stderr is not None and sys.stderr.isatty() if args.progress is None else args.progress
@@ -203,11 +228,13 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
     )
     columns = [column.strip() for column in args.columns.split(",")]
+    hub_id = hub_dataset_name(args.data)
     common = dict(
         preset=args.preset,
         settings=settings,
         eval_fraction=args.eval_fraction,
-        dataset_name=data.name or str(args.data),
+        dataset_name=hub_id or data.name or str(args.data),
+        dataset_id=hub_id,
         license=args.license,
     )
     try:
@@ -227,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
             result = training.train_encoder(pairs, out, vocab_size=args.vocab_size, **common)
         else:
             pairs = load_pairs(args.data, columns, args.split)
-            result = training.train_seq2seq(pairs, out, **common)
+            result = training.train_seq2seq(pairs, out, languages=[code for code in languages if code], **common)
     except TrainingInterrupted as interrupted:
         print(f"minitf train: {interrupted_line(interrupted, args.family, args.checkpoint_dir)}", file=sys.stderr)
         return interrupted.exit_status

@@ -5,6 +5,7 @@ bars, a stop on a non-finite loss, checkpoints, resuming), the held-out split, a
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import pickle
@@ -25,9 +26,9 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
-from hf_minitf.cards import update_model_card
+from hf_minitf.cards import TrainingData, update_model_card
 from hf_minitf.catalog import Preset, get_preset
-from hf_minitf.catalog.publishing import check_license
+from hf_minitf.catalog.publishing import NO_LICENSE_WARNING, check_language, check_license
 from hf_minitf.safety.output_folders import (
     OutputFolder,
     output_folder,
@@ -46,7 +47,11 @@ from hf_minitf.training.runs import (
 )
 from hf_minitf.training.settings import TrainingError, TrainingResult, TrainSettings
 
+logger = logging.getLogger(__name__)
+
 LOSS_CURVE = "loss_curve.png"
+EXAMPLES = 6
+"""Texts of the data a trainer offers its card for the example prompt (held-out first: `cards.prompts`)."""
 
 
 def has_gpu() -> bool:
@@ -292,6 +297,17 @@ def plot_loss_curve(log_history: Sequence[dict], path: str | Path, title: str) -
     return Path(path)
 
 
+def model_title(label: str, preset: str, config_overrides: dict[str, Any] | None, model: PreTrainedModel) -> str:
+    """What the loss curve's title calls the model: its preset when it is that preset's, else its own sizes (a
+    preset with changed sizes is not that preset), with its parameter count."""
+    parameters = f"{model.num_parameters():,} parameters"
+    if not config_overrides:
+        return f"MiniTF {label} ({preset} preset, {parameters})"
+    config = model.config
+    layers = config.num_hidden_layers
+    return f"MiniTF {label} ({layers} layer{'s' if layers != 1 else ''} of {config.hidden_size}, {parameters})"
+
+
 def describe_losses(log_history: Sequence[dict]) -> str:
     losses = [entry["loss"] for entry in log_history if "loss" in entry]
     steps = max((entry.get("step", 0) for entry in log_history), default=0)
@@ -320,10 +336,11 @@ def write_folder(
     extra_markdown: str | None,
     model_id: str | None,
     license: str | None = None,
+    training: TrainingData | None = None,
 ) -> Path | None:
     """On the main process, write the folder atomically: `save(folder)`, the loss curve, then the card with the
-    held-out figures (its snippets load `model_id`, default: the output folder; its license: `license`, default
-    `DEFAULT_LICENSE`). Every process waits for it, so none ends, taking its end of the process group down, while
+    held-out figures and what `training` says of the data (its snippets load `model_id`, default: the output
+    folder; its license: `license`, default `DEFAULT_LICENSE`). Every process waits for it, so none ends, taking its end of the process group down, while
     the main process still writes (gloo then aborts the process left waiting)."""
     if target is None or not trainer.is_world_process_zero():
         trainer.accelerator.wait_for_everyone()
@@ -340,6 +357,7 @@ def write_folder(
             extra_markdown=notes or None,
             model_id=model_id or str(target),
             license=license,
+            training=training,
         )
     trainer.accelerator.wait_for_everyone()
     return target.path
@@ -388,13 +406,43 @@ def start_training(
     overwrite: bool,
     config_overrides: dict[str, Any] | None,
 ) -> TrainingStart:
-    """The checks every trainer makes first (see `TrainingStart`)."""
+    """The checks every trainer makes first (see `TrainingStart`); without a license, the warning that the card's
+    will be `other` (`NO_LICENSE_WARNING`), before the work."""
     settings = settings or TrainSettings()
     license = check_license(license) if license is not None else None
+    if license is None:
+        logger.warning(NO_LICENSE_WARNING)
     chosen = get_preset(family, preset)
     target = output_folder(out, overwrite) if out is not None else None
     check_checkpoint_dir(settings)
     return TrainingStart(family, settings, license, chosen, target, config_fields(chosen, config_overrides))
+
+
+def checked_languages(languages: Sequence[str], family: str) -> tuple[str, ...]:
+    """The ISO 639 codes of the training data (`catalog.publishing.check_language`): a translator's two (source,
+    then target) or none, another model's any number."""
+    checked = tuple(check_language(code) for code in languages)
+    if family == "seq2seq" and len(checked) not in (0, 2):
+        raise TrainingError(
+            f"a translator's languages are two ISO 639 codes, its source then its target, got {list(languages)}"
+        )
+    return checked
+
+
+def pair_training_data(
+    name: str | None,
+    hub_id: str | None,
+    languages: tuple[str, ...],
+    pairs: Sequence[tuple[str, str]],
+    held_out: Sequence[tuple[str, str]],
+    both_sides: bool,
+) -> TrainingData:
+    """What the card of a model trained on text pairs says of them: how many, and the texts of the first pairs
+    (held-out first) for its example, both texts of each (`both_sides`) or their sources."""
+    rows = [*held_out[:EXAMPLES], *pairs[:EXAMPLES]]
+    examples = [text for pair in rows for text in (pair if both_sides else pair[:1])]
+    size = f"{len(pairs):,} pairs" + (f" ({len(held_out):,} more held out)" if held_out else "")
+    return TrainingData(name, hub_id, size, languages, tuple(examples))
 
 
 def split_held_out(items: list, fraction: float, seed: int) -> tuple[list, list]:
@@ -444,10 +492,13 @@ __all__ = [
     "WorkDir",
     "bars_as_settings_say",
     "check_pairs",
+    "checked_languages",
+    "pair_training_data",
     "config_fields",
     "end_distributed_training",
     "held_out_indices",
     "held_out_pairs",
+    "model_title",
     "plot_loss_curve",
     "run_trainer",
     "split_held_out",

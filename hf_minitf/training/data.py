@@ -81,6 +81,15 @@ def _json_error(number: int, error: json.JSONDecodeError) -> str:
     return f"line {number}, column {error.colno}: {error.msg}"
 
 
+def hub_dataset_name(path: str | Path) -> str | None:
+    """`path` as the Hub dataset name training reads it as (`owner/name` or `name`, no local file or folder of that
+    name, no file suffix), else None: local data, which a model card never names."""
+    local = Path(path)
+    if local.exists() or local.suffix or len(local.parts) > 2:
+        return None
+    return str(path)
+
+
 def _dataset_rows(path: str | Path, split: str) -> tuple[list[dict[str, Any]], list[int] | None]:
     """Rows of a .jsonl/.json file, a folder saved by `datasets`' save_to_disk, or a Hub dataset name, with each row's
     line number for a .jsonl file (None for the others, whose rows are counted from 0)."""
@@ -114,7 +123,7 @@ def _dataset_rows(path: str | Path, split: str) -> tuple[list[dict[str, Any]], l
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
             raise TrainingDataError(f"{local} must hold JSON objects (one per line for .jsonl, a list for .json)")
         return rows, numbers
-    if local.exists() or local.suffix or len(local.parts) > 2:
+    if hub_dataset_name(path) is None:
         raise TrainingDataError(
             f"{local} is not a file or folder that training reads (.txt, .tsv, .jsonl, .json, or a datasets folder)"
             if local.exists()
@@ -346,6 +355,7 @@ __all__ = [
     "TokenBlocks",
     "TrainingDataError",
     "encode_to_file",
+    "hub_dataset_name",
     "load_pairs",
     "load_texts",
     "open_texts",

@@ -80,12 +80,16 @@ def train_encoder(
     extra_markdown: str | None = None,
     model_id: str | None = None,
     license: str | None = None,
+    dataset_id: str | None = None,
+    languages: Sequence[str] = (),
 ) -> TrainingResult:
     """Train an encoder as a sentence-embedding model on (anchor, positive) pairs with in-batch negatives and
     write a SentenceTransformer folder to `out`.
 
     sentence-transformers' trainer with `MultipleNegativesRankingLoss` (each anchor against every positive in
-    its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs.
+    its batch), batches without duplicate texts. The word-level tokenizer is trained on the training pairs. The
+    card names the data (`dataset_name`; `dataset_id`, the Hub dataset it came from, as `datasets:`) and its
+    `languages` (ISO 639 codes), and its snippet embeds sentences of the data the tokenizer spells.
     """
     from datasets import Dataset
     from sentence_transformers import (
@@ -103,6 +107,7 @@ def train_encoder(
 
     prepared = common.start_training("encoder", preset, settings, license, out, overwrite, config_overrides)
     _, settings, license, chosen, target, fields = prepared
+    languages = common.checked_languages(languages, "encoder")
     pairs, eval_pairs, corpus = common.held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     _check_in_batch_pairs(pairs)
     texts = [text for pair in pairs for text in pair]
@@ -147,11 +152,12 @@ def train_encoder(
             target,
             lambda folder: save_sentence_transformer(trained, tokenizer, folder),
             result,
-            f"MiniTF encoder ({preset})",
+            common.model_title("encoder", preset, config_overrides, trained),
             dataset_name,
             extra_markdown,
             model_id,
             license,
+            common.pair_training_data(dataset_name, dataset_id, languages, pairs, eval_pairs or [], both_sides=True),
         )
     return result
 

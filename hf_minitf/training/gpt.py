@@ -21,6 +21,7 @@ from transformers import (
 )
 
 import hf_minitf.training.common as common
+from hf_minitf.cards import TrainingData
 from hf_minitf.evaluation.held_out import gpt_held_out
 from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 from hf_minitf.modeling.modeling_minitf_gpt import MiniTFGPTForCausalLM
@@ -129,6 +130,8 @@ def train_gpt(
     chunk_chars: int = CHUNK_CHARS,
     bpe_sample_chars: int = BPE_SAMPLE_CHARS,
     chat_template: str | Path | None = None,
+    dataset_id: str | None = None,
+    languages: Sequence[str] = (),
 ) -> TrainingResult:
     """Train a GPT on `texts` (one text, documents joined with the EOS token, or a `training.data.TextFile`
     read lazily) and write it to `out`.
@@ -141,11 +144,14 @@ def train_gpt(
     then held in memory). Held out: `eval_texts`, or an `eval_fraction` of the blocks. `out=None` trains
     without writing (the result holds the model). `chat_template` (a name of `catalog.chat_templates` or a Jinja
     file) gives the tokenizer a chat template (`tokenization.chat_templates.set_chat_template`); a character
-    vocabulary then also holds the characters the template writes.
+    vocabulary then also holds the characters the template writes. The card names the data (`dataset_name`;
+    `dataset_id`, the Hub dataset it came from, as `datasets:`), its size and `languages` (ISO 639 codes), and its
+    snippet continues the start of a held-out text the tokenizer spells.
     """
     _, settings, license, chosen, target, fields = common.start_training(
         "gpt", preset, settings, license, out, overwrite, config_overrides
     )
+    languages = common.checked_languages(languages, "gpt")
     corpus = _GPTCorpus(texts, chunk_chars, settings.progress)
     digest = TextsDigest() if settings.checkpoint_dir is not None else None
     if corpus.texts is not None:
@@ -169,6 +175,7 @@ def train_gpt(
         if pack:
             with writing_into(Path(token_dir), f"the temporary folder {token_dir}", TEMPORARY_ADVICE):
                 ids = encode_to_file(built, corpus.documents("tokenizing", digest), Path(token_dir) / "train.ids")
+                tokens = len(ids)
                 corpus.check_content()
                 loss_cause = _pad_text_cause(ids, built, corpus.where())
                 eval_ids = (
@@ -199,6 +206,7 @@ def train_gpt(
                 ]
 
             blocks = examples(corpus.whole_texts(digest))
+            tokens = sum(len(block["input_ids"]) for block in blocks)
             corpus.check_content()
             loss_cause = _pad_text_cause(blocks, built, corpus.where())
             if eval_texts is not None:
@@ -236,9 +244,36 @@ def train_gpt(
             eval_results |= gpt_held_out(model, cast(Iterable[dict[str, list[int]]], eval_blocks))
         result = TrainingResult(None, model.eval(), built, trainer.state.log_history, eval_results)
         card = (dataset_name, extra_markdown, model_id, license)
-        save = common.saving(model, built)
-        result.folder = common.write_folder(trainer, target, save, result, f"MiniTF GPT ({preset})", *card)
+        data = TrainingData(
+            dataset_name,
+            dataset_id,
+            _size(tokens, kind),
+            languages,
+            tuple(
+                eval_texts[: common.EXAMPLES] if eval_texts else _block_texts(built, eval_blocks or train_blocks, pack)
+            ),
+        )
+        save, title = common.saving(model, built), common.model_title("GPT", preset, config_overrides, model)
+        result.folder = common.write_folder(trainer, target, save, result, title, *card, training=data)
     return result
+
+
+def _size(tokens: int, kind: str) -> str:
+    """How much text the model was trained on (`tokens`, a held-out part included), as its card says it: a
+    character tokenizer's tokens are characters (and an end-of-text token per document)."""
+    return f"about {tokens:,} characters" if kind == "char" else f"{tokens:,} tokens"
+
+
+def _block_texts(
+    tokenizer: PreTrainedTokenizerBase, blocks: TokenBlocks | Sequence[dict[str, list[int]]], packed: bool
+) -> list[str]:
+    """The text of the first blocks (`common.EXAMPLES`), for the card's example prompt: a packed block starts anywhere
+    in the text, so without its first word (likely cut)."""
+    texts = [
+        str(tokenizer.decode(blocks[index]["input_ids"], skip_special_tokens=True))
+        for index in range(min(common.EXAMPLES, len(blocks)))
+    ]
+    return [text.split(maxsplit=1)[-1] if packed and len(text.split()) > 1 else text for text in texts]
 
 
 def _token_counts(ids: np.ndarray | Sequence[dict[str, list[int]]], pad: int, eos: int) -> tuple[int, int]:

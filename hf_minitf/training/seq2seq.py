@@ -39,14 +39,19 @@ def train_seq2seq(
     extra_markdown: str | None = None,
     model_id: str | None = None,
     license: str | None = None,
+    dataset_id: str | None = None,
+    languages: Sequence[str] = (),
 ) -> TrainingResult:
     """Train a seq2seq (translation) model on (source, target) pairs with `Seq2SeqTrainer` and write it to `out`.
 
     Source and target word-level vocabularies are trained on the training pairs (words seen once count);
-    pairs longer than the preset's positions are truncated.
+    pairs longer than the preset's positions are truncated. The card names the data (`dataset_name`;
+    `dataset_id`, the Hub dataset it came from, as `datasets:`) and the two `languages` (ISO 639 codes of the
+    source, then the target), and its snippet translates a source sentence of the data the tokenizer spells.
     """
     prepared = common.start_training("seq2seq", preset, settings, license, out, overwrite, config_overrides)
     _, settings, license, _, target, fields = prepared
+    languages = common.checked_languages(languages, "seq2seq")
     pairs, eval_pairs, corpus = common.held_out_pairs(prepared, pairs, eval_pairs, eval_fraction)
     limit = fields["max_position_embeddings"]
     tokenizer = train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
@@ -86,8 +91,9 @@ def train_seq2seq(
         eval_results |= seq2seq_held_out(model, tokenizer, eval_pairs or [])
         result = TrainingResult(None, model.eval(), tokenizer, trainer.state.log_history, eval_results)
         card = (dataset_name, extra_markdown, model_id, license)
-        save = common.saving(model, tokenizer)
-        result.folder = common.write_folder(trainer, target, save, result, f"MiniTF seq2seq ({preset})", *card)
+        data = common.pair_training_data(dataset_name, dataset_id, languages, pairs, eval_pairs or [], both_sides=False)
+        save, title = common.saving(model, tokenizer), common.model_title("seq2seq", preset, config_overrides, model)
+        result.folder = common.write_folder(trainer, target, save, result, title, *card, training=data)
     return result
 
 

@@ -43,6 +43,11 @@ def python_blocks(card_text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", card_text, re.DOTALL)
 
 
+def card_prompt(card: ModelCard) -> str:
+    """The example text a card's snippets run on (its `widget`, which the snippets and the Hub's widget share)."""
+    return card.data.widget[0].get("text") or card.data.widget[0]["source_sentence"]
+
+
 def run_snippet(code: str) -> str:
     """Run a card snippet here (hf_minitf is imported) and return what it printed."""
     output = io.StringIO()
@@ -143,7 +148,10 @@ def test_gpt_card_metadata_table_and_snippets(published, gpt):
     with_package, without = python_blocks(card.text)
     assert '"org/tiny-gpt"' in with_package and "trust_remote_code" not in with_package
     assert without.count("trust_remote_code=True") == 2 and "hf_minitf" not in without
-    ids = tokenizer("Hello", return_tensors="pt").input_ids
+    prompt = card_prompt(card)
+    assert f"tokenizer({json.dumps(prompt)}," in with_package and prompt in without
+    ids = tokenizer(prompt, return_tensors="pt").input_ids
+    assert tokenizer.unk_token_id not in ids[0].tolist()  # the vocabulary spells it (no capital H)
     expected = tokenizer.decode(model.generate(ids, max_new_tokens=20, do_sample=False)[0], skip_special_tokens=True)
     assert run_snippet(with_package) == expected + "\n"
 
@@ -180,7 +188,7 @@ def test_seq2seq_push_carries_translation_pipeline_and_card(published, seq2seq):
     with_package = python_blocks(card.text)[0]
     assert "max_new_tokens=15" in with_package  # what the 16 positions allow after the start token
     decoded = tokenizer.batch_decode(
-        model.generate(**tokenizer("Hello", return_tensors="pt"), max_new_tokens=15), skip_special_tokens=True
+        model.generate(**tokenizer(card_prompt(card), return_tensors="pt"), max_new_tokens=15), skip_special_tokens=True
     )
     assert run_snippet(with_package) == f"{decoded}\n"
 
@@ -228,10 +236,10 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
     )
     assert {"minitf", "minitf_encoder", "sentence-transformers"} <= set(card.data.tags)
     assert 'SentenceTransformer("org/tiny-st", trust_remote_code=True)' in card.text
-    with_package = python_blocks(card.text)[-2]  # the MiniTF usage section, after sentence-transformers' own
+    with_package, without = python_blocks(card.text)  # one usage section, no template of sentence-transformers'
     assert 'model = SentenceTransformer("org/tiny-st")\n' in with_package  # hf_minitf users need no flag
-    assert run_snippet(with_package).startswith("(2, 16) tensor([[1.0000,")
-    assert ModelCard.load(folder / "README.md").data.license == "mit"  # the local folder is unchanged (its default)
+    assert run_snippet(with_package).startswith("(3, 16) tensor([[1.0000,")
+    assert ModelCard.load(folder / "README.md").data.license == "other"  # the local folder is unchanged (its default)
 
     batch = tokenizer(SENTENCES, padding=True, return_tensors="pt")
     with torch.no_grad():
@@ -243,7 +251,8 @@ def test_sentence_transformer_push_loads_by_repo_id(published, sentence_folder):
     SentenceTransformer(str(folder), device="cpu").push_to_hub("org/tiny-st-again")  # sentence-transformers' push
     again = ModelCard.load("org/tiny-st-again")
     assert "minitf" in again.data.tags and "| parameters |" in again.text
-    assert again.text.count('SentenceTransformer("org/tiny-st-again", trust_remote_code=True)') == 2
+    assert again.text.count('SentenceTransformer("org/tiny-st-again", trust_remote_code=True)') == 1
+    assert 'SentenceTransformer("org/tiny-st-again")' in again.text
     assert "sentence_transformers_model_id" not in again.text
 
 
@@ -303,7 +312,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
         pooled = encoder(**batch).pooler_output
     assert (torch.tensor(result["embeddings"]) - pooled).abs().max() <= 1e-6 * pooled.abs().max()
     assert "to instantiate a model of type" not in result["warnings"], result["warnings"]
-    hello_ids = gpt_tokenizer("Hello", return_tensors="pt").input_ids
+    hello_ids = gpt_tokenizer(card_prompt(ModelCard.load("org/tiny-gpt")), return_tensors="pt").input_ids
     assert (
         result["printed"]["org/tiny-gpt"]
         == gpt_tokenizer.decode(
@@ -312,7 +321,7 @@ def test_without_hf_minitf_every_family_loads_by_repo_id(published, gpt, seq2seq
         + "\n"
     )
     assert "translation_text" in result["printed"]["org/tiny-translator"]
-    assert result["printed"]["org/tiny-st"].startswith("(2, 16)")
+    assert result["printed"]["org/tiny-st"].startswith("(3, 16)")
 
 
 def test_converted_card_survives_load_and_push(hub, gpt, tmp_path):
@@ -359,8 +368,9 @@ def test_saved_classifier_and_encoder_cards(sentence_folder, tmp_path):
         card = ModelCard.load(save_with_tokenizer(model, tokenizer, tmp_path / name) / "README.md")
         assert (card.data.pipeline_tag, card.data.library_name) == (tag, "transformers")
         assert f"| parameters | {model.num_parameters():,} |" in card.text
-    expected = pipeline("text-classification", model=classifier, tokenizer=tokenizer)("Hello")
-    printed = run_snippet(python_blocks(ModelCard.load(tmp_path / "clf" / "README.md").text)[0])
+    card = ModelCard.load(tmp_path / "clf" / "README.md")
+    expected = pipeline("text-classification", model=classifier, tokenizer=tokenizer)(card_prompt(card))
+    printed = run_snippet(python_blocks(card.text)[0])
     assert printed == f"{expected}\n"
 
 

@@ -147,8 +147,8 @@ def test_encoder_exports_keep_the_converted_license(tmp_path):
 @pytest.mark.parametrize(
     "argv, default",
     [
-        (["train", "gpt"], f"(default: {DEFAULT_LICENSE})"),
-        (["quickstart"], f"(default: {DEFAULT_LICENSE})"),
+        (["train", "gpt"], "(default: other, with a warning: the license of your data is not known here"),
+        (["quickstart"], "(default: mit, hf_minitf's license, which its generated tasks are under)"),
         (["convert", "miniembed"], "(default: mit, the license MiniEmbed states)"),
         (["convert", "hkproj"], f"(default: {UNSTATED_LICENSE}: hkproj pytorch-transformer states no license"),
         (["export", "gguf"], f"(default: the source card's license, else {DEFAULT_LICENSE})"),

@@ -36,7 +36,7 @@ def test_the_chat_fine_tuning_section(tmp_path, monkeypatch):
 
     args = build_parser().parse_args(blocks[2].code.split()[1:])
     assert args.command == "serve" and args.models == ["chat_gpt"] and args.port == 8000
-    with server_process(args.models, "--log-level", "warning", cwd=tmp_path) as server:
+    with server_process(args.models, "--log-level", "warning", "--engine", "torch", cwd=tmp_path) as server:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             exec(compile(blocks[3].code.replace(DOC_URL, server.url), blocks[3].name, "exec"), namespace)
