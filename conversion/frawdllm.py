@@ -341,6 +341,15 @@ def frawdllm_tokenizer(path: str | Path, fields: Mapping[str, Any]) -> tuple[Pre
     return tokenizer, notes, prompts is not None
 
 
+def fitting_prompt(tokenizer: PreTrainedTokenizerFast, text: str, max_tokens: int) -> str:
+    """The longest start of `text`, in words, that `tokenizer` writes in at most `max_tokens` tokens: the card's
+    example leaves the model room for the new tokens it asks for (model_cards/gpt.md: up to half its positions)."""
+    words = text.split()
+    while len(words) > 1 and len(tokenizer(" ".join(words)).input_ids) > max_tokens:
+        words.pop()
+    return " ".join(words)
+
+
 def model_card(
     checkpoint_name: str,
     config: MiniTFGPTConfig,
@@ -394,7 +403,7 @@ def model_card(
         "gpt",
         config,
         title="FrawdLLM (converted)",
-        prompt="Once upon a time",
+        prompt=fitting_prompt(tokenizer, "Once upon a time", config.max_position_embeddings // 2),
         summary=f"A FrawdLLM decoder-only language model with {positions} and a byte-level BPE tokenizer"
         f"{' and its chat tokens' if chat else ''}.",
         origin=f"Converted with `minitf convert frawdllm` from `{checkpoint_name}` (FrawdLLM, "

@@ -178,6 +178,7 @@ def _gguf_repo(
     """The GGUF repo's folder: `<name>-<DTYPE>.gguf` per type (`export_gguf_report`, each agreement measured), for a
     GPT the `Modelfile` of the first (`export_ollama`'s, FROM that file) and the card (model_cards/gguf_repo.md)."""
     from hf_minitf.cards import export_card, export_card_data, source_naming
+    from hf_minitf.cards.facts import FolderFacts
     from hf_minitf.catalog.exports import OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
     from hf_minitf.export.gguf import export_gguf_report
     from hf_minitf.export.ollama import export_ollama, ollama_name
@@ -217,6 +218,7 @@ def _gguf_repo(
     card = export_card(
         "gguf_repo.md",
         library_name="gguf",
+        pipeline_tag=FolderFacts.from_folder(opened.folder).pipeline_tag,
         tags=["gguf", *(["ollama"] if created else [])],
         carried=export_card_data(opened.folder, license, figures=False),  # the float32 figures: not these files'
         **source_naming(opened.family, opened.repo_id, opened.revision, native_repo),

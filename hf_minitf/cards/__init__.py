@@ -12,7 +12,7 @@ What the rest of the package asks of a card, by what it is for:
 - measurements: `record_evaluation` (`minitf eval`: model-index, `.eval_results/`, `EVAL_RESULTS_FOLDER`,
   `is_eval_results_path`), `write_runs_in` and `RunRow` (`minitf verify`'s "Runs in" table);
 - `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
-  `PLACEHOLDER_MODEL_ID` (what a snippet names before the model has a repo).
+  `PLACEHOLDER_MODEL_ID` and `local_model_id` (what a snippet names before the model has a repo).
 
 Inside: `facts` reads what a folder is, `prompts` picks the example texts its tokenizer spells, `render` renders and
 splices sections, `update` changes a folder's card,
@@ -22,7 +22,7 @@ splices sections, `update` changes a folder's card,
 from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
 from hf_minitf.cards.exports import export_card, export_card_data, source_naming, source_words
 from hf_minitf.cards.facts import TrainingData, read_card, stored_parameters
-from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, render_model_card
+from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, local_model_id, render_model_card
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
 from hf_minitf.cards.update import (
     drop_local_source,
@@ -45,6 +45,7 @@ __all__ = [
     "export_card_data",
     "inline_text",
     "is_eval_results_path",
+    "local_model_id",
     "prepare_upload",
     "read_card",
     "record_evaluation",

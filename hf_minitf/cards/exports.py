@@ -18,7 +18,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from hf_minitf.cards.facts import MINITF_TAG, read_card
 from hf_minitf.cards.render import README, card_data, card_template, inline_text
-from hf_minitf.catalog.publishing import DEFAULT_LICENSE, check_license
+from hf_minitf.catalog.publishing import DEFAULT_LICENSE, check_license, license_fields
 
 EXPORT_TAG = "minitf-export"
 HUB_URL = "https://huggingface.co"
@@ -39,7 +39,9 @@ def export_card_data(
     does not parse is a CardMetadataError."""
     card = read_card(Path(source_folder) / README)
     data = card_data(card) if card is not None else ModelCardData()
-    carried: dict[str, Any] = {"license": check_license(license) if license else data.license or DEFAULT_LICENSE}
+    chosen = check_license(license) if license else data.license or DEFAULT_LICENSE
+    fields = license_fields(chosen, getattr(data, "license_name", None))
+    carried: dict[str, Any] = {key: value for key, value in fields.items() if value is not None}
     if figures and data.eval_results:
         carried |= {"model_name": model_name or data.model_name, "eval_results": data.eval_results}
     return carried

@@ -44,8 +44,10 @@ class Speller:
     """Whether a text is written by a tokenizer without unknown tokens: no unknown id, and every character that is
     not white space is given back by decoding (a character vocabulary without an unknown token drops the others)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_tokens: int | None = None) -> None:
         from tokenizers import Tokenizer
+
+        self.max_tokens = max_tokens
 
         self.tokenizer = Tokenizer.from_file(str(path))
         model = json.loads(self.tokenizer.to_str()).get("model", {})
@@ -56,6 +58,8 @@ class Speller:
     def spells(self, text: str) -> bool:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         if not ids or self.unknown_id in ids:
+            return False
+        if self.max_tokens is not None and len(self.tokenizer.encode(text).ids) > self.max_tokens:
             return False
         normalizer = self.tokenizer.normalizer
         expected = normalizer.normalize_str(text) if normalizer is not None else text
@@ -99,10 +103,11 @@ def data_examples(texts: Iterable[str], generation: bool) -> list[str]:
     return examples
 
 
-def folder_speller(folder: str | os.PathLike | None) -> Speller | None:
-    """The `Speller` of the folder's tokenizer file; None without a folder or one."""
+def folder_speller(folder: str | os.PathLike | None, max_tokens: int | None = None) -> Speller | None:
+    """The `Speller` of the folder's tokenizer file, refusing texts longer than `max_tokens` (special tokens
+    included: what fits the model with the snippet's new tokens); None without a folder or one."""
     path = _tokenizer_file(Path(folder)) if folder is not None else None
-    return Speller(path) if path is not None else None
+    return Speller(path, max_tokens) if path is not None else None
 
 
 def example_texts(speller: Speller | None, candidates: Iterable[str] = (), *, count: int = 1) -> list[str]:

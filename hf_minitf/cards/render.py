@@ -21,7 +21,13 @@ from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, TrainingData, file_sh
 from hf_minitf.cards.prompts import data_examples, example_texts, folder_speller
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
-from hf_minitf.catalog.publishing import DEFAULT_LICENSE, PACKAGE_LICENSE, UNSTATED_LICENSE, check_license
+from hf_minitf.catalog.publishing import (
+    DEFAULT_LICENSE,
+    PACKAGE_LICENSE,
+    UNSTATED_LICENSE,
+    check_license,
+    license_fields,
+)
 
 TEMPLATE_PACKAGE = "hf_minitf.model_cards"
 # The same folder in a source checkout that is not installed (the package data is installed from it).
@@ -37,6 +43,14 @@ SENTENCE_EXAMPLES = 3
 """Sentences a sentence-transformers card's snippet embeds and compares."""
 LICENSE_SECTION = "license"
 PLACEHOLDER_MODEL_ID = "path/to/this/folder"
+
+
+def local_model_id(folder: str | os.PathLike) -> str:
+    """What the snippets of a folder's card load before it has a repo: the folder's name, found from the folder
+    above it (never an absolute path: a card is published as it is written)."""
+    return Path(folder).name
+
+
 README = "README.md"
 """A folder's model card."""
 SENTENCE_TRANSFORMERS_PLACEHOLDER = "sentence_transformers_model_id"
@@ -281,18 +295,19 @@ def build_model_card(
             tags.append(tag)
     data.tags = tags
     license_unknown = license is None and data.license is None and unstated_license is None
-    if license is not None:
-        data.license = check_license(license)
-    elif data.license is None:
-        data.license = DEFAULT_LICENSE
+    chosen = check_license(license) if license is not None else data.license or DEFAULT_LICENSE
+    for key, value in license_fields(chosen, getattr(data, "license_name", None)).items():
+        setattr(data, key, value)
     if base_model is not None:
         data.base_model = base_model
     if training is not None and training.hub_id:
         data.datasets = [training.hub_id]
     if training is not None and training.languages:
         data.language = list(training.languages)
-    speller = folder_speller(folder)
     generation = facts.pipeline_tag == "text-generation"
+    positions = facts.config.get("max_position_embeddings")
+    # a generation prompt leaves the snippet's new tokens room (model_cards/gpt.md: up to half the positions)
+    speller = folder_speller(folder, positions // 2 if generation and positions else positions)
     known = data_examples(training.examples if training else (), generation)
     examples = example_texts(
         speller,
@@ -308,7 +323,7 @@ def build_model_card(
         source = Path(source_checkpoint)
         data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}
     # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
-    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else str(folder)
+    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else local_model_id(folder or "")
     model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
     rendered = render_card(
         facts,

@@ -28,7 +28,7 @@ from hf_minitf.cards.render import (
 )
 from hf_minitf.catalog.exports import EXPORT_FILE
 from hf_minitf.catalog.families import family_of_model_type
-from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE, check_license
+from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE, check_license, license_fields
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD, SOURCE_HASHES_FIELD
 from hf_minitf.safety.card_metadata import CardMetadataError
 from hf_minitf.safety.files import confined_path, write_files_together
@@ -65,7 +65,8 @@ def write_model_card(
     keep_unreadable: bool = False,
     **card_options: Any,
 ) -> ModelCard | None:
-    """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card.
+    """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card; a translator's
+    folder gets its translation pipeline beside it (`add_translation_pipeline`), so its card's snippets run there.
 
     A MiniTF card already in `folder` is updated, never replaced; else a MiniTF card in `source_folder` (the
     folder the model was loaded from) is carried over; else the card found in `folder` (sentence-transformers'
@@ -81,6 +82,8 @@ def write_model_card(
         logger.warning("%s; the card was left as it was, without MiniTF's sections.", error)
         return None
     save_card(card, Path(folder) / README)
+    if card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
+        add_translation_pipeline(folder)
     return card
 
 
@@ -188,14 +191,12 @@ def prepare_upload(
     source_folder: str | os.PathLike | None = None,
     license: str | None = None,
 ) -> None:
-    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
-    carries its translation pipeline. Folders of other models are left as they are."""
+    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo (`write_model_card`: a
+    seq2seq model carries its translation pipeline). Folders of other models are left as they are."""
     if family_of_model_type(read_folder_json(Path(folder) / "config.json").get("model_type")) is None:
         return
     drop_tokenizer_loading_state(folder)
-    card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
-    if card is not None and card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
-        add_translation_pipeline(folder)
+    write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
 
 
 def drop_tokenizer_loading_state(folder: str | os.PathLike) -> None:
@@ -238,5 +239,6 @@ def relicense_card(text: str, license: str) -> str:
     card when `minitf convert --license` names the license."""
     card = ModelCard(text)
     data = card_data(card)
-    data.license = check_license(license)
+    for key, value in license_fields(check_license(license)).items():
+        setattr(data, key, value)
     return str(assemble_card(data, drop_section(card.text, LICENSE_SECTION)))

@@ -16,6 +16,9 @@ UNSTATED_LICENSE = "other"
 whose original project states none, a model trained on data whose license was not given); the card says why, and
 asks for the real one."""
 
+UNSTATED_LICENSE_NAME = "not-stated"
+"""The `license_name` beside `license: other` (the Hub asks for one) where nobody stated the terms."""
+
 DEFAULT_LICENSE = UNSTATED_LICENSE
 """The license of a card when nobody names one: weights take the terms of the data they were trained on, which the
 package does not know (a model trained on GPL text is not MIT because its code is), so `other` with a section
@@ -107,6 +110,14 @@ into an output folder beside the model, by name pattern at the folder's top leve
 `minitf push` leaves them out, naming each. None is needed to load the model."""
 
 
+def license_fields(license: str, license_name: str | None = None) -> dict[str, str | None]:
+    """A card's license metadata: `license`, and beside `other` a `license_name` (the one given, else
+    `UNSTATED_LICENSE_NAME`); None for `license_name` beside a license of the Hub's list."""
+    if license != UNSTATED_LICENSE:
+        return {"license": license, "license_name": None}
+    return {"license": license, "license_name": license_name or UNSTATED_LICENSE_NAME}
+
+
 def training_byproduct(relative: str, is_folder: bool) -> str | None:
     """What the top-level entry `relative` of a model folder holds when it is a trainer's by-product
     (`TRAINING_BYPRODUCTS`); None for anything else (nested paths included)."""
@@ -131,8 +142,10 @@ __all__ = [
     "TRAINED_LICENSE_DEFAULT",
     "TRAINING_BYPRODUCTS",
     "UNSTATED_LICENSE",
+    "UNSTATED_LICENSE_NAME",
     "check_language",
     "check_license",
     "converted_license_default",
+    "license_fields",
     "training_byproduct",
 ]

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
+from hf_minitf.cards.render import local_model_id
 from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.publishing import TOKENIZER_LOADING_STATE
@@ -426,7 +427,7 @@ def export_native(
     target.check_space(weights_bytes(model.parameters()), "the weights")  # written in their own dtype
     if opened.family == "gpt":
         kind = config.position_embedding_type
-        model_id = model_id or str(out)
+        model_id = model_id or local_model_id(out)
         with atomic_output_dir(target) as work:
             _save_weights(native_tensors(opened, config), work)
             save_native_gpt_files(opened, config, tokenizer, dtype, work)
@@ -450,7 +451,13 @@ def export_native(
         with atomic_output_dir(target) as work:
             save_native_seq2seq_files(opened, model, tokenizer, work)
             write_native_card(
-                work, opened, config, "seq2seq", model_id or str(out), license=license, source_repo=source_repo
+                work,
+                opened,
+                config,
+                "seq2seq",
+                model_id or local_model_id(out),
+                license=license,
+                source_repo=source_repo,
             )
         return out
     with (
@@ -463,7 +470,7 @@ def export_native(
         _save_tokenizer(tokenizer, staging, config.max_position_embeddings)
         _save_sentence_transformer(staging, work, config)
         write_native_card(
-            work, opened, config, "encoder", model_id or str(out), license=license, source_repo=source_repo
+            work, opened, config, "encoder", model_id or local_model_id(out), license=license, source_repo=source_repo
         )
     return out
 

@@ -24,6 +24,7 @@ from jinja2 import Environment, nodes
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 
 from hf_minitf.cards import export_card, export_card_data, source_naming
+from hf_minitf.cards.facts import PIPELINE_TAGS
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE, OLLAMA_SAMPLING
 from hf_minitf.export.formats.ollama import FORMAT
 from hf_minitf.export.gguf import GGUFExport, write_gguf_report
@@ -275,6 +276,7 @@ def _card(
     card = export_card(
         FORMAT.card_template,
         library_name="gguf",
+        pipeline_tag=PIPELINE_TAGS["ForCausalLM"],  # Ollama runs GPTs only
         tags=["gguf", "ollama"],
         carried=data,
         **named,

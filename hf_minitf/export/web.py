@@ -361,6 +361,7 @@ def space_card(
     from hf_minitf.cards import export_card_data, inline_text, source_naming, source_words
 
     named = source_naming(source.family, source.repo_id, source.revision, source_repo)
+    carried = export_card_data(source.folder, license)
 
     data = SpaceCardData(
         title=title,
@@ -372,7 +373,8 @@ def space_card(
         short_description=f"A MiniTF {source.family} running in the browser"[:60],
         tags=["minitf", "transformers.js", "onnx", TASKS[source.family]],
         models=[named["source_repo"]] if named["source_repo"] else None,
-        license=export_card_data(source.folder, license)["license"],
+        license=carried["license"],
+        license_name=carried.get("license_name"),
     )
     graphs = model_graphs(source.family)
     files = ", ".join(

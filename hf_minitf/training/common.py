@@ -26,7 +26,7 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 from transformers.trainer_utils import get_last_checkpoint
 
-from hf_minitf.cards import TrainingData, update_model_card
+from hf_minitf.cards import TrainingData, local_model_id, update_model_card
 from hf_minitf.catalog import Preset, get_preset
 from hf_minitf.catalog.publishing import NO_LICENSE_WARNING, check_language, check_license
 from hf_minitf.safety.output_folders import (
@@ -355,7 +355,7 @@ def write_folder(
             dataset_name=dataset_name,
             image=LOSS_CURVE if image else None,
             extra_markdown=notes or None,
-            model_id=model_id or str(target),
+            model_id=model_id or local_model_id(target),
             license=license,
             training=training,
         )

@@ -53,7 +53,7 @@ CARDS = {
     "export_ctranslate2": "lintcard-gpt-ct2",
     "export_ollama": "lintcard-gpt-ollama",
     "gguf_repo": "lintcard-gpt-GGUF",
-    "evaluated_translator": "lintcard-translator-eval",
+    "evaluated_translator": "evaluated/lintcard-translator",
     "export_native_of_hub_repo": "lintcard-hub-gpt-native",
     "hub_gpt": f"{OWNER}/lintcard-gpt",
     "hub_encoder": f"{OWNER}/lintcard-encoder",
@@ -68,54 +68,11 @@ LOCAL_NAMES = frozenset(path.split("/")[0] for path in CARDS.values() if not pat
 CLEAN_FIGURES = "export_native", "export_onnx", "export_ctranslate2"
 """Exports exact to float32 rounding: the source's measured figures are theirs too."""
 
-LOCAL_MODEL_ID = "the usage code loads the model by its absolute folder path (the trainer's model id)"
-RUNS_IN_ROWS = (
-    "export/verify wrote Runs in rows naming other folders' files (lintcard-gpt-native/model.safetensors, "
-    "lintcard-gpt-ct2/model.bin) into the source card"
-)
-SOURCE_PATH = "names the absolute path of the source folder it was exported from (minitf_source / 'Exported from')"
-ST_TEMPLATE = "sentence-transformers' template with MiniTF's sections appended"
-NO_FLAG_PIPELINE = (
-    "the block without hf_minitf, pipeline('minitf-translation', model=FOLDER, trust_remote_code=True), raises "
-    "KeyError: Unknown task minitf-translation"
-)
-QUANTIZED_FIGURES = (
-    "model-index repeats the float32 source's eval_loss, eval_perplexity, eval_bits_per_token, never measured on the "
-    "q8_0 file"
-)
-UNSTATED_LICENSE = "license 'other' without a license_name (the original project states no license)"
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("trained_gpt", "paths"): f"{LOCAL_MODEL_ID}; {RUNS_IN_ROWS}",
-    ("trained_gpt", "figures"): RUNS_IN_ROWS,
-    ("trained_encoder", "paths"): LOCAL_MODEL_ID,
-    ("trained_encoder", "usage"): f"2 usage sections, Usage and Use: {ST_TEMPLATE}",
-    ("trained_encoder", "empty_sections"): f"## Citation and ### BibTeX are empty: {ST_TEMPLATE}",
-    ("trained_translator", "paths"): LOCAL_MODEL_ID,
-    ("trained_translator", "snippets"): NO_FLAG_PIPELINE,
-    ("converted_gpt", "metadata"): UNSTATED_LICENSE,
-    ("converted_gpt", "snippets"): (
-        "both blocks raise ValueError: Position 16 is past this model's max_position_embeddings=16: the example's "
-        "prompt plus max_new_tokens do not fit the model's 16 positions"
+    ("export_native", "paths"): (
+        "its metadata records the source folder's absolute path (minitf_source, what `minitf verify` measures the "
+        "export against; `minitf push` drops it)"
     ),
-    ("export_native", "paths"): f"{SOURCE_PATH}; its usage code loads its own absolute output folder",
-    ("export_onnx", "paths"): f"{SOURCE_PATH}; transformers.js' env.localModelPath is the absolute parent folder",
-    ("export_web", "paths"): SOURCE_PATH,
-    ("export_ctranslate2", "paths"): SOURCE_PATH,
-    ("export_ollama", "metadata"): "no pipeline_tag",
-    ("export_ollama", "paths"): SOURCE_PATH,
-    ("export_ollama", "figures"): QUANTIZED_FIGURES,
-    ("gguf_repo", "metadata"): "no pipeline_tag",
-    ("gguf_repo", "paths"): SOURCE_PATH,
-    ("gguf_repo", "figures"): QUANTIZED_FIGURES,
-    ("evaluated_translator", "paths"): LOCAL_MODEL_ID,
-    ("evaluated_translator", "snippets"): NO_FLAG_PIPELINE,
-    ("export_native_of_hub_repo", "paths"): "names its own absolute output folder (the usage code's model id)",
-    ("hub_gpt", "paths"): RUNS_IN_ROWS.replace("into the source card", "into the source card, pushed as it is"),
-    ("hub_gpt", "figures"): RUNS_IN_ROWS.replace("into the source card", "into the source card, pushed as it is"),
-    ("hub_encoder", "usage"): f"2 usage sections, Usage and Use: {ST_TEMPLATE}",
-    ("hub_encoder", "empty_sections"): f"## Citation and ### BibTeX are empty: {ST_TEMPLATE}",
-    ("hub_converted_gpt", "metadata"): UNSTATED_LICENSE,
-    ("hub_native_gguf", "paths"): SOURCE_PATH,
 }
 """(card, check) -> the failure today's code shows (see the module docstring): remove an entry once its fix lands
 (the test then fails as XPASS(strict) until it is removed)."""

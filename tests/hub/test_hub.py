@@ -48,10 +48,11 @@ def card_prompt(card: ModelCard) -> str:
     return card.data.widget[0].get("text") or card.data.widget[0]["source_sentence"]
 
 
-def run_snippet(code: str) -> str:
-    """Run a card snippet here (hf_minitf is imported) and return what it printed."""
+def run_snippet(code: str, cwd: Path | None = None) -> str:
+    """Run a card snippet here (hf_minitf is imported), from `cwd` (a local card names its folder from the folder
+    above it) or here, and return what it printed."""
     output = io.StringIO()
-    with contextlib.redirect_stdout(output):
+    with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(output):
         exec(compile(code, "<card snippet>", "exec"), {})
     return output.getvalue()
 
@@ -370,7 +371,7 @@ def test_saved_classifier_and_encoder_cards(sentence_folder, tmp_path):
         assert f"| parameters | {model.num_parameters():,} |" in card.text
     card = ModelCard.load(tmp_path / "clf" / "README.md")
     expected = pipeline("text-classification", model=classifier, tokenizer=tokenizer)(card_prompt(card))
-    printed = run_snippet(python_blocks(card.text)[0])
+    printed = run_snippet(python_blocks(card.text)[0], cwd=tmp_path)
     assert printed == f"{expected}\n"
 
 
