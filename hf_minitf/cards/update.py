@@ -65,8 +65,7 @@ def write_model_card(
     keep_unreadable: bool = False,
     **card_options: Any,
 ) -> ModelCard | None:
-    """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card; a translator's
-    folder gets its translation pipeline beside it (`add_translation_pipeline`), so its card's snippets run there.
+    """Write (or update in place) `folder/README.md` for a saved MiniTF folder and return the card.
 
     A MiniTF card already in `folder` is updated, never replaced; else a MiniTF card in `source_folder` (the
     folder the model was loaded from) is carried over; else the card found in `folder` (sentence-transformers'
@@ -82,8 +81,6 @@ def write_model_card(
         logger.warning("%s; the card was left as it was, without MiniTF's sections.", error)
         return None
     save_card(card, Path(folder) / README)
-    if card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
-        add_translation_pipeline(folder)
     return card
 
 
@@ -191,12 +188,14 @@ def prepare_upload(
     source_folder: str | os.PathLike | None = None,
     license: str | None = None,
 ) -> None:
-    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo (`write_model_card`: a
-    seq2seq model carries its translation pipeline). Folders of other models are left as they are."""
+    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
+    carries its translation pipeline. Folders of other models are left as they are."""
     if family_of_model_type(read_folder_json(Path(folder) / "config.json").get("model_type")) is None:
         return
     drop_tokenizer_loading_state(folder)
-    write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
+    card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
+    if card is not None and card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
+        add_translation_pipeline(folder)
 
 
 def drop_tokenizer_loading_state(folder: str | os.PathLike) -> None:

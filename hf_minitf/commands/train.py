@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from hf_minitf.catalog.chat_templates import CHAT_TEMPLATE_HELP
 from hf_minitf.catalog.families import FAMILIES
+from hf_minitf.catalog.packaging import docs_page
 from hf_minitf.catalog.presets import PRESETS
 from hf_minitf.catalog.publishing import TRAINED_LICENSE_DEFAULT, check_language
 from hf_minitf.commands.common import (
@@ -150,7 +151,7 @@ def add_training_arguments(group) -> None:
         "--compile",
         action="store_true",
         help="torch.compile the model for training (inductor): faster steps once the first ones have compiled "
-        "(tens of seconds, more for larger models); docs/performance.md has the measured speed-up",
+        f"(tens of seconds, more for larger models); {docs_page('performance.md')} has the measured speed-up",
     )
     group.add_argument(
         "--report-to",

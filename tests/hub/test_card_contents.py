@@ -70,12 +70,12 @@ def test_the_example_prompt_is_spelled_by_the_models_vocabulary_and_the_snippets
         block.replace(SENTENCE_TRANSFORMERS_PLACEHOLDER, str(folder)) for block in python_blocks(card.text)
     )
     assert json.dumps(examples[0]) in with_package and json.dumps(examples[0]) in without
-    printed = run_snippet(with_package)
+    printed = run_snippet(with_package, cwd=folder.parent)  # a local card names its folder from the one above
     if family == "gpt":
         assert printed.startswith(examples[0])
     elif family == "encoder":
         assert printed.startswith(f"({len(examples)}, ") and len(examples) == 3
-    assert run_snippet(without)  # the trust_remote_code one: the folder's own code
+    assert run_snippet(without, cwd=folder.parent)  # the trust_remote_code one: the folder's own code
 
 
 def test_a_given_prompt_stays_when_the_card_is_written_again(tmp_path):
@@ -135,7 +135,7 @@ def test_trained_cards_name_their_data_languages_use_and_limitations(tmp_path):
     assert "datasets" not in gpt_card.data.to_dict() and "language" not in gpt_card.data.to_dict()
     assert "A character vocabulary" in gpt_card.text and "characters" in gpt_card.text.split("## Training data")[1]
     assert "does not state" in gpt_card.text  # its language is not known
-    assert python_blocks(gpt_card.text)[0] and run_snippet(python_blocks(gpt_card.text)[0]).startswith(
+    assert python_blocks(gpt_card.text)[0] and run_snippet(python_blocks(gpt_card.text)[0], cwd=tmp_path).startswith(
         card_prompt(gpt_card)
     )
 
