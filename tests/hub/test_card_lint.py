@@ -5,8 +5,7 @@ GGUF files that `minitf push --native --gguf` publishes, the GGUF repo's folder 
 name that repo as `base_model`).
 
 Every folder is made once per module, in the order a user makes them (the exports after training, the push after
-the exports, so that the source card carries what the exports wrote into it). Each (card, check) is one test; a
-check that fails on today's code is marked xfail(strict) with the failure, so it shows when a fix lands.
+the exports, so that a source card would show any row an export wrote into it). Each (card, check) is one test.
 """
 
 import contextlib
@@ -67,15 +66,6 @@ LOCAL_NAMES = frozenset(path.split("/")[0] for path in CARDS.values() if not pat
 
 CLEAN_FIGURES = "export_native", "export_onnx", "export_ctranslate2"
 """Exports exact to float32 rounding: the source's measured figures are theirs too."""
-
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("export_native", "paths"): (
-        "its metadata records the source folder's absolute path (minitf_source, what `minitf verify` measures the "
-        "export against; `minitf push` drops it)"
-    ),
-}
-"""(card, check) -> the failure today's code shows (see the module docstring): remove an entry once its fix lands
-(the test then fails as XPASS(strict) until it is removed)."""
 
 
 def cli(*argv) -> str:
@@ -188,8 +178,6 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
 
 def _case(card: str, check: str):
     marks = []
-    if (card, check) in KNOWN_FAILURES:
-        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[card, check]))
     if card == "export_ctranslate2" and not HAS_CTRANSLATE2:
         marks.append(pytest.mark.skip(reason="ctranslate2 is not installed"))
     return pytest.param(card, check, marks=marks, id=f"{card}-{check}")
