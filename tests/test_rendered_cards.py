@@ -45,11 +45,6 @@ def test_the_rendered_block_reads_back_as_the_cards_it_holds():
     assert [line for line in block.splitlines() if line.strip().startswith("```")] == ["```text", "```"] * 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/publishing.md has no <!-- quickstart-cards --> block yet: add the markers and run "
-    "`python tools/render_quickstart_cards.py --write` once the card changes of issue 48 are merged",
-)
 def test_publishing_page_shows_the_quickstart_cards_as_a_run_renders_them():
     shown = rendered_cards(PAGE.read_text(encoding="utf-8"))
     assert shown is not None, (
