@@ -323,7 +323,11 @@ def build_model_card(
         source = Path(source_checkpoint)
         data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}
     # sentence-transformers' own push_to_hub swaps its placeholder for the repo id in a card it reuses.
-    default_id = SENTENCE_TRANSFORMERS_PLACEHOLDER if facts.sentence_transformers else local_model_id(folder or "")
+    default_id = (
+        SENTENCE_TRANSFORMERS_PLACEHOLDER
+        if facts.sentence_transformers
+        else (local_model_id(folder) if folder is not None else PLACEHOLDER_MODEL_ID)
+    )
     model_id = model_id or (_model_id_in(base) if base is not None else None) or default_id
     rendered = render_card(
         facts,
