@@ -40,14 +40,21 @@ def push_native(
     The card's snippets name `repo_id` (transformers, vLLM, and llama.cpp / Ollama for the GGUF files); its license
     is `license`, else the source card's; its `base_model` is `source_repo` (the Hub repo the MiniTF folder was
     pushed to, if it was), else the source's repo id when `source` is one, else none: nothing of this machine is
-    named. A model with no exact native or GGUF form is a PushError, and nothing is uploaded. The progress bars and
+    named (the GGUF files record `source_repo`, else `source`'s repo id, else no source). A model with no exact
+    native or GGUF form is a PushError, and nothing is uploaded. The progress bars and
     notes of the models the export and `check` load are shown only when `verbose` (`quiet_loading`).
     """
     from hf_minitf.export.native import export_native
 
     return _export_then_commit(
         lambda staging: export_native(
-            source, staging, gguf_dtypes=gguf_dtypes, model_id=repo_id, license=license, source_repo=source_repo
+            source,
+            staging,
+            gguf_dtypes=gguf_dtypes,
+            model_id=repo_id,
+            license=license,
+            source_repo=source_repo,
+            published=True,
         ),
         repo_id,
         HubTarget(private, revision, token),
@@ -173,10 +180,18 @@ class RuntimeRepo:
 
 
 def _gguf_repo(
-    source: str | Path, folder: Path, dtypes: tuple[str, ...], repo_id: str, native_repo: str, license: str | None
+    source: str | Path,
+    folder: Path,
+    dtypes: tuple[str, ...],
+    repo_id: str,
+    native_repo: str,
+    license: str | None,
+    source_repo: str | None,
 ) -> None:
-    """The GGUF repo's folder: `<name>-<DTYPE>.gguf` per type (`export_gguf_report`, each agreement measured), for a
-    GPT the `Modelfile` of the first (`export_ollama`'s, FROM that file) and the card (model_cards/gguf_repo.md)."""
+    """The GGUF repo's folder: `<name>-<DTYPE>.gguf` per type (`export_gguf_report`, each agreement measured; each
+    recording its source as `source_repo`, the Hub repo of the MiniTF folder, else the source's repo id, else none),
+    for a GPT the `Modelfile` of the first (`export_ollama`'s, FROM that file) and the card
+    (model_cards/gguf_repo.md)."""
     from hf_minitf.cards import export_card, export_card_data, source_naming
     from hf_minitf.cards.facts import FolderFacts
     from hf_minitf.catalog.exports import OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
@@ -191,7 +206,10 @@ def _gguf_repo(
     files, created, reports = [f"{name}-{dtype.upper()}.gguf" for dtype in dtypes], None, []
     for index, (dtype, file) in enumerate(zip(dtypes, files)):
         if index == 0 and opened.family == "gpt":  # the Ollama folder of the first type: its GGUF and Modelfile
-            report = export_ollama(source, folder / ".ollama", dtype=dtype, license=license).gguf
+            ollama = export_ollama(
+                source, folder / ".ollama", dtype=dtype, license=license, source_repo=source_repo, published=True
+            )
+            report = ollama.gguf
             (folder / ".ollama" / OLLAMA_GGUF_FILE).rename(folder / file)
             lines = (folder / ".ollama" / OLLAMA_MODELFILE).read_text(encoding="utf-8").splitlines(keepends=True)
             written_from = f"FROM ./{OLLAMA_GGUF_FILE}\n"  # the Modelfile names the file: now the renamed one
@@ -202,7 +220,9 @@ def _gguf_repo(
             shutil.rmtree(folder / ".ollama")
             created = ollama_name(name)
         else:
-            report = export_gguf_report(source, folder / file, dtype=dtype, license=license)
+            report = export_gguf_report(
+                source, folder / file, dtype=dtype, license=license, source_repo=source_repo, published=True
+            )
         reports.append(report)
     rows = [
         {
@@ -253,7 +273,8 @@ def push_all_runtimes(
     GPT's Ollama Modelfile) to `repo_id-GGUF`, the ONNX folder to `repo_id-ONNX`, the CTranslate2 folder to
     `repo_id-ct2`, the web page (`examples` in its boxes) to the static Space `repo_id`. Returns each repo's commit URL, by repo id.
     The native card's `base_model` is `source_repo` (the Hub repo the MiniTF folder was pushed to, if it was), the
-    other cards' the native repo `repo_id`: no card names a folder of this machine.
+    other cards' the native repo `repo_id`: no card names a folder of this machine, nor does a GGUF file's metadata
+    (its source: `source_repo`, else `source` when it is a repo id, else none).
 
     Every export is written and checked (`check_for(repo)` gives the check of that repo's folder: `minitf push` runs
     its verification there, which writes the card's "Runs in" table) before anything is sent: a refused export or
@@ -287,10 +308,15 @@ def push_all_runtimes(
             "native",
             repo_id,
             model,
-            lambda out: export_native(source, out, model_id=repo_id, license=license, source_repo=source_repo),
+            lambda out: export_native(
+                source, out, model_id=repo_id, license=license, source_repo=source_repo, published=True
+            ),
         ),
         RuntimeRepo(
-            "gguf", gguf_repo, model, lambda out: _gguf_repo(source, out, gguf_dtypes, gguf_repo, repo_id, license)
+            "gguf",
+            gguf_repo,
+            model,
+            lambda out: _gguf_repo(source, out, gguf_dtypes, gguf_repo, repo_id, license, source_repo),
         ),
         RuntimeRepo(
             "onnx", onnx_repo, model, lambda out: export_onnx(source, out, license=license, source_repo=repo_id)

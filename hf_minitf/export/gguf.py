@@ -399,6 +399,12 @@ def _export_gpt_gguf(
     return GGUFExport.written(out, dtype, types, agreement, quantizer)
 
 
+def check_gguf_dtype(dtype: str) -> None:
+    """Refuse a GGUF type that is not one of `GGUF_DTYPES`, before any work."""
+    if dtype not in GGUF_DTYPES:
+        raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
+
+
 def export_gguf_report(
     source: str | os.PathLike,
     out: str | os.PathLike,
@@ -408,14 +414,18 @@ def export_gguf_report(
     revision: str | None = None,
     license: str | None = None,
     agreement_text: str | None = GGUF_AGREEMENT_TEXT,
+    source_repo: str | None = None,
+    published: bool = False,
 ) -> GGUFExport:
     """`export_gguf`, returning what was written (`GGUFExport`): each tensor's type, the tensors that fell back,
     and, for a GPT unless `agreement_text` is None, the file's agreement measured on that text
-    (`evaluation.agreement.measure_agreement`; an encoder's is measured by `minitf verify` in llama.cpp)."""
-    if dtype not in GGUF_DTYPES:
-        raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
+    (`evaluation.agreement.measure_agreement`; an encoder's is measured by `minitf verify` in llama.cpp). A file
+    written to be uploaded (`published`) records its source as `source_repo` (the Hub repo the source is published
+    as), else `source` when that is a repo id, else not at all: no folder of this machine (`MiniTFSource.recorded`)."""
+    check_gguf_dtype(dtype)
     checked = check_output_file(out, overwrite, GGUF_MAGIC, "GGUF")
-    return write_gguf_report(open_source(source, revision), checked, dtype, license, agreement_text)
+    opened = open_source(source, revision, published=published, published_as=source_repo)
+    return write_gguf_report(opened, checked, dtype, license, agreement_text)
 
 
 def write_gguf_report(
@@ -465,6 +475,7 @@ __all__ = [
     "GGUFAgreement",
     "GGUFExport",
     "byte_alphabet",
+    "check_gguf_dtype",
     "dequantized_model",
     "export_gguf",
     "export_gguf_report",

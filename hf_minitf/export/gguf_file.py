@@ -249,16 +249,18 @@ def write_gguf_file(
 
 # ---------------------------------------------------------------------------------------------------- the file
 def gguf_writer(path: Path, arch: str, source: MiniTFSource, config: Any, license: str):
-    """A GGUFWriter for `arch` holding what every MiniTF GGUF file says first: its name, license and source (what
-    `minitf verify` measures it against), and the transformer's sizes."""
+    """A GGUFWriter for `arch` holding what every MiniTF GGUF file says first: its name, license and source with its
+    hashes (`MiniTFSource.recorded`: what `minitf verify` measures it against; none in a published file made from a
+    folder of this machine), and the transformer's sizes."""
     from gguf import GGUFWriter
 
     writer = GGUFWriter(str(path), arch)
     writer.add_name(Path(source.name).name or source.name)
     writer.add_license(license)  # general.license: a GGUF file's card
-    writer.add_string(GGUF_SOURCE_KEY, source.recorded)
-    for part, digest in source.hashes().items():
-        writer.add_string(GGUF_SOURCE_HASH_KEYS[part], digest)
+    if source.recorded is not None:  # a published file made from a folder of this machine records no source
+        writer.add_string(GGUF_SOURCE_KEY, source.recorded)
+        for part, digest in source.hashes().items():
+            writer.add_string(GGUF_SOURCE_HASH_KEYS[part], digest)
     writer.add_context_length(config.max_position_embeddings)
     writer.add_embedding_length(config.hidden_size)
     writer.add_block_count(config.num_hidden_layers)

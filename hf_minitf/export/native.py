@@ -346,10 +346,12 @@ def write_native_card(
 
     encoder = kind == "encoder"
     name = Path(model_id).name or model_id
-    carried = export_card_data(source.folder, license, model_name=name) | {
-        SOURCE_CARD_FIELD: source.recorded,  # what `minitf verify` measures the export against
-        SOURCE_HASHES_FIELD: source.hashes(),  # and what it checks that folder still holds
-    }
+    carried = export_card_data(source.folder, license, model_name=name)
+    if source.recorded is not None:
+        carried |= {
+            SOURCE_CARD_FIELD: source.recorded,  # what `minitf verify` measures the export against
+            SOURCE_HASHES_FIELD: source.hashes(),  # and what it checks that folder still holds
+        }
     title = f"{name}: a MiniTF {source.family} model as {NATIVE_ARCHITECTURES[kind]}"
     card = export_card(
         FORMAT.card_template,
@@ -400,6 +402,7 @@ def export_native(
     model_id: str | None = None,
     license: str | None = None,
     source_repo: str | None = None,
+    published: bool = False,
 ) -> Path:
     """Write the MiniTF model `source` (a folder or a Hub repo id) to `out` as its native transformers architecture,
     with tokenizer, generation config and model card; no code, no `auto_map`. Returns `out`.
@@ -412,9 +415,15 @@ def export_native(
     on the Hub hold them; `model_id` is the folder or repo id the card's snippets load (default: `out`). The card
     carries the source card's license (`license` overrides it) and held-out figures (its model-index), and names the
     source by `source_repo` (the Hub repo it is published as; default: `source` when that is a repo id) as its
-    `base_model`, or by no name where it has no repo.
+    `base_model`, or by no name where it has no repo. The card and the GGUF files record the source `minitf verify`
+    measures them against: its absolute path or repo id, or, when the folder is written to be uploaded (`published`),
+    `source_repo` or its repo id or nothing, never a folder of this machine (`MiniTFSource.recorded`).
     """
-    opened = open_source(source, revision)
+    from hf_minitf.export.gguf import check_gguf_dtype
+
+    for gguf_dtype in gguf_dtypes:
+        check_gguf_dtype(gguf_dtype)
+    opened = open_source(source, revision, published=published, published_as=source_repo)
     family = FAMILIES[opened.family]
     config = family.load(family.config_class).from_pretrained(opened.folder)
     check_native(config)
@@ -478,12 +487,13 @@ def export_native(
 def _save_gguf_files(
     source: MiniTFSource, folder: Path, dtypes: Sequence[str], model_id: str, license: str | None
 ) -> list[str]:
-    """`<name>-<DTYPE>.gguf` for each GGUF type, beside the native files; returns their names."""
-    from hf_minitf.export.gguf import export_gguf
+    """`<name>-<DTYPE>.gguf` for each GGUF type, beside the native files (each recording the source as the card
+    does); returns their names."""
+    from hf_minitf.export.gguf import write_gguf_report
 
     names = [f"{Path(model_id).name}-{dtype.upper()}.gguf" for dtype in dtypes]
     for dtype, name in zip(dtypes, names):
-        export_gguf(source.folder, folder / name, dtype=dtype, license=license)
+        write_gguf_report(source, folder / name, dtype, license, agreement_text=None)
     return names
 
 

@@ -27,7 +27,7 @@ from hf_minitf.cards import export_card, export_card_data, source_naming
 from hf_minitf.cards.facts import PIPELINE_TAGS
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE, OLLAMA_SAMPLING
 from hf_minitf.export.formats.ollama import FORMAT
-from hf_minitf.export.gguf import GGUFExport, write_gguf_report
+from hf_minitf.export.gguf import GGUFExport, check_gguf_dtype, write_gguf_report
 from hf_minitf.export.source import ExportRefused, open_source
 from hf_minitf.safety.output_folders import atomic_output_dir, output_folder
 
@@ -308,19 +308,19 @@ def export_ollama(
     license: str | None = None,
     agreement_text: str | None = GGUF_AGREEMENT_TEXT,
     source_repo: str | None = None,
+    published: bool = False,
 ) -> OllamaExport:
     """Write the MiniTF GPT `source` as the folder `out` for `ollama create NAME -f out/Modelfile`: `model.gguf`
     (`export_gguf_report` at `dtype`, its agreement measured on `agreement_text` unless None), the `Modelfile` and
     README.md (its `base_model`: `source_repo`, the Hub repo the source is published as, default `source` when that
-    is a repo id; no model-index: the source's figures were not measured on this file). Raises ExportRefused for
+    is a repo id; no model-index: the source's figures were not measured on this file); `model.gguf` records the
+    source as `export_gguf_report` does, `published` or not. Raises ExportRefused for
     what `export_gguf` refuses and for a chat template that has no exact Ollama TEMPLATE (see `chat_wrapping`);
     `out` is written whole or not at all."""
-    from hf_minitf.catalog.limits import GGUF_DTYPES
     from hf_minitf.modeling.configuration_minitf_gpt import MiniTFGPTConfig
 
-    if dtype not in GGUF_DTYPES:
-        raise ValueError(f"dtype must be one of {GGUF_DTYPES}, got {dtype!r}.")
-    opened = open_source(source, revision)
+    check_gguf_dtype(dtype)
+    opened = open_source(source, revision, published=published, published_as=source_repo)
     target = output_folder(out, overwrite=overwrite, inputs=[opened.folder] if opened.repo_id is None else [])
     if opened.family != "gpt":
         raise ExportRefused(

@@ -182,15 +182,24 @@ class MiniTFSource:
     repo_id: str | None
     revision: str | None
     config: dict[str, Any]
+    published: bool = False
+    """Whether the export is written to be uploaded (`hf_minitf.publishing`): what it records of its source then
+    names no folder of this machine (`recorded`)."""
+    published_as: str | None = None
+    """The Hub repo the source folder itself is published as (`minitf push --source-repo`), for a `published` export."""
 
     @property
     def family(self) -> str:
         return MODEL_TYPES[self.config["model_type"]].name
 
     @property
-    def recorded(self) -> str:
-        """What an export records as its source: the repo id, else the folder's absolute path (a relative one would
-        name whatever folder of that name lies where `minitf verify` runs)."""
+    def recorded(self) -> str | None:
+        """What an export records as its source (what `minitf verify` measures it against): the repo id, else the
+        folder's absolute path (a relative one would name whatever folder of that name lies where `minitf verify`
+        runs); for a `published` export the repo the source is published as, else its repo id, else None (a path of
+        this machine names nothing where the export is downloaded: verify it there with --source)."""
+        if self.published:
+            return self.published_as or self.repo_id
         return self.repo_id or str(self.folder.resolve())
 
     def hashes(self) -> dict[str, str]:
@@ -277,8 +286,11 @@ class MiniTFSource:
         return GenerationConfig.from_pretrained(self.folder)
 
 
-def open_source(source: str | os.PathLike, revision: str | None = None) -> MiniTFSource:
-    """The MiniTF folder `source` names (a local folder, or a Hub repo id `owner/name` downloaded without its code).
+def open_source(
+    source: str | os.PathLike, revision: str | None = None, *, published: bool = False, published_as: str | None = None
+) -> MiniTFSource:
+    """The MiniTF folder `source` names (a local folder, or a Hub repo id `owner/name` downloaded without its code),
+    for an export `published` or not (`MiniTFSource.published`, `published_as`).
 
     Raises a ValueError saying what is wrong: no such folder, no config.json, not a MiniTF model.
     """
@@ -316,7 +328,15 @@ def open_source(source: str | os.PathLike, revision: str | None = None) -> MiniT
             + f"{name} holds {held}, not a MiniTF model (model_type minitf_gpt, minitf_encoder or "
             "minitf_seq2seq); only MiniTF folders can be exported."
         )
-    return MiniTFSource(folder=folder, name=name, repo_id=repo_id, revision=revision, config=config)
+    return MiniTFSource(
+        folder=folder,
+        name=name,
+        repo_id=repo_id,
+        revision=revision,
+        config=config,
+        published=published,
+        published_as=published_as,
+    )
 
 
 def open_source_of(

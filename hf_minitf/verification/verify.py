@@ -579,7 +579,11 @@ def verify_export(
     found, published = open_export(export)
     named = str(source) if source is not None else found.source
     if named is None:
-        raise ValueError(f"{export} does not name the MiniTF folder it was exported from; give it with --source FOLDER")
+        raise ValueError(
+            f"{export} does not name the MiniTF model it was exported from (a published export names only a source "
+            "pushed to the Hub, never a folder of the machine it was made on); give that folder or its repo id with "
+            "--source"
+        )
     if source is None:
         check_recorded_place(export, named, found.source_hashes is not None or published)
     opened = open_source(named, revision)

@@ -14,12 +14,13 @@ import gguf
 import pytest
 import torch
 from factories import GPT_PROMPTS, make_gpt, quickstart_fields, random_model_folder
-from helpers import card_table, llama_cpp_hidden, run_cli
+from helpers import assert_one_line_error, card_table, llama_cpp_hidden, run_cli
 from huggingface_hub import ModelCard, hf_hub_download, snapshot_download
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from hf_minitf import MiniTFGPTForCausalLM, char_tokenizer
 from hf_minitf.catalog.packaging import EXTRAS
+from hf_minitf.catalog.verification import GGUF_SOURCE_KEY
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.training.tasks import number_words
 
@@ -58,9 +59,11 @@ def test_every_runtime_goes_to_its_own_repo_with_its_runs_in_rows(hub, pushed):
     assert any(row["Runtime"] == "onnxruntime" for row in space_rows)
 
 
-def test_no_pushed_record_names_the_local_source_folder(hub, pushed, gpt):
-    """Exports record their source's absolute path and hashes (card metadata, minitf_export.json) for `minitf verify`
-    on this machine; what is published records no folder of this machine (the verification ran before the upload)."""
+def test_no_pushed_record_names_the_local_source_folder(hub, pushed, gpt, capsys):
+    """Exports record their source's absolute path and hashes (card metadata, minitf_export.json, GGUF metadata) for
+    `minitf verify` on this machine; what is published records no folder of this machine (the verification ran
+    before the upload): the GGUF files of a source pushed nowhere record no source, and `minitf verify` of one says
+    to give it with --source."""
     local = str(gpt.resolve())
     for repo_id in ("org/tiny", "org/tiny-ONNX", "org/tiny-ct2"):
         metadata = ModelCard(hub.read(repo_id, "README.md").decode()).data.to_dict()
@@ -68,6 +71,12 @@ def test_no_pushed_record_names_the_local_source_folder(hub, pushed, gpt):
         if "minitf_export.json" in hub.files(repo_id):
             info = json.loads(hub.read(repo_id, "minitf_export.json"))
             assert local not in json.dumps(info) and "minitf_source_sha256" not in info, repo_id
+    path = hf_hub_download("org/tiny-GGUF", "tiny-Q8_0.gguf")
+    fields = gguf.GGUFReader(path).fields
+    assert not [key for key in fields if key.startswith(GGUF_SOURCE_KEY)], list(fields)
+    assert not any(local in str(field.contents()) for field in fields.values())
+    status, _, err = run_cli(["verify", path], capsys)
+    assert_one_line_error(status, err, "tiny-Q8_0.gguf", "--source")
 
 
 def test_each_card_names_the_native_repo_as_its_source_and_nothing_local(hub, pushed, gpt):
@@ -111,7 +120,6 @@ def test_each_repo_loads_back(hub, gpt, tmp_path, capsys):
     path = hf_hub_download("org/tiny-GGUF", "tiny-Q8_0.gguf")
     reader = gguf.GGUFReader(path)
     assert reader.fields["general.file_type"].contents() == gguf.LlamaFileType.MOSTLY_Q8_0
-    assert reader.fields["minitf.source"].contents() == str(gpt)
     modelfile = hf_hub_download("org/tiny-GGUF", "Modelfile")
     assert open(modelfile, encoding="utf-8").readline() == "FROM ./tiny-Q8_0.gguf\n"
     card = hub.read("org/tiny-GGUF", "README.md").decode()

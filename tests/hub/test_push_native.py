@@ -4,13 +4,16 @@ refusals upload nothing."""
 
 import json
 
+import gguf
 import pytest
 from factories import EXPORT_TEXT, SAVED_MODEL_FILES, _random_gpt, make_seq2seq_source
-from huggingface_hub import ModelCard
+from huggingface_hub import ModelCard, hf_hub_download
 
 from hf_minitf import train_bpe_tokenizer
+from hf_minitf.catalog.verification import GGUF_SOURCE_HASH_KEYS, GGUF_SOURCE_KEY
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.export import export_native
+from hf_minitf.export.source import source_hashes
 from hf_minitf.hub.push import push_folder
 
 
@@ -112,3 +115,24 @@ def test_push_native_names_the_pushed_source_and_no_local_folder(hub, rope_gpt, 
     assert status == 2 and "--native" in capsys.readouterr().err
     assert minitf_main([*argv, "--source-repo", "not a repo"]) == 2
     assert "not a Hub repo id" in capsys.readouterr().err
+
+
+def gguf_source(path) -> dict[str, str]:
+    """The source a GGUF file records (`minitf.source` and its hashes), by key."""
+    fields = gguf.GGUFReader(path).fields
+    keys = (GGUF_SOURCE_KEY, *GGUF_SOURCE_HASH_KEYS.values())
+    return {key: fields[key].contents() for key in keys if key in fields}
+
+
+def test_pushed_gguf_files_record_the_pushed_source_and_a_local_export_its_folder(hub, rope_gpt, tmp_path, capsys):
+    """A local export's GGUF files record the source's absolute path (what `minitf verify` measures them against);
+    pushed ones record the repo the source was pushed as (`--source-repo`) with its hashes, or no source at all."""
+    hashes = {GGUF_SOURCE_HASH_KEYS[part]: digest for part, digest in source_hashes(rope_gpt).items()}
+    local = export_native(rope_gpt, tmp_path / "native", gguf_dtypes=("f16",))
+    assert gguf_source(local / "native-F16.gguf") == {GGUF_SOURCE_KEY: str(rope_gpt.resolve()), **hashes}
+    argv = ["push", str(rope_gpt), "org/gguf-native", "--native", "--gguf", "f16", "--no-verify"]
+    assert minitf_main([*argv, "--source-repo", "org/gguf-minitf"]) == 0
+    pushed = hf_hub_download("org/gguf-native", "gguf-native-F16.gguf")
+    assert gguf_source(pushed) == {GGUF_SOURCE_KEY: "org/gguf-minitf", **hashes}
+    assert minitf_main(argv) == 0
+    assert gguf_source(hf_hub_download("org/gguf-native", "gguf-native-F16.gguf")) == {}
