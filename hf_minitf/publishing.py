@@ -186,7 +186,7 @@ def _gguf_repo(
     repo_id: str,
     native_repo: str,
     license: str | None,
-    source_repo: str | None,
+    source_repo: str | None = None,
 ) -> None:
     """The GGUF repo's folder: `<name>-<DTYPE>.gguf` per type (`export_gguf_report`, each agreement measured; each
     recording its source as `source_repo`, the Hub repo of the MiniTF folder, else the source's repo id, else none),

@@ -182,7 +182,7 @@ def add_model_checks(layers: ModuleType) -> None:
         write_model_card(save_directory, source_folder=self.name_or_path or None, keep_unreadable=True)
 
     def upload_with_card(self: Any, working_dir: str | os.PathLike, repo_id: str, *args: Any, **kwargs: Any) -> Any:
-        prepare_upload_card(working_dir, repo_id, self.name_or_path)
+        prepare_upload_card(working_dir, repo_id, self.name_or_path, kwargs.get("token"), kwargs.get("revision"))
         return upload(self, working_dir, repo_id, *args, **kwargs)
 
     base.from_pretrained = classmethod(checked_from_pretrained)
@@ -190,11 +190,43 @@ def add_model_checks(layers: ModuleType) -> None:
     base._upload_modified_files = upload_with_card
 
 
-def prepare_upload_card(folder: str | os.PathLike, repo_id: str, source: str | os.PathLike | None) -> None:
-    """Before `push_to_hub` uploads `folder`: the MiniTF card naming `repo_id`, over transformers' blank one."""
-    from hf_minitf.cards import prepare_upload
+def prepare_upload_card(
+    folder: str | os.PathLike,
+    repo_id: str,
+    source: str | os.PathLike | None,
+    token: bool | str | None = None,
+    revision: str | None = None,
+) -> None:
+    """Before `push_to_hub` uploads `folder`: the MiniTF card naming `repo_id`, over transformers' blank one. Its
+    example text is checked with the tokenizer beside the model: in `folder`, else in `source` (the folder the model
+    was loaded from), else the one `repo_id` already holds (a tokenizer pushed first)."""
+    import tempfile
 
-    prepare_upload(folder, repo_id, source_folder=source or None)
+    from hf_minitf.cards import prepare_upload
+    from hf_minitf.cards.prompts import has_tokenizer
+
+    with tempfile.TemporaryDirectory() as scratch:
+        tokenizer_folder = None
+        if not has_tokenizer(folder) and not has_tokenizer(source or None):
+            tokenizer_folder = _repo_tokenizer(repo_id, scratch, token, revision)
+        prepare_upload(folder, repo_id, source_folder=source or None, tokenizer_folder=tokenizer_folder)
+
+
+def _repo_tokenizer(repo_id: str, scratch: str, token: bool | str | None, revision: str | None) -> str | None:
+    """The tokenizer files `repo_id` holds, downloaded into `scratch`; None where it holds none (a new repo) or
+    cannot be read (the card then names no example it could not check)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from hf_minitf.cards.prompts import spelling_files
+
+    try:
+        snapshot_download(
+            repo_id, allow_patterns=list(spelling_files()), local_dir=scratch, token=token, revision=revision
+        )
+    except (HfHubHTTPError, OSError, ValueError):
+        return None
+    return scratch
 
 
 def add_pipeline_cards(module: ModuleType) -> None:
@@ -203,7 +235,7 @@ def add_pipeline_cards(module: ModuleType) -> None:
     upload = pipeline_class._upload_modified_files
 
     def upload_with_card(self: Any, working_dir: str | os.PathLike, repo_id: str, *args: Any, **kwargs: Any) -> Any:
-        prepare_upload_card(working_dir, repo_id, self.model.name_or_path)
+        prepare_upload_card(working_dir, repo_id, self.model.name_or_path, kwargs.get("token"), kwargs.get("revision"))
         return upload(self, working_dir, repo_id, *args, **kwargs)
 
     pipeline_class._upload_modified_files = upload_with_card

@@ -99,9 +99,10 @@ def random_model(family: str, tokenizer, seed: int = 0, **fields) -> torch.nn.Mo
 
 
 def save_with_tokenizer(model, tokenizer, folder: Path) -> Path:
-    """`model` and `tokenizer` saved with `save_pretrained` in `folder`."""
-    model.save_pretrained(folder)
+    """`model` and `tokenizer` saved with `save_pretrained` in `folder`, the tokenizer first: the model's card then
+    checks its example text with it."""
     tokenizer.save_pretrained(folder)
+    model.save_pretrained(folder)
     return folder
 
 

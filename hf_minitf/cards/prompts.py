@@ -3,9 +3,10 @@
 characters of the vocabulary itself. "Hello" is no example for a character model whose corpus has no capital H,
 nor for a translator whose source vocabulary has 15 words.
 
-Read from the folder's tokenizer file with `tokenizers` (no transformers tokenizer is loaded); a folder without
-one (a model saved or pushed before its tokenizer) gets the first known text or common word, unchecked, which the
-next card written with the tokenizer beside it (`minitf push`) checks.
+Read from the folder's tokenizer file with `tokenizers` (no transformers tokenizer is loaded); a card written
+without one (a model saved or pushed before its tokenizer is beside it) promises no example it cannot check: its
+snippets run on PLACEHOLDER_TEXTS, which its text says to replace, until the next card written with the tokenizer
+beside the model (a `save_pretrained` again, `minitf push`) chooses a spelled one.
 """
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ VOCABULARY_WORDS = 3
 """Words of a word-level vocabulary (its most frequent) that make an example when no known text is spelled."""
 VOCABULARY_CHARACTERS = 5
 """Letters or digits of a character vocabulary that make an example when no known text or common word is spelled."""
+PLACEHOLDER_TEXTS = ("YOUR TEXT", "YOUR SECOND TEXT", "YOUR THIRD TEXT")
+"""What a card's snippets run on when no tokenizer can check an example (model_cards/use.md says to replace them)."""
+
+
+def spelling_files() -> tuple[str, ...]:
+    """The tokenizer files that read a prompt, in order: tokenizer.json, or a translator's source side."""
+    from hf_minitf.modeling.tokenization_minitf_seq2seq import VOCAB_FILES_NAMES
+
+    return ("tokenizer.json", VOCAB_FILES_NAMES["source_tokenizer_file"])
 
 
 def _tokenizer_file(folder: Path) -> Path | None:
-    """The tokenizer file that reads a prompt: tokenizer.json, or a translator's source side."""
-    from hf_minitf.modeling.tokenization_minitf_seq2seq import VOCAB_FILES_NAMES
-
-    for name in ("tokenizer.json", VOCAB_FILES_NAMES["source_tokenizer_file"]):
-        if (folder / name).is_file():
-            return folder / name
-    return None
+    """The first of `spelling_files` in `folder`, or None."""
+    return next((folder / name for name in spelling_files() if (folder / name).is_file()), None)
 
 
 class Speller:
@@ -103,6 +108,11 @@ def data_examples(texts: Iterable[str], generation: bool) -> list[str]:
     return examples
 
 
+def has_tokenizer(folder: str | os.PathLike | None) -> bool:
+    """Whether `folder` holds a tokenizer file a card's example is checked with."""
+    return folder is not None and _tokenizer_file(Path(folder)) is not None
+
+
 def folder_speller(folder: str | os.PathLike | None, max_tokens: int | None = None) -> Speller | None:
     """The `Speller` of the folder's tokenizer file, refusing texts longer than `max_tokens` (special tokens
     included: what fits the model with the snippet's new tokens); None without a folder or one."""
@@ -113,17 +123,21 @@ def folder_speller(folder: str | os.PathLike | None, max_tokens: int | None = No
 def example_texts(speller: Speller | None, candidates: Iterable[str] = (), *, count: int = 1) -> list[str]:
     """`count` example texts the tokenizer spells (`Speller`), different from each other (in any case): the first
     `candidates` it spells (a given prompt, `data_examples`, a card's earlier ones), then GENERIC_SENTENCES (for
-    several) and GENERIC_PROMPTS, then entries of the vocabulary. Without a tokenizer, the candidates and the
-    generic texts unchecked. Fewer than
-    `count` only when the vocabulary spells fewer."""
+    several) and GENERIC_PROMPTS, then entries of the vocabulary. Without a tokenizer, the `candidates` (which the
+    caller gives only where someone vouched for them: a given prompt, an earlier card's), then PLACEHOLDER_TEXTS (at
+    most three): no text is promised that nothing checked. Fewer than `count` only when the vocabulary spells
+    fewer."""
+    if speller is None:
+        vouched = list(dict.fromkeys(text for text in candidates if text.strip()))
+        return [*vouched, *PLACEHOLDER_TEXTS][:count]
     chosen: list[str] = []
     seen: set[str] = set()
     generic = (*GENERIC_SENTENCES, *GENERIC_PROMPTS) if count > 1 else GENERIC_PROMPTS
-    for group in (candidates, generic, speller.vocabulary_texts(count) if speller else ()):
+    for group in (candidates, generic, speller.vocabulary_texts(count)):
         for text in group:
             if len(chosen) == count:
                 return chosen
-            if text.lower() not in seen and (speller is None or speller.spells(text)):
+            if text.lower() not in seen and speller.spells(text):
                 seen.add(text.lower())
                 chosen.append(text)
     return chosen

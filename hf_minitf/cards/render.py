@@ -18,7 +18,7 @@ from typing import Any, cast
 from huggingface_hub import ModelCard, ModelCardData
 
 from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, TrainingData, file_sha256
-from hf_minitf.cards.prompts import data_examples, example_texts, folder_speller
+from hf_minitf.cards.prompts import PLACEHOLDER_TEXTS, data_examples, example_texts, folder_speller
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
 from hf_minitf.catalog.publishing import (
@@ -132,6 +132,7 @@ def render_card(
         model_id=model_id,
         prompt=examples[0],
         examples=examples,
+        placeholders=[text for text in examples if text in PLACEHOLDER_TEXTS],
         pipeline_tag=facts.pipeline_tag,
         languages=[inline_text(language) for language in languages],
         vocabulary=vocabulary,
@@ -266,6 +267,7 @@ def build_model_card(
     results: dict[str, Any] | None = None,
     unstated_license: str | None = None,
     training: TrainingData | None = None,
+    tokenizer_folder: str | os.PathLike | None = None,
 ) -> ModelCard:
     """The card of the saved MiniTF folder `folder` (or of the model `facts` describe), starting from `base` (an
     existing card) when given.
@@ -275,7 +277,9 @@ def build_model_card(
     `widget`); the sections the family's template renders (architecture, usage, intended use and limitations, and
     the origin, results or training data when given) replace those of `base`, whose other text is kept. `model_id`
     is what the snippets load (default: the id `base` names, else the folder); they run on the first texts the
-    folder's tokenizer spells of `prompt`, `training.examples` and `base`'s widget (`prompts.example_texts`). The
+    folder's tokenizer (else `tokenizer_folder`'s: the folder the model was loaded from) spells of `prompt`,
+    `training.examples` and `base`'s widget (`prompts.example_texts`; without a tokenizer, placeholders the card says
+    to replace, and no `widget`). The
     license is `license` when given (which drops a note asking for one), else `base`'s, else `DEFAULT_LICENSE`
     with a section saying none was given: every card names one.
     """
@@ -307,18 +311,23 @@ def build_model_card(
     generation = facts.pipeline_tag == "text-generation"
     positions = facts.config.get("max_position_embeddings")
     # a generation prompt leaves the snippet's new tokens room (model_cards/gpt.md: up to half the positions)
-    speller = folder_speller(folder, positions // 2 if generation and positions else positions)
-    known = data_examples(training.examples if training else (), generation)
+    max_tokens = positions // 2 if generation and positions else positions
+    speller = folder_speller(folder, max_tokens) or folder_speller(tokenizer_folder, max_tokens)
+    # unchecked, only what someone vouched for: a given prompt, an earlier card's (checked or given)
+    known = data_examples(training.examples if training else (), generation) if speller else []
     examples = example_texts(
         speller,
         [*([prompt] if prompt else []), *known, *widget_texts(data)],
         count=SENTENCE_EXAMPLES if facts.sentence_transformers else 1,
     )
-    data["widget"] = (
-        [{"source_sentence": examples[0], "sentences": examples[1:]}]
-        if facts.sentence_transformers
-        else [{"text": examples[0]}]
-    )
+    if set(examples) & set(PLACEHOLDER_TEXTS):  # nothing for the Hub's widget
+        data.pop("widget", None)
+    else:
+        data["widget"] = (
+            [{"source_sentence": examples[0], "sentences": examples[1:]}]
+            if facts.sentence_transformers
+            else [{"text": examples[0]}]
+        )
     if source_checkpoint is not None:
         source = Path(source_checkpoint)
         data["source_checkpoint"] = {"file": source.name, "sha256": file_sha256(source)}

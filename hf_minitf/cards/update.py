@@ -62,6 +62,7 @@ def write_model_card(
     folder: str | os.PathLike,
     *,
     source_folder: str | os.PathLike | None = None,
+    tokenizer_folder: str | os.PathLike | None = None,
     keep_unreadable: bool = False,
     **card_options: Any,
 ) -> ModelCard | None:
@@ -72,9 +73,11 @@ def write_model_card(
     card) gets the MiniTF sections; else a new card is made (keeping the tags of transformers' blank card).
     A card in `folder` whose metadata does not parse is a CardMetadataError, or with `keep_unreadable` (what
     `save_pretrained` asks: the rest of the folder is saved already) left as it was with a warning, and None returned.
+    The card's example text is checked with the tokenizer in `folder`, else in `tokenizer_folder` (the one beside the
+    model where it is published), else in `source_folder`.
     """
     try:
-        card = _folder_card(folder, source_folder, **card_options)
+        card = _folder_card(folder, source_folder, tokenizer_folder, **card_options)
     except CardMetadataError as error:
         if not keep_unreadable:
             raise
@@ -84,8 +87,14 @@ def write_model_card(
     return card
 
 
-def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | None, **card_options: Any) -> ModelCard:
-    """The card `write_model_card` writes, not yet saved."""
+def _folder_card(
+    folder: str | os.PathLike,
+    source_folder: str | os.PathLike | None,
+    tokenizer_folder: str | os.PathLike | None = None,
+    **card_options: Any,
+) -> ModelCard:
+    """The card `write_model_card` writes, not yet saved; its example checked with the tokenizer of `folder`, else of
+    `tokenizer_folder`, else of `source_folder`."""
     folder = Path(folder)
     existing = read_card(folder / README)
     source = _source_card(source_folder)
@@ -101,7 +110,7 @@ def _folder_card(folder: str | os.PathLike, source_folder: str | os.PathLike | N
         )
     else:
         base = existing
-    return build_model_card(folder, base=base, **card_options)
+    return build_model_card(folder, base=base, tokenizer_folder=tokenizer_folder or source_folder, **card_options)
 
 
 def update_model_card(
@@ -186,14 +195,18 @@ def prepare_upload(
     repo_id: str,
     *,
     source_folder: str | os.PathLike | None = None,
+    tokenizer_folder: str | os.PathLike | None = None,
     license: str | None = None,
 ) -> None:
-    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo, a seq2seq model
-    carries its translation pipeline. Folders of other models are left as they are."""
+    """Make a folder about to be uploaded to `repo_id` complete: its card names the repo (its example checked with
+    the tokenizer in `folder`, else `tokenizer_folder`'s: the one the repo holds), a seq2seq model carries its
+    translation pipeline. Folders of other models are left as they are."""
     if family_of_model_type(read_folder_json(Path(folder) / "config.json").get("model_type")) is None:
         return
     drop_tokenizer_loading_state(folder)
-    card = write_model_card(folder, source_folder=source_folder, model_id=repo_id, license=license)
+    card = write_model_card(
+        folder, source_folder=source_folder, tokenizer_folder=tokenizer_folder, model_id=repo_id, license=license
+    )
     if card is not None and card_data(card).pipeline_tag == PIPELINE_TAGS["ForConditionalGeneration"]:
         add_translation_pipeline(folder)
 

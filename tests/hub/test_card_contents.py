@@ -38,17 +38,22 @@ def spelled_ids(folder, text: str) -> list[int]:
     return ids
 
 
-def saved_folder(family: str, folder):
-    """A tiny model of `family` saved with a tokenizer that spells none of "Hello", "hello", "the" or "a"."""
+def model_and_tokenizer(family: str):
+    """A tiny model of `family` and a tokenizer that spells none of "Hello", "hello", "the" or "a"."""
     if family == "gpt":
         tokenizer = char_tokenizer(NO_HELLO_TEXT)
-        model = tiny_model("gpt", tokenizer=tokenizer, max_position_embeddings=32)
-    elif family == "seq2seq":
+        return tiny_model("gpt", tokenizer=tokenizer, max_position_embeddings=32), tokenizer
+    if family == "seq2seq":
         tokenizer = train_translation_tokenizers(WORD_PAIRS, min_frequency=1)
-        model = tiny_model("seq2seq", tokenizer=tokenizer, max_position_embeddings=16)
     else:
         tokenizer = train_wordlevel_tokenizer([text for pair in WORD_PAIRS for text in pair], min_frequency=1)
-        model = tiny_model("encoder", tokenizer=tokenizer, max_position_embeddings=16)
+    return tiny_model(family, tokenizer=tokenizer, max_position_embeddings=16), tokenizer
+
+
+def saved_folder(family: str, folder):
+    """`model_and_tokenizer(family)` saved (an encoder as a SentenceTransformer folder)."""
+    model, tokenizer = model_and_tokenizer(family)
+    if family == "encoder":
         save_sentence_transformer(model, tokenizer, folder)
         return folder
     return save_with_tokenizer(model, tokenizer, folder)
@@ -76,6 +81,26 @@ def test_the_example_prompt_is_spelled_by_the_models_vocabulary_and_the_snippets
     elif family == "encoder":
         assert printed.startswith(f"({len(examples)}, ") and len(examples) == 3
     assert run_snippet(without, cwd=folder.parent)  # the trust_remote_code one: the folder's own code
+
+
+@pytest.mark.parametrize("family", ["gpt", "seq2seq", "encoder"])
+def test_a_card_written_before_the_tokenizer_promises_no_example_it_cannot_check(family, tmp_path):
+    """A model saved (`save_pretrained`, as `push_to_hub` saves it) before its tokenizer is beside it: its card names
+    no example text (no `widget`), its snippets run on a placeholder it says to replace, and saving the model again
+    once the tokenizer is beside it writes an example the tokenizer spells."""
+    model, tokenizer = model_and_tokenizer(family)
+    model.save_pretrained(tmp_path / "alone")
+    card = ModelCard.load(tmp_path / "alone" / "README.md")
+    assert card.data.get("widget") is None
+    assert not any(text in card.text for text in ('"hello"', '"Hello"', '"the"', '"a"'))
+    assert '"YOUR TEXT"' in python_blocks(card.text)[0]
+    assert "placeholder" in card.text and "tokenizer" in card.text
+    tokenizer.save_pretrained(tmp_path / "alone")
+    model.save_pretrained(tmp_path / "alone")
+    again = ModelCard.load(tmp_path / "alone" / "README.md")
+    for text in [card_prompt(again), *again.data.widget[0].get("sentences", [])]:
+        spelled_ids(tmp_path / "alone", text)
+    assert "YOUR TEXT" not in again.text and "placeholder" not in again.text
 
 
 def test_a_given_prompt_stays_when_the_card_is_written_again(tmp_path):

@@ -97,8 +97,8 @@ def sentence_folder(tmp_path_factory):
 def published(hub, gpt, seq2seq, sentence_folder):
     """Every family pushed the ways a user pushes: push_to_hub, a pipeline's push_to_hub, `minitf push`."""
     model, tokenizer = gpt
+    tokenizer.push_to_hub("org/tiny-gpt")  # first: the model's card checks its example with it
     model.push_to_hub("org/tiny-gpt")
-    tokenizer.push_to_hub("org/tiny-gpt")
     translator_model, translator_tokenizer = seq2seq
     translator_tokenizer.push_to_hub("org/tiny-translator")  # tokenizer first: its blank card must not survive
     translator_model.push_to_hub("org/tiny-translator")
@@ -109,7 +109,7 @@ def published(hub, gpt, seq2seq, sentence_folder):
 
 def test_gpt_uploads_exactly_its_files_and_loads_back_by_repo_id(published, gpt):
     model, tokenizer = gpt
-    model_push, tokenizer_push = [set(c.paths) for c in published.uploads if c.repo_id == "org/tiny-gpt" and c.paths]
+    tokenizer_push, model_push = [set(c.paths) for c in published.uploads if c.repo_id == "org/tiny-gpt" and c.paths]
     files = published.files("org/tiny-gpt")
     assert_published_files(files, SAVED_MODEL_FILES)
     assert {"modeling_minitf_gpt.py", "configuration_minitf_gpt.py"} <= model_push
