@@ -581,8 +581,8 @@ def verify_export(
     if named is None:
         raise ValueError(
             f"{export} does not name the MiniTF model it was exported from (a published export names only a source "
-            "pushed to the Hub, never a folder of the machine it was made on); give that folder or its repo id with "
-            "--source"
+            "pushed to the Hub, never a folder of the machine it was made on); give it with --source FOLDER (or "
+            "--source REPO_ID)"
         )
     if source is None:
         check_recorded_place(export, named, found.source_hashes is not None or published)

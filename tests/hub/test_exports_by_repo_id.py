@@ -174,3 +174,9 @@ def test_each_export_runs_by_repo_id_with_each_named_entry_point(pushed, gpt, ex
         assert result["class"] == "GPTNeoXForCausalLM" and result["pipeline"] == expected["pipeline"]
     if "minitf_generate" in result:
         assert result["minitf_generate"] == expected["minitf_generate"]
+
+
+def test_the_engine_export_cards_say_how_their_folder_comes_from_the_hub(pushed):
+    """ONNX Runtime and CTranslate2 read folders: their cards, whose snippets name one, say how to get it."""
+    for repo_id in (REPO + "-ONNX", REPO + "-ct2"):
+        assert "`huggingface_hub.snapshot_download(REPO_ID)`" in pushed.read(repo_id, "README.md").decode(), repo_id
