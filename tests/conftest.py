@@ -29,6 +29,19 @@ def _seed():
     torch.manual_seed(0)
 
 
+def _share_the_cores_between_workers() -> None:
+    """Under pytest-xdist, each worker's torch (and every process it starts) gets its share of the cores: two
+    workers each spinning two threads on two cores ran the suite's tiny models about twice as slowly."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        threads = max(1, len(os.sched_getaffinity(0)) // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+_share_the_cores_between_workers()
+
+
 @pytest.fixture
 def one_thread():
     """Torch on one thread for the test: tiny models' products (and their training) are several times faster there

@@ -575,8 +575,10 @@ def test_a_compressed_pytorch_model_bin_is_refused_by_from_pretrained(folder, tm
 
 
 # 6. SIGTERM mid-write behaves like Ctrl-C: the half-written folder is removed.
+# The child takes Ctrl-C as a terminal's foreground process does (a shell's background job starts with SIGINT ignored).
 SLOW_CONVERT = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import hf_minitf.conversion.base as base
 from hf_minitf.cli import main
 
