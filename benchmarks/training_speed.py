@@ -1,21 +1,40 @@
-"""Time per optimizer step of GPT training, side by side: the nanoGPT-style char GPT's own model in a bare PyTorch
-loop, the MiniTF GPT in the same loop, and `minitf train gpt` (transformers' Trainer), each in its own process.
+"""Time per optimizer step of training, side by side: an original project's own model in a bare PyTorch loop, the
+MiniTF model of the same family in the same loop, and `minitf train FAMILY`, each in its own process.
 
-    python benchmarks/training_speed.py --char-gpt-source PATH/TO/char_gpt/model.py [--rounds 5] [--steps 6]
-        [--compile] [--bf16] [--json FILE] [--smoke]
+    python benchmarks/training_speed.py [--family gpt|encoder|seq2seq] [--char-gpt-source PATH]
+        [--miniembed-source PATH] [--hkproj-source PATH] [--rounds 5] [--steps 6] [--compile] [--bf16]
+        [--json FILE] [--smoke]
 
-Dims: nanoGPT's shakespeare-char run (the catalog preset "shakespeare-char": 6 layers of 384, 6 heads, context
-256, dropout 0.2; 65 characters), batch 8 x 128 tokens, AdamW at 1e-3, fp32. Cases:
-- `original loop`: the char GPT's own `GPT` module (`--char-gpt-source`, its model file; left out without it):
-  `logits, loss = model(x, y)`, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`.
-- `minitf loop`: `MiniTFGPTForCausalLM` of the same dims in the same loop (`model(input_ids=x, labels=x).loss`).
-- `minitf train gpt`: the command's own code (`hf_minitf.cli.main`, in the worker's process) on a text of the same
-  characters with `--preset shakespeare-char --batch-size 8 --block-size 128 --no-progress`, its steps timed
-  by a Trainer callback from one step's end to the next (data loading, collation, logging and callbacks included).
+Families (`--family`, default gpt), each at its original's dims (a catalog preset), fp32:
+- gpt: the nanoGPT-style char GPT (`--char-gpt-source`, its model.py) at nanoGPT's shakespeare-char dims (preset
+  "shakespeare-char": 6 layers of 384, 6 heads, dropout 0.2; 65 characters), batch 8 x 128 tokens, AdamW at 1e-3.
+  Its loop: `logits, loss = model(x, y)`; the MiniTF loop: `model(input_ids=x, labels=x).loss` (the model shifts).
+- encoder: MiniEmbed (`--miniembed-source`, its src/model.py) at its mini dims (preset "miniembed-mini": 4 layers
+  of 256, 4 heads, FFN 1024, dropout 0.1; a word vocabulary of about 29,000 of the preset's 30,000), batch 32
+  (anchor, positive) pairs of 26 to 32 tokens padded to the batch's longest, AdamW at 1e-3. The loss is sentence-transformers'
+  MultipleNegativesRankingLoss (what `minitf train encoder` trains with): cross entropy of 20 x the cosines of
+  each anchor with every positive of the batch, its own positive the target. Its loop embeds with `model.encode`;
+  the MiniTF loop with `model(...).pooler_output` (mean-pooled and L2-normalized, as `encode`).
+- seq2seq: hkproj's pytorch-transformer (`--hkproj-source`, its model.py, `build_transformer`) at its defaults
+  (preset "hkproj": 6 + 6 layers of 512, 8 heads, FFN 2048, dropout 0.1, label smoothing 0.1), batch 8 pairs of
+  42 to 64 source and 41 to 63 target tokens padded to the batch's longest (hkproj pads to 350: the stricter
+  anchor here), a vocabulary of about 7,700 words a side; hkproj's loop: Adam at 1e-4 (eps 1e-9), `encode`,
+  `decode` with its padding and causal masks, `project`, cross entropy with ignore_index [PAD] and label smoothing
+  0.1; the MiniTF loop: `model(input_ids, attention_mask, labels=labels).loss`.
+The pairs are random sentences of a word vocabulary; every case reads them through the tokenizer `minitf train`
+trains on them (so the vocabularies, ids and lengths are the same), the loops' batches tokenized before timing.
+
+Cases:
+- `original loop`: the original's own model (its source file passed by path; left out without it) in a bare loop:
+  the loss, `loss.backward()`, `optimizer.step()`, `optimizer.zero_grad()`.
+- `minitf loop`: the MiniTF model of the same dims in the same loop.
+- `minitf train FAMILY`: the command's own code (`hf_minitf.cli.main`, in the worker's process) on the same data
+  with `--preset P --batch-size B --no-progress`, its steps timed by a Trainer callback from one step's end to the
+  next (data loading, collation, logging and callbacks included).
 - with `--before DIR` (the files of another commit, e.g. `git archive COMMIT hf_minitf | tar -x -C DIR`): that
-  code's `minitf loop` and `minitf train gpt` beside this one's.
-- with `--compile`: `minitf train gpt --compile` and `minitf loop` over `torch.compile(model)` beside them; with
-  `--bf16`: `minitf train gpt --mixed-precision bf16`.
+  code's `minitf loop` and `minitf train FAMILY` beside this one's.
+- with `--compile`: `minitf train FAMILY --compile` and `minitf loop` over `torch.compile(model)` beside them;
+  with `--bf16`: `minitf train FAMILY --mixed-precision bf16`.
 
 Each round runs `--steps` timed steps of every case in turn (after untimed warm-up steps in each process); the
 figure of a case is the median step over all rounds. Ratios are to the original loop (else to the MiniTF loop).
@@ -28,10 +47,12 @@ import contextlib
 import importlib.machinery
 import importlib.util
 import io
+import random
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from common import (
@@ -40,6 +61,7 @@ from common import (
     machine,
     main_or_worker,
     parse_interleaved,
+    random_sentences,
     serve,
     time_interleaved,
     write_json,
@@ -52,81 +74,311 @@ TEXT = (
     "chief enemy to the people. All: We know't, we know't. Let us kill him, and we'll have corn at our own price.\n"
     "ABCDEFGHIJKLMNOPQRSTUVWXYZ abcdefghijklmnopqrstuvwxyz 0123456789 !$&',-.:;?\n"
 )
-BATCH, BLOCK, LEARNING_RATE, WARMUP_STEPS = 8, 128, 1e-3, 3
+WARMUP_STEPS = 3
+SCORE_SCALE = 20.0  # MultipleNegativesRankingLoss's default scale of the cosines
 
 
-def model_fields(smoke: bool) -> dict:
-    """The MiniTF config fields of the timed models: the shakespeare-char preset (or a tiny one), 65 characters."""
+@dataclass(frozen=True)
+class Family:
+    """What a family's benchmark trains: the original (its name, the option naming its model file), the preset of
+    its dims, the batch (examples; tokens per example for the GPT, words per sentence for pairs), the optimizer
+    of the original's loop and its learning rate, and the smoke run's sizes."""
+
+    original: str
+    source_option: str
+    preset: str
+    batch: int
+    lengths: tuple[int, int]  # a GPT's block (both equal), else the words of a sentence: low to high - 1
+    optimizer: str
+    learning_rate: float
+    words: int = 0  # the pairs' word vocabulary (a side's)
+    pairs: int = 0  # pairs in the data
+    smoke_batch: int = 4
+    smoke_lengths: tuple[int, int] = (6, 9)
+
+
+FAMILIES = {
+    "gpt": Family(
+        "the nanoGPT-style char GPT",
+        "--char-gpt-source",
+        "shakespeare-char",
+        8,
+        (128, 128),
+        "AdamW",
+        1e-3,
+        smoke_lengths=(16, 16),
+    ),
+    "encoder": Family(
+        "MiniEmbed", "--miniembed-source", "miniembed-mini", 32, (24, 31), "AdamW", 1e-3, words=30000, pairs=2048
+    ),
+    "seq2seq": Family(
+        "hkproj's pytorch-transformer", "--hkproj-source", "hkproj", 8, (40, 63), "Adam", 1e-4, words=8000, pairs=512
+    ),
+}
+
+
+def family_of(spec: dict) -> Family:
+    return FAMILIES[spec["family"]]
+
+
+def batch_size(spec: dict) -> int:
+    family = family_of(spec)
+    return family.smoke_batch if spec.get("smoke") else family.batch
+
+
+def lengths(spec: dict) -> tuple[int, int]:
+    family = family_of(spec)
+    return family.smoke_lengths if spec.get("smoke") else family.lengths
+
+
+def batch_shape(spec: dict) -> str:
+    """The batch in words: a GPT's examples x tokens, else its pairs and the words of their sentences."""
+    low, high = lengths(spec)
+    if spec["family"] == "gpt":
+        return f"batch {batch_size(spec)} x {low} tokens"
+    return f"batch {batch_size(spec)} pairs of {low} to {high - 1} words a sentence"
+
+
+def model_fields(family: str, smoke: bool) -> dict:
+    """The MiniTF config fields of the timed models: the family's preset (or a tiny one); the GPT's 65 characters
+    (the pairs' vocabularies are the tokenizers')."""
     from hf_minitf.catalog.presets import PRESETS
 
-    fields = dict(PRESETS["gpt"]["shakespeare-char"].config, vocab_size=65)
+    if family != "gpt":
+        return dict(PRESETS[family]["tiny" if smoke else FAMILIES[family].preset].config)
+    fields = dict(PRESETS["gpt"][FAMILIES["gpt"].preset].config, vocab_size=65)
     if smoke:
         fields.update(hidden_size=64, num_hidden_layers=2, num_attention_heads=2)
     return fields
 
 
-def batches(vocab: int, block: int, count: int):
-    """`count` random (inputs, targets) batches of BATCH windows of `block` tokens of a fixed random token stream, the
-    targets one token on, as nanoGPT's get_batch draws them."""
+def command_preset(spec: dict) -> str:
+    return "tiny" if spec.get("smoke") else family_of(spec).preset
+
+
+def text_batches(vocab: int, block: int, batch: int, count: int):
+    """`count` random (inputs, targets) batches of `batch` windows of `block` tokens of a fixed random token stream,
+    the targets one token on, as nanoGPT's get_batch draws them."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
     stream = torch.randint(0, vocab, (100_000,), generator=generator)
-    starts = torch.randint(0, len(stream) - block - 1, (count, BATCH), generator=generator)
+    starts = torch.randint(0, len(stream) - block - 1, (count, batch), generator=generator)
     windows = [torch.stack([stream[start : start + block + 1] for start in row.tolist()]) for row in starts]
     return [(window[:, :-1].contiguous(), window[:, 1:].contiguous()) for window in windows]
 
 
-def original_model(source: str, fields: dict):
-    """The char GPT's own `GPT` of the MiniTF fields' dims (random weights)."""
-    loader = importlib.machinery.SourceFileLoader("char_gpt_original", source)
-    spec = importlib.util.spec_from_loader("char_gpt_original", loader)
+def sentence_pairs(spec: dict) -> list[tuple[str, str]]:
+    """The family's pairs: random sentences of `words` words (`w0 w1 ...`; a translator's target `t0 t1 ...`)."""
+    family = family_of(spec)
+    rng = random.Random(0)
+    count = 8 * batch_size(spec) if spec.get("smoke") else family.pairs
+    words = 50 if spec.get("smoke") else family.words
+    first = random_sentences(rng, count, "w", words, lengths(spec))
+    second = random_sentences(rng, count, "t" if spec["family"] == "seq2seq" else "w", words, lengths(spec))
+    return list(zip(first, second))
+
+
+def pair_tokenizer(spec: dict, pairs: list[tuple[str, str]], fields: dict):
+    """The tokenizer `minitf train` trains on these pairs (an encoder's word level one, a translator's pair)."""
+    limit = fields["max_position_embeddings"]
+    if spec["family"] == "seq2seq":
+        from hf_minitf.modeling.tokenization_minitf_seq2seq import train_translation_tokenizers
+
+        return train_translation_tokenizers(pairs, min_frequency=1, model_max_length=limit)
+    from hf_minitf.catalog.presets import PRESETS
+    from hf_minitf.tokenization.miniembed import train_wordlevel_tokenizer
+
+    vocab = PRESETS["encoder"][command_preset(spec)].vocab_size
+    texts = [text for pair in pairs for text in pair]
+    return train_wordlevel_tokenizer(texts, vocab_size=vocab, min_frequency=1, max_length=limit)
+
+
+def load_source(source: str, name: str):
+    """An original's model file, imported by path (its code stays where it is)."""
+    loader = importlib.machinery.SourceFileLoader(name, source)
+    spec = importlib.util.spec_from_loader(name, loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
-    return module.GPT(
-        vocab_size=fields["vocab_size"],
-        block_size=fields["max_position_embeddings"],
-        n_embd=fields["hidden_size"],
-        n_head=fields["num_attention_heads"],
-        n_layer=fields["num_hidden_layers"],
-        dropout=fields["hidden_dropout"],
-    )
+    return module
+
+
+def gpt_case(spec: dict, fields: dict):
+    """The char GPT's own `GPT` (or the MiniTF GPT) of the fields' dims, its loss of a batch, and its batches."""
+    from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
+
+    if spec["case"] == "original":
+        model = load_source(spec["source"], "char_gpt_original").GPT(
+            vocab_size=fields["vocab_size"],
+            block_size=fields["max_position_embeddings"],
+            n_embd=fields["hidden_size"],
+            n_head=fields["num_attention_heads"],
+            n_layer=fields["num_hidden_layers"],
+            dropout=fields["hidden_dropout"],
+        )
+
+        def loss_of(batch):
+            return model(*batch)[1]
+    else:
+        model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**fields))
+        forward = compiled(model, spec)
+
+        def loss_of(batch):  # the model shifts the labels itself
+            return forward(input_ids=batch[0], labels=batch[0]).loss
+
+    return model, loss_of, text_batches(fields["vocab_size"], lengths(spec)[0], batch_size(spec), 64)
+
+
+def compiled(model, spec: dict):
+    import torch
+
+    return torch.compile(model) if spec.get("compile") else model
+
+
+def encoder_case(spec: dict, fields: dict):
+    """MiniEmbed's own `MiniTransformerEmbedding` (or the MiniTF encoder) of the fields' dims, the in-batch
+    negatives loss of a batch of pairs, and the batches (each side tokenized and padded to its longest)."""
+    import torch
+    import torch.nn.functional as F
+
+    from hf_minitf import MiniTFEncoderConfig, MiniTFEncoderModel
+
+    pairs = sentence_pairs(spec)
+    tokenizer = pair_tokenizer(spec, pairs, fields)
+    vocab, pad = len(tokenizer), tokenizer.pad_token_id
+    if spec["case"] == "original":
+        model = load_source(spec["source"], "miniembed_original").MiniTransformerEmbedding(
+            vocab_size=vocab,
+            d_model=fields["hidden_size"],
+            num_heads=fields["num_attention_heads"],
+            num_layers=fields["num_hidden_layers"],
+            d_ff=fields["intermediate_size"],
+            max_seq_len=fields["max_position_embeddings"],
+            dropout=fields.get("hidden_dropout", 0.1),
+            pad_token_id=pad,
+        )
+        embed = model.encode
+    else:
+        model = MiniTFEncoderModel(MiniTFEncoderConfig(**fields, vocab_size=vocab, pad_token_id=pad))
+        forward = compiled(model, spec)
+
+        def embed(input_ids, attention_mask):
+            return forward(input_ids=input_ids, attention_mask=attention_mask).pooler_output
+
+    def loss_of(batch):
+        anchors, positives = (embed(side["input_ids"], side["attention_mask"]) for side in batch)
+        scores = SCORE_SCALE * anchors @ positives.T  # both L2-normalized: the cosines
+        return F.cross_entropy(scores, torch.arange(len(scores)))
+
+    size = batch_size(spec)
+    batches = [
+        tuple(tokenizer(list(side), padding=True, return_tensors="pt") for side in zip(*pairs[start : start + size]))
+        for start in range(0, len(pairs) - size + 1, size)
+    ]
+    return model, loss_of, batches
+
+
+def seq2seq_case(spec: dict, fields: dict):
+    """hkproj's `build_transformer` (or the MiniTF translator) of the fields' dims, its loss of a batch as hkproj's
+    train.py computes it, and the batches (hkproj's encoder input, decoder input, masks and labels)."""
+    import torch
+    import torch.nn.functional as F
+
+    from hf_minitf import MiniTFSeq2SeqConfig, MiniTFSeq2SeqForConditionalGeneration
+
+    pairs = sentence_pairs(spec)
+    tokenizer = pair_tokenizer(spec, pairs, fields)
+    source_vocab, target_vocab = tokenizer.source_vocab_size, tokenizer.target_vocab_size
+    pad, start, end = tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
+    smoothing = fields.get("label_smoothing", 0.0)
+    if spec["case"] == "original":
+        limit = fields["max_position_embeddings"]
+        model = load_source(spec["source"], "hkproj_original").build_transformer(
+            source_vocab,
+            target_vocab,
+            limit,
+            limit,
+            d_model=fields["hidden_size"],
+            N=fields["num_hidden_layers"],
+            h=fields["num_attention_heads"],
+            dropout=fields.get("hidden_dropout", 0.1),
+            d_ff=fields["intermediate_size"],
+        )
+
+        def loss_of(batch):
+            encoder_output = model.encode(batch["encoder_input"], batch["encoder_mask"])
+            decoder_output = model.decode(
+                encoder_output, batch["encoder_mask"], batch["decoder_input"], batch["decoder_mask"]
+            )
+            logits = model.project(decoder_output)
+            return F.cross_entropy(
+                logits.view(-1, target_vocab), batch["labels"].view(-1), ignore_index=pad, label_smoothing=smoothing
+            )
+    else:
+        config = MiniTFSeq2SeqConfig(
+            **fields,
+            src_vocab_size=source_vocab,
+            vocab_size=target_vocab,
+            pad_token_id=pad,
+            bos_token_id=start,
+            eos_token_id=end,
+            decoder_start_token_id=start,
+        )
+        model = MiniTFSeq2SeqForConditionalGeneration(config)
+        forward = compiled(model, spec)
+
+        def loss_of(batch):  # the model makes `[SOS] y` of the labels and ignores their padding
+            return forward(
+                input_ids=batch["encoder_input"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+            ).loss
+
+    def hkproj_batch(rows: list[tuple[str, str]]) -> dict:
+        encoded = tokenizer(
+            [row[0] for row in rows], text_target=[row[1] for row in rows], padding=True, return_tensors="pt"
+        )
+        labels = encoded["labels"]  # y [EOS] [PAD]...
+        decoder_input = torch.cat(  # [SOS] y [PAD]...
+            [torch.full_like(labels[:, :1], start), labels.masked_fill(labels == end, pad)[:, :-1]], dim=1
+        )
+        causal = torch.tril(torch.ones(1, labels.shape[1], labels.shape[1], dtype=torch.int))
+        return dict(
+            encoder_input=encoded["input_ids"],
+            attention_mask=encoded["attention_mask"],
+            encoder_mask=(encoded["input_ids"] != pad)[:, None, None].int(),
+            decoder_input=decoder_input,
+            decoder_mask=(decoder_input != pad)[:, None, None].int() & causal,
+            labels=labels,
+        )
+
+    size = batch_size(spec)
+    batches = [hkproj_batch(pairs[first : first + size]) for first in range(0, len(pairs) - size + 1, size)]
+    return model, loss_of, batches
+
+
+CASES = {"gpt": gpt_case, "encoder": encoder_case, "seq2seq": seq2seq_case}
 
 
 def bare_loop(spec: dict):
     """One run of `spec["steps"]` optimizer steps of a model in a bare loop; returns each step's seconds."""
     import torch
 
-    from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
-
     torch.manual_seed(0)
-    fields = spec["fields"]
-    if spec["case"] == "original":
-        model = original_model(spec["source"], fields)
-
-        def loss_of(inputs, targets):
-            return model(inputs, targets)[1]
-    else:
-        model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**fields))
-        forward = torch.compile(model) if spec.get("compile") else model
-
-        def loss_of(inputs, targets):  # the model shifts the labels itself
-            return forward(input_ids=inputs, labels=inputs).loss
-
+    family = family_of(spec)
+    model, loss_of, data = CASES[spec["family"]](spec, spec["fields"])
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE)
-    data = batches(fields["vocab_size"], spec["block"], 64)
+    options = dict(eps=1e-9) if family.optimizer == "Adam" else {}
+    optimizer = getattr(torch.optim, family.optimizer)(model.parameters(), lr=family.learning_rate, **options)
     position = 0
 
     def run() -> list[float]:
         nonlocal position
         seconds = []
         for _ in range(spec["steps"]):
-            inputs, targets = data[position % len(data)]
+            batch = data[position % len(data)]
             position += 1
             started = time.perf_counter()
-            loss_of(inputs, targets).backward()
+            loss_of(batch).backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             seconds.append(time.perf_counter() - started)
@@ -153,15 +405,26 @@ class StepClock:
         return Clock()
 
 
+def command_data(spec: dict, folder: Path) -> Path:
+    """The command's data: the GPT's text (repeated past what the steps read), else the pairs as a .tsv file."""
+    if spec["family"] == "gpt":
+        corpus = folder / "text.txt"
+        tokens = 40 * batch_size(spec) * lengths(spec)[0] * (WARMUP_STEPS + spec["steps"])
+        corpus.write_text(TEXT * (1 + tokens // len(TEXT)))
+    else:
+        corpus = folder / "pairs.tsv"
+        corpus.write_text("".join(f"{first}\t{second}\n" for first, second in sentence_pairs(spec)))
+    return corpus
+
+
 def command_run(spec: dict):
-    """One run: `minitf train gpt` for WARMUP_STEPS + `steps` steps; returns the timed steps' seconds (the
+    """One run: `minitf train FAMILY` for WARMUP_STEPS + `steps` steps; returns the timed steps' seconds (the
     Trainer's own loop from one step's end to the next)."""
     import hf_minitf.training.common as training_common
     from hf_minitf.cli import main as cli_main
 
     folder = Path(tempfile.mkdtemp(prefix="training-speed-"))
-    corpus = folder / "text.txt"
-    corpus.write_text(TEXT * (1 + 40 * BATCH * spec["block"] * (WARMUP_STEPS + spec["steps"]) // len(TEXT)))
+    corpus = command_data(spec, folder)
     run_trainer = training_common.run_trainer
     clock: list = []
 
@@ -171,24 +434,24 @@ def command_run(spec: dict):
         return run_trainer(trainer, *args, **kwargs)
 
     training_common.run_trainer = timed_run_trainer
-    preset = ["--preset", "shakespeare-char"] if not spec.get("smoke") else ["--preset", "tiny"]
+    block = ["--block-size", str(lengths(spec)[0])] if spec["family"] == "gpt" else []
     arguments = [
         "train",
-        "gpt",
+        spec["family"],
         "--data",
         str(corpus),
         "--out",
         str(folder / "model"),
         "--overwrite",
-        *preset,
+        "--preset",
+        command_preset(spec),
         "--batch-size",
-        str(BATCH),
-        "--block-size",
-        str(spec["block"]),
+        str(batch_size(spec)),
+        *block,
         "--max-steps",
         str(WARMUP_STEPS + spec["steps"] + 1),
         "--learning-rate",
-        str(LEARNING_RATE),
+        str(family_of(spec).learning_rate),
         "--eval-fraction",
         "0",
         "--no-progress",
@@ -199,7 +462,7 @@ def command_run(spec: dict):
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as errors:
             status = cli_main(arguments)
         if status != 0:
-            raise RuntimeError(f"minitf train gpt failed: {errors.getvalue()[-2000:]}")
+            raise RuntimeError(f"minitf train {spec['family']} failed: {errors.getvalue()[-2000:]}")
         ends = clock[-1].ends[WARMUP_STEPS:]
         return [later - earlier for earlier, later in zip(ends, ends[1:])]
 
@@ -222,32 +485,45 @@ def worker(spec: dict) -> None:
 
 
 def specs(args) -> dict[str, dict]:
-    fields = model_fields(args.smoke)
+    family = FAMILIES[args.family]
+    command = f"minitf train {args.family}"
     common = dict(
-        fields=fields, block=16 if args.smoke else BLOCK, steps=args.steps, pause=args.pause, threads=args.threads
+        family=args.family,
+        fields=model_fields(args.family, args.smoke),
+        smoke=args.smoke,
+        steps=args.steps,
+        pause=args.pause,
+        threads=args.threads,
     )
     cases: dict[str, dict] = {}
-    if args.char_gpt_source:
-        cases["original loop"] = dict(common, case="original", source=str(args.char_gpt_source))
+    source = getattr(args, source_dest(family))
+    if source:
+        cases["original loop"] = dict(common, case="original", source=str(source))
     cases["minitf loop"] = dict(common, case="minitf")
-    cases["minitf train gpt"] = dict(common, case="command", smoke=args.smoke)
+    cases[command] = dict(common, case="command")
     if args.before:
         before = dict(common, code=str(args.before.resolve()))
         cases["minitf loop, before"] = dict(before, case="minitf")
-        cases["minitf train gpt, before"] = dict(before, case="command", smoke=args.smoke)
+        cases[f"{command}, before"] = dict(before, case="command")
     if args.compile:
         cases["minitf loop, torch.compile"] = dict(common, case="minitf", compile=True)
-        cases["minitf train gpt --compile"] = dict(common, case="command", smoke=args.smoke, options=["--compile"])
+        cases[f"{command} --compile"] = dict(common, case="command", options=["--compile"])
     if args.bf16:
-        cases["minitf train gpt --mixed-precision bf16"] = dict(
-            common, case="command", smoke=args.smoke, options=["--mixed-precision", "bf16"]
-        )
+        cases[f"{command} --mixed-precision bf16"] = dict(common, case="command", options=["--mixed-precision", "bf16"])
     return cases
+
+
+def source_dest(family: Family) -> str:
+    return family.source_option.removeprefix("--").replace("-", "_")
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = interleaved_parser(__doc__.split("\n\n")[0], unit="case")
-    parser.add_argument("--char-gpt-source", type=Path, help="the nanoGPT-style char GPT's model file (the anchor)")
+    parser.add_argument("--family", choices=FAMILIES, default="gpt", help="the family to train (default: gpt)")
+    for name, family in FAMILIES.items():
+        parser.add_argument(
+            family.source_option, type=Path, help=f"{family.original}'s model file (the anchor of --family {name})"
+        )
     parser.add_argument("--steps", type=int, default=None, help="timed optimizer steps per case and round (6)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd training")
     parser.add_argument("--cases", nargs="+", help="time only these cases (by name; default: every one asked for)")
@@ -267,6 +543,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = [
         dict(
             case=name,
+            family=args.family,
             ms_per_step=1000 * statistics.median(steps[name]),
             step_range_ms=[1000 * min(steps[name]), 1000 * max(steps[name])],
             round_medians_ms=[1000 * value for value in rounds[name]],
@@ -275,7 +552,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
         )
         for name in timings
     ]
-    print(f"{machine()}; batch {BATCH} x {BLOCK} tokens, {args.rounds} rounds of {args.steps} steps")
+    shape = batch_shape(dict(family=args.family, smoke=args.smoke))
+    print(f"{machine()}; {args.family}, {shape}, {args.rounds} rounds of {args.steps} steps")
     for row in rows:
         rounds_range = f"{min(row['round_medians_ms']):.0f}-{max(row['round_medians_ms']):.0f}"
         print(
@@ -283,7 +561,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
             f"{row['ratio_to_reference']:.3f}x {reference}"
         )
     if args.json or not args.smoke:
-        write_json(args.json or dated_results_path("training-speed"), dict(machine=machine(), rows=rows))
+        stem = "training-speed" if args.family == "gpt" else f"training-speed-{args.family}"
+        write_json(args.json or dated_results_path(stem), dict(machine=machine(), rows=rows))
     return rows
 
 

@@ -1,8 +1,9 @@
 """Helpers several test folders share: running `minitf` in this process, or code and `minitf` in a fresh one,
-checking its one-line errors, copying a model folder with changed config fields, checking a refused export, reading a
+loading a benchmark script, checking its one-line errors, copying a model folder with changed config fields, checking a refused export, reading a
 PNG, writing a tokenizer laid out like FrawdLLM's."""
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -113,6 +114,20 @@ def run_cli_in_a_fresh_process(argvs: list[list[str]]) -> tuple[list[tuple[int, 
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     return [tuple(result) for result in report["results"]], report["heavy"]
+
+
+def load_benchmark(name: str):
+    """The script benchmarks/NAME.py as a module (its shared plumbing, benchmarks/common.py, importable as when it
+    runs as a script)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    if str(script.parent) not in sys.path:
+        sys.path.append(str(script.parent))
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_minitf(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -1,25 +1,12 @@
 """The speed benchmark runs end to end in a tiny configuration, so it never rots (it measures nothing here)."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "speed.py"
-
-
-def load_benchmark():
-    if str(SCRIPT.parent) not in sys.path:  # its shared plumbing, benchmarks/common.py, as when run as a script
-        sys.path.append(str(SCRIPT.parent))
-    spec = importlib.util.spec_from_file_location("speed_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from helpers import load_benchmark
 
 
 def test_tiny_benchmark_reports_every_comparison(tmp_path):
-    benchmark = load_benchmark()
+    benchmark = load_benchmark("speed")
     output = tmp_path / "speed.json"
     report = benchmark.main(
         ["--tiny", "--repeats", "1", "--no-compile", "--sections", "train", "decode", "encode", "--json", str(output)]
@@ -58,6 +45,6 @@ def test_tiny_benchmark_reports_every_comparison(tmp_path):
 
 
 def test_memory_case_measures_what_it_runs():
-    benchmark = load_benchmark()
+    benchmark = load_benchmark("speed")
     added_mib = benchmark.peak_memory("train step minitf", tiny=True)  # a fresh process, as the benchmark does
     assert 0 < added_mib < 1024
