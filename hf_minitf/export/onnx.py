@@ -319,7 +319,7 @@ def write_onnx_card(
     if family == "seq2seq":
         from hf_minitf.export.onnx_seq2seq import write_translator_card
 
-        write_translator_card(work, out, config, files, carried, named, examples[0])
+        write_translator_card(work, out, config, files, carried, named, examples)
         return
     js = transformers_js_section(family, out, files, config, examples)
     card = work / "README.md"
@@ -350,7 +350,7 @@ def write_onnx_card(
         model_type=NATIVE_MODEL_TYPES[kind],
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
-        prompt=examples[0],
+        examples=examples,
         transformers_js=js.strip(),
         onnxruntime_snippet=ONNXRUNTIME_SNIPPET.replace("PROMPT", json.dumps(examples[0])),
     ).save(card)
