@@ -192,7 +192,7 @@ def _gguf_repo(
     recording its source as `source_repo`, the Hub repo of the MiniTF folder, else the source's repo id, else none),
     for a GPT the `Modelfile` of the first (`export_ollama`'s, FROM that file) and the card
     (model_cards/gguf_repo.md)."""
-    from hf_minitf.cards import export_card, export_card_data, source_naming
+    from hf_minitf.cards import export_card, export_card_data, model_examples, source_naming
     from hf_minitf.cards.facts import FolderFacts
     from hf_minitf.catalog.exports import OLLAMA_GGUF_FILE, OLLAMA_MODELFILE
     from hf_minitf.export.gguf import export_gguf_report
@@ -246,6 +246,7 @@ def _gguf_repo(
         native_repo=native_repo,
         model_id=repo_id,
         files=rows,
+        examples=model_examples(opened.folder),
         modelfile=OLLAMA_MODELFILE if created else None,
         name=created,
     )

@@ -13,7 +13,10 @@
   sentence-transformers template's example similarities) is one the snippet printed when it ran;
 - usage: exactly one section of usage code;
 - empty_sections: no heading followed by nothing (or by "[More Information Needed]");
-- snippets: every ```python block runs against the card's folder (or its repo on the loopback Hub) in a fresh process.
+- snippets: every ```python block runs against the card's folder (or its repo on the loopback Hub) in a fresh process;
+- examples: every text the card's code gives the model (a tokenizer's, generator's or encoder's argument, the text of
+  `minitf generate/translate/embed`, `llama-cli -p`, `ollama run`) is one the model's tokenizer spells: no unknown
+  token, nothing dropped (a "Hello" for a character vocabulary without a capital H).
 
 The snippets of many cards run in two processes (`run_snippets`): one where hf_minitf is importable, for the blocks
 that import it, one where it is not (as on a machine without the package), each block in fresh globals.
@@ -37,7 +40,7 @@ from huggingface_hub import ModelCard, metadata_load
 
 from hf_minitf.catalog.verification import SOURCE_CARD_FIELD
 
-CHECKS = ("metadata", "paths", "figures", "usage", "empty_sections", "snippets")
+CHECKS = ("metadata", "paths", "figures", "usage", "empty_sections", "snippets", "examples")
 
 HUB_LICENSES = frozenset(
     """apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0
@@ -63,6 +66,19 @@ ABSOLUTE_PATH = re.compile(
 )
 PLACEHOLDER_FOLDER = re.compile(r"""(["'])path/to/(?:this/)?(?:folder|model|repo)(?=[/"'])""")
 DECIMAL = re.compile(r"-?\d+\.\d+")
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+EXAMPLE_USES = (
+    re.compile(
+        r"(?:\b(?:tokenizer|generator|generate|extractor|encode|encode_batch|translate|translator|pipe)\(|\bfor \w+ in )"
+        rf"\s*(\[\s*{_STRING}(?:\s*,\s*{_STRING})*\s*\]|{_STRING})"
+    ),
+    re.compile(rf"\bminitf (?:generate|translate|embed) \S+ ({_STRING})"),
+    re.compile(rf"\s-p ({_STRING})"),
+    re.compile(rf"\bollama run \S+ ({_STRING})"),
+)
+"""Where a card's code gives the model a text: the example (a JSON string, or a list of them) is the group."""
+TOKENIZER_FILES = ("source_tokenizer.json", "tokenizer.json")
+"""The file that reads a model's input text: a translator's source side, else the tokenizer."""
 
 
 @dataclass
@@ -74,7 +90,9 @@ class CardTarget:
     metric name to the value the package measured and returned (training's `eval_results`, `minitf eval --json`);
     `base_model` is the Hub id the card must name as its base model (None: it must name none); `kind` is "model",
     "export" or "space" (a Space card has no library or pipeline); `local_names` are names of the test's own
-    folders, which no metadata value may be; `model_id` the id its snippets load (replaced by the folder)."""
+    folders, which no metadata value may be; `model_id` the id its snippets load (replaced by the folder);
+    `tokenizer_folder` holds the tokenizer its examples are read with (default: `folder`; an export without a
+    tokenizer file names its source's)."""
 
     name: str
     folder: Path
@@ -85,6 +103,7 @@ class CardTarget:
     local_names: frozenset[str] = frozenset()
     forbidden: tuple[str, ...] = ()
     model_id: str | None = None
+    tokenizer_folder: Path | None = None
 
     @property
     def readme(self) -> Path:
@@ -310,6 +329,43 @@ def check_snippets(card: ModelCard, results: list[dict]) -> list[str]:
     ]
 
 
+def example_texts(text: str) -> list[str]:
+    """The texts the card's code gives the model (EXAMPLE_USES), in order."""
+    found = []
+    for pattern in EXAMPLE_USES:
+        for match in pattern.finditer(text):
+            value = json.loads(match.group(1))
+            found += value if isinstance(value, list) else [value]
+    return found
+
+
+def misspelled(tokenizer, text: str) -> bool:
+    """Whether the `tokenizers` tokenizer writes `text` with an unknown token or drops part of it (decoding its ids
+    does not give the normalized text back, white space aside)."""
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    unknown = json.loads(tokenizer.to_str())["model"].get("unk_token")
+    unknown_id = tokenizer.token_to_id(unknown) if isinstance(unknown, str) else None
+    normalized = tokenizer.normalizer.normalize_str(text) if tokenizer.normalizer is not None else text
+    decoded = tokenizer.decode(ids, skip_special_tokens=True)
+    return not ids or unknown_id in ids or "".join(decoded.split()) != "".join(normalized.split())
+
+
+def check_examples(target: CardTarget, text: str) -> list[str]:
+    from tokenizers import Tokenizer
+
+    examples = list(dict.fromkeys(example_texts(text)))
+    folder = target.tokenizer_folder or target.folder
+    path = next((folder / name for name in TOKENIZER_FILES if (folder / name).is_file()), None)
+    if not examples:
+        return []
+    if path is None:
+        return [f"no tokenizer file ({', '.join(TOKENIZER_FILES)}) in {folder.name} to read the examples with"]
+    tokenizer = Tokenizer.from_file(str(path))
+    return [
+        f"example {text!r} is not spelled by the model's tokenizer" for text in examples if misspelled(tokenizer, text)
+    ]
+
+
 def lint_card(target: CardTarget, snippet_results: list[dict] | None = None) -> dict[str, list[str]]:
     """Each check of CHECKS -> its problems (empty: the card passes it). `snippet_results` are `run_snippets`'s for
     this card (one dict per python block: error, stdout)."""
@@ -324,6 +380,7 @@ def lint_card(target: CardTarget, snippet_results: list[dict] | None = None) -> 
         "usage": check_usage(card),
         "empty_sections": check_empty_sections(card),
         "snippets": check_snippets(card, results),
+        "examples": check_examples(target, text),
     }
 
 

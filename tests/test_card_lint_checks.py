@@ -160,3 +160,31 @@ def test_snippets_run_against_the_folder_whatever_name_the_card_gives_it(tmp_pat
     card = "---\nlicense: mit\n---\n# M\n\n## Use\n\n" + "".join(f"```python\n{code}\n```\n\n" for code in blocks)
     (folder / "README.md").write_text(card)
     assert lint_card(CardTarget("card", folder))["snippets"] == ["python block 4 fails: AssertionError"]
+
+
+def test_examples_the_models_tokenizer_does_not_spell(tmp_path):
+    """Every text a card's code gives the model is read with its tokenizer: a character vocabulary without capitals
+    spells "the cat" but neither "Hello" nor "Once upon a time"."""
+    from hf_minitf import char_tokenizer
+
+    char_tokenizer("the cat sat on the mat\n").save_pretrained(tmp_path)
+    code = """\
+```python
+inputs = tokenizer("Hello", return_tensors="pt")
+print(generate("the cat"))
+ids = [encoding.ids for encoding in tokenizer.encode_batch(["the mat", "The Mat"])]
+tokens = [source.encode(text).tokens for text in ["a cat"]]
+```
+
+`minitf generate path/to/this/folder "Once upon a time"` prints it.
+
+```bash
+llama-cli -m model.gguf -p "the cat" -n 50 --temp 0
+ollama run my-model "Hi"
+```
+"""
+    (tmp_path / "README.md").write_text("---\nlicense: mit\n---\n# M\n\n## Use\n\n" + code)
+    assert lint_card(CardTarget("card", tmp_path), [{"error": None, "stdout": ""}])["examples"] == [
+        f"example {text!r} is not spelled by the model's tokenizer"
+        for text in ("Hello", "The Mat", "Once upon a time", "Hi")
+    ]

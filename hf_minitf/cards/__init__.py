@@ -8,7 +8,8 @@ What the rest of the package asks of a card, by what it is for:
   `relicense_card`, `prepare_upload` (the snippets name the repo it goes to), `stored_parameters` (`minitf info`);
 - a converted model: `render_model_card`, before its folder exists;
 - an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's),
-  `source_naming` and `source_words` (how it names its source: the Hub repo it is published as, or none);
+  `source_naming` and `source_words` (how it names its source: the Hub repo it is published as, or none),
+  `model_examples` (the source's example texts, which its snippets run on);
 - measurements: `record_evaluation` (`minitf eval`: model-index, `.eval_results/`, `EVAL_RESULTS_FOLDER`,
   `is_eval_results_path`), `write_runs_in` and `RunRow` (`minitf verify`'s "Runs in" table);
 - `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
@@ -22,7 +23,14 @@ splices sections, `update` changes a folder's card,
 from hf_minitf.cards.evaluation import EVAL_RESULTS_FOLDER, is_eval_results_path, record_evaluation
 from hf_minitf.cards.exports import export_card, export_card_data, source_naming, source_words
 from hf_minitf.cards.facts import TrainingData, read_card, stored_parameters
-from hf_minitf.cards.render import PLACEHOLDER_MODEL_ID, card_template, inline_text, local_model_id, render_model_card
+from hf_minitf.cards.render import (
+    PLACEHOLDER_MODEL_ID,
+    card_template,
+    inline_text,
+    local_model_id,
+    model_examples,
+    render_model_card,
+)
 from hf_minitf.cards.runs_in import RunRow, write_runs_in
 from hf_minitf.cards.update import (
     drop_local_source,
@@ -46,6 +54,7 @@ __all__ = [
     "inline_text",
     "is_eval_results_path",
     "local_model_id",
+    "model_examples",
     "prepare_upload",
     "read_card",
     "record_evaluation",

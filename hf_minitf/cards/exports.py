@@ -68,6 +68,14 @@ def source_naming(
     return {"family": family, "source_repo": repo_id, "source_revision": revision if repo_id else None}
 
 
+def shell_word(text: str) -> str:
+    """`text` as one word of a shell command: in double quotes where nothing in it is special there, else quoted
+    by `shlex.quote`."""
+    import shlex
+
+    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)
+
+
 def export_card(
     template_file: str,
     /,
@@ -84,7 +92,8 @@ def export_card(
     """The card of an export: metadata (`library_name`, `pipeline_tag`, the MiniTF export tags then `tags`, what
     `carried` brings: `export_card_data`'s fields, and `base_model`: `source_repo`, the Hub repo id the source is
     published as, or none) and the body rendered from `model_cards/<template_file>` with `variables`, `source` (the
-    source named by `source_words`) and `source_repo`."""
+    source named by `source_words`), `source_repo` and, with `examples` (`render.model_examples`), `examples_shell`
+    (`shell_word` of each)."""
     data = ModelCardData(
         library_name=library_name,
         pipeline_tag=pipeline_tag,
@@ -93,10 +102,14 @@ def export_card(
         **carried,
     )
     titles = {name: inline_text(variables[name]) for name in ("title", "model_title") if name in variables}
+    # the example texts as shell words, for the card's commands
+    shell: dict[str, Any] = (
+        {"examples_shell": [shell_word(text) for text in variables["examples"]]} if "examples" in variables else {}
+    )
     return ModelCard.from_template(
         data,
         template_str=card_template(template_file),
         source=source_words(family, source_repo, source_revision),
         source_repo=source_repo,
-        **(variables | titles),
+        **(variables | titles | shell),
     )

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from huggingface_hub import ModelCard, ModelCardData
 
-from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, TrainingData, file_sha256
+from hf_minitf.cards.facts import MINITF_TAG, FolderFacts, TrainingData, file_sha256, read_card
 from hf_minitf.cards.prompts import PLACEHOLDER_TEXTS, data_examples, example_texts, folder_speller
 from hf_minitf.catalog.converters import CONVERTERS
 from hf_minitf.catalog.families import FAMILIES, MODEL_TYPES, family_of_model_type
@@ -243,6 +243,30 @@ def widget_texts(data: ModelCardData) -> list[str]:
     return texts
 
 
+def example_tokens(facts: FolderFacts) -> int | None:
+    """The most tokens (special ones included) an example text of the model's card may have: its positions, less
+    the room a generation prompt leaves the snippet's new tokens (model_cards/gpt.md: up to half the positions)."""
+    positions = facts.config.get("max_position_embeddings")
+    return positions // 2 if facts.pipeline_tag == "text-generation" and positions else positions
+
+
+def example_count(facts: FolderFacts) -> int:
+    """How many example texts the model's card shows: several sentences to compare for a sentence-transformers
+    encoder, one text otherwise."""
+    return SENTENCE_EXAMPLES if facts.sentence_transformers else 1
+
+
+def model_examples(folder: str | os.PathLike) -> list[str]:
+    """The example texts of the cards of what is made from the saved model `folder` (its exports): its card's own
+    (`widget`) where its tokenizer spells them, else what `prompts.example_texts` chooses with that tokenizer, as
+    many as its card shows (`example_count`): the texts the model's own card runs its snippets on."""
+    facts = FolderFacts.from_folder(folder)
+    card = read_card(Path(folder) / README)
+    candidates = widget_texts(card_data(card)) if card is not None else []
+    speller = folder_speller(folder, example_tokens(facts))
+    return example_texts(speller, candidates, count=example_count(facts))
+
+
 def is_minitf_card(card: ModelCard) -> bool:
     return MINITF_TAG in (card_data(card).tags or [])
 
@@ -309,16 +333,14 @@ def build_model_card(
     if training is not None and training.languages:
         data.language = list(training.languages)
     generation = facts.pipeline_tag == "text-generation"
-    positions = facts.config.get("max_position_embeddings")
-    # a generation prompt leaves the snippet's new tokens room (model_cards/gpt.md: up to half the positions)
-    max_tokens = positions // 2 if generation and positions else positions
+    max_tokens = example_tokens(facts)
     speller = folder_speller(folder, max_tokens) or folder_speller(tokenizer_folder, max_tokens)
     # unchecked, only what someone vouched for: a given prompt, an earlier card's (checked or given)
     known = data_examples(training.examples if training else (), generation) if speller else []
     examples = example_texts(
         speller,
         [*([prompt] if prompt else []), *known, *widget_texts(data)],
-        count=SENTENCE_EXAMPLES if facts.sentence_transformers else 1,
+        count=example_count(facts),
     )
     if set(examples) & set(PLACEHOLDER_TEXTS):  # nothing for the Hub's widget
         data.pop("widget", None)

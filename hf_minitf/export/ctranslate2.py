@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data, source_naming
+from hf_minitf.cards import PLACEHOLDER_MODEL_ID, export_card, export_card_data, model_examples, source_naming
 from hf_minitf.catalog.families import FAMILIES
 from hf_minitf.catalog.limits import CTRANSLATE2_QUANTIZATIONS as QUANTIZATIONS
 from hf_minitf.catalog.verification import SOURCE_HASHES_FIELD
@@ -361,13 +361,23 @@ def export_ctranslate2(
             opened.folder, license, figures=quantization in FORMAT.exact_precisions, model_name=Path(out).name
         )
         named = source_naming(opened.family, opened.repo_id, opened.revision, source_repo)
-        (work / "README.md").write_text(_readme(kind, quantization, card_data, named), encoding="utf-8")
+        examples = model_examples(opened.folder)
+        readme = _readme(kind, quantization, card_data, named, examples, model.config.max_position_embeddings)
+        (work / "README.md").write_text(readme, encoding="utf-8")
     return Path(out)
 
 
-def _readme(kind: str, quantization: str, card_data: dict[str, Any], named: dict[str, Any]) -> str:
+def _readme(
+    kind: str,
+    quantization: str,
+    card_data: dict[str, Any],
+    named: dict[str, Any],
+    examples: list[str],
+    max_positions: int,
+) -> str:
     """The folder's model card from model_cards/ctranslate2_export.md: metadata (`card_data`: license, model-index;
-    the base model and the source's name, `named`) and how to run it."""
+    the base model and the source's name, `named`) and how to run it on `examples` (the source's example texts)
+    within the model's `max_positions`."""
     card = export_card(
         FORMAT.card_template,
         library_name="ctranslate2",
@@ -378,6 +388,8 @@ def _readme(kind: str, quantization: str, card_data: dict[str, Any], named: dict
         kind=kind,
         quantization=quantization,
         model_id=PLACEHOLDER_MODEL_ID,
+        examples=examples,
+        max_positions=max_positions,
     )
     return f"{card}\n"  # Jinja drops the template's last newline; the file ends with one
 

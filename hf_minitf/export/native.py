@@ -342,7 +342,7 @@ def write_native_card(
     repo the source is published as, else the source's own repo id, else no repo), how to run it (`model_id`: the
     folder or Hub repo id the snippets load; `gguf_files`: GGUF files beside it), with the source card's license (or
     `license`) and held-out figures (`export_card_data`)."""
-    from hf_minitf.cards import export_card, export_card_data, source_naming
+    from hf_minitf.cards import export_card, export_card_data, model_examples, source_naming
 
     encoder = kind == "encoder"
     name = Path(model_id).name or model_id
@@ -368,7 +368,7 @@ def write_native_card(
         head_dim=config.hidden_size // config.num_attention_heads,
         model_id=model_id,
         model_id_shell=shlex.quote(model_id),
-        prompt="Hello",
+        examples=model_examples(source.folder),
         gguf_files=[(name, shlex.quote(name), name.rsplit("-", 1)[-1].removesuffix(".gguf")) for name in gguf_files],
         on_hub=Path(model_id).exists() is False and "/" in model_id,
     )

@@ -23,7 +23,7 @@ from typing import Any
 from jinja2 import Environment, nodes
 from jinja2.exceptions import TemplateError, TemplateSyntaxError
 
-from hf_minitf.cards import export_card, export_card_data, source_naming
+from hf_minitf.cards import export_card, export_card_data, model_examples, source_naming
 from hf_minitf.cards.facts import PIPELINE_TAGS
 from hf_minitf.catalog.exports import GGUF_AGREEMENT_TEXT, OLLAMA_GGUF_FILE, OLLAMA_MODELFILE, OLLAMA_SAMPLING
 from hf_minitf.export.formats.ollama import FORMAT
@@ -267,6 +267,7 @@ def _card(
     name: str,
     num_ctx: int,
     data: dict[str, Any],
+    examples: list[str],
 ) -> str:
     from hf_minitf.safety.output_folders import size_text
 
@@ -294,6 +295,7 @@ def _card(
         fallbacks=written.fallbacks,
         quantizer=written.quantizer,
         agreement=written.agreement,
+        examples=examples,
     )
     return f"{card}\n"
 
@@ -338,7 +340,8 @@ def export_ollama(
         (work / OLLAMA_MODELFILE).write_text(modelfile, encoding="utf-8")
         data = export_card_data(opened.folder, license, figures=False)
         named = source_naming(opened.family, opened.repo_id, opened.revision, source_repo)
-        card = _card(named, written, wrapping, stops, name, config.max_position_embeddings, data)
+        examples = model_examples(opened.folder)
+        card = _card(named, written, wrapping, stops, name, config.max_position_embeddings, data, examples)
         (work / "README.md").write_text(card, encoding="utf-8")
     written.path = Path(out) / OLLAMA_GGUF_FILE
     notes = (

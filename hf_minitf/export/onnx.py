@@ -66,7 +66,6 @@ FILE_NOTES = {
     "q4": "4-bit weights in blocks of 32, float32 activations; the smallest, and the furthest from float32",
 }
 TRANSFORMERS_JS_TEMPLATE = "onnx_transformers_js.md"  # its transformers.js section, also added to an encoder's card
-CARD_PROMPT = "Hello"
 
 
 class LastHiddenState(torch.nn.Module):
@@ -244,11 +243,13 @@ def encode(texts):
     pooled = (states * mask[..., None]).sum(1) / np.clip(mask.sum(1, keepdims=True), 1e-9, None)
     return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
-print(encode(["The weather is lovely today.", "It's so sunny outside!"]).shape)"""
+print(encode(TEXTS).shape)"""
+"""The encoder card's ONNX Runtime code; TEXTS stands for the card's example texts (a JSON list)."""
 
 
-def onnx_readme_section(files: list[str]) -> str:
-    """The encoder card's ONNX Runtime section: the files, sentence-transformers' ONNX backend, the plain code."""
+def onnx_readme_section(files: list[str], examples: list[str]) -> str:
+    """The encoder card's ONNX Runtime section: the files, sentence-transformers' ONNX backend, the plain code run
+    on `examples`."""
     listed = ", ".join(f"`{name}`" for name in files)
     default = QUANTIZED_FILES["q8"] if QUANTIZED_FILES["q8"] in files else MODEL_FILE
     quantized = (
@@ -270,14 +271,15 @@ yet (optimum-onnx 0.1.0 requires transformers < 4.58). Without optimum, ONNX Run
 (`pip install onnxruntime transformers`):
 
 ```python
-{ONNX_SNIPPET}
+{ONNX_SNIPPET.replace("TEXTS", json.dumps(examples[:2]))}
 ```
 
-With hf_minitf installed, `minitf embed path/to/this/folder "some text"` runs `{default}` this way."""
+With hf_minitf installed, `minitf embed path/to/this/folder "{examples[0]}"` runs `{default}` this way."""
 
 
-def transformers_js_section(family: str, out: Path, files: list[str], config) -> str:
-    """The card's transformers.js section: the file of each dtype, Node and browser code, what it does not do."""
+def transformers_js_section(family: str, out: Path, files: list[str], config, examples: list[str]) -> str:
+    """The card's transformers.js section: the file of each dtype, Node and browser code run on `examples` (the
+    source's example texts), what it does not do."""
     import jinja2
 
     from hf_minitf.cards import card_template
@@ -289,7 +291,7 @@ def transformers_js_section(family: str, out: Path, files: list[str], config) ->
         family=family,
         variants=[(dtypes[name], name, FILE_NOTES[dtypes[name]]) for name in files if name in dtypes],
         name=out.name,
-        prompt=CARD_PROMPT,
+        examples=examples,
         new_tokens=20,
         max_length=config.max_position_embeddings if learned else None,
         browser_dtype="q8" if QUANTIZED_FILES["q8"] in files else "fp32",  # the smaller file where there is one
@@ -308,17 +310,18 @@ def write_onnx_card(
     own repo id) as their `base_model`."""
     from huggingface_hub import ModelCard
 
-    from hf_minitf.cards import export_card, export_card_data, source_naming
+    from hf_minitf.cards import export_card, export_card_data, model_examples, source_naming
 
     family = source.family
     carried = export_card_data(source.folder, license, model_name=out.name)
     named = source_naming(family, source.repo_id, source.revision, source_repo)
+    examples = model_examples(source.folder)
     if family == "seq2seq":
         from hf_minitf.export.onnx_seq2seq import write_translator_card
 
-        write_translator_card(work, out, config, files, carried, named)
+        write_translator_card(work, out, config, files, carried, named, examples)
         return
-    js = transformers_js_section(family, out, files, config)
+    js = transformers_js_section(family, out, files, config, examples)
     card = work / "README.md"
     if family == "encoder":
         previous = ModelCard(card.read_text(encoding="utf-8") if card.is_file() else "")
@@ -327,7 +330,7 @@ def write_onnx_card(
             data[key] = value
         data["base_model"] = named["source_repo"]
         card.write_text(
-            f"---\n{data.to_yaml()}\n---\n\n{previous.text.strip()}\n\n{onnx_readme_section(files)}\n\n{js}",
+            f"---\n{data.to_yaml()}\n---\n\n{previous.text.strip()}\n\n{onnx_readme_section(files, examples)}\n\n{js}",
             encoding="utf-8",
         )
         return
@@ -347,9 +350,9 @@ def write_onnx_card(
         model_type=NATIVE_MODEL_TYPES[kind],
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
-        prompt=CARD_PROMPT,
+        examples=examples,
         transformers_js=js.strip(),
-        onnxruntime_snippet=ONNXRUNTIME_SNIPPET.replace("PROMPT", CARD_PROMPT),
+        onnxruntime_snippet=ONNXRUNTIME_SNIPPET.replace("PROMPT", json.dumps(examples[0])),
     ).save(card)
 
 

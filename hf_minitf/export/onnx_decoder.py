@@ -152,8 +152,9 @@ def generate(prompt, max_new_tokens=20):
             break
     return tokenizer.decode(ids, skip_special_tokens=True)
 
-print(generate("PROMPT"))"""
-"""The card's ONNX Runtime code: greedy decoding with the cache, nothing but onnxruntime and the tokenizer."""
+print(generate(PROMPT))"""
+"""The card's ONNX Runtime code: greedy decoding with the cache, nothing but onnxruntime and the tokenizer; PROMPT
+stands for the card's example prompt (a JSON string)."""
 
 
 def _update_json(path: Path, fields: dict[str, Any]) -> None:

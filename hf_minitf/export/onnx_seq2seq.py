@@ -226,11 +226,12 @@ def write_translator_folder(model: MiniTFSeq2SeqForConditionalGeneration, tokeni
 
 
 def write_translator_card(
-    work: Path, out: Path, config: Any, files: list[str], carried: dict, named: dict[str, Any]
+    work: Path, out: Path, config: Any, files: list[str], carried: dict, named: dict[str, Any], examples: list[str]
 ) -> None:
     """README.md of the translator's folder being written in `work` (to become `out`), from
-    model_cards/onnx_translator_export.md, with the source card's license and held-out figures (`carried`) and
-    the source named as `named` says (`export_card`'s family, source_repo and source_revision)."""
+    model_cards/onnx_translator_export.md, with the source card's license and held-out figures (`carried`), the
+    source named as `named` says (`export_card`'s family, source_repo and source_revision) and its example
+    sentences (`examples`)."""
     from hf_minitf.cards import export_card
 
     export_card(
@@ -244,6 +245,7 @@ def write_translator_card(
         config=config,
         head_dim=config.hidden_size // config.num_attention_heads,
         files=files,
+        examples=examples,
     ).save(work / "README.md")
 
 

@@ -77,3 +77,14 @@ def test_quantized_files_carry_no_figures_of_the_float32_source(trained, tmp_pat
     assert int8.data.eval_results is None
     float32 = ModelCard.load(export_ctranslate2(trained, tmp_path / "float32") / "README.md")
     assert held_out(float32) == pytest.approx(HELD_OUT, rel=1e-6)
+
+
+@pytest.mark.parametrize("text", ["the cat", 'a "quoted" $HOME, `ls`!', "it's"])
+def test_an_example_is_one_word_of_a_cards_shell_command(text):
+    """The commands of an export card (`llama-cli -p`, `ollama run`, `minitf generate`) pass the source's example, a
+    text of its data, as one shell word, whatever it holds."""
+    import shlex
+
+    from hf_minitf.cards.exports import shell_word
+
+    assert shlex.split(f"llama-cli -p {shell_word(text)} -n 50") == ["llama-cli", "-p", text, "-n", "50"]

@@ -111,8 +111,9 @@ def test_translator_readme_code_translates_as_minitf():
     readme = (exported / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
     limit = json.loads((folder / "config.json").read_text())["max_position_embeddings"]
-    code = code.replace("path/to/this/folder", str(exported)).replace("MAX_LENGTH", str(limit - 1))
-    code = code.replace('["a sentence to translate"]', repr([source for source, _ in PAIRS]))
+    assert f"max_decoding_length={limit - 1})" in code  # within the decoder's positions, as minitf translate
+    code = code.replace("path/to/this/folder", str(exported))
+    code = re.sub(r"for text in \[.*\]\]", f"for text in {[source for source, _ in PAIRS]!r}]", code)
     printed = run_python(
         code.replace("    print(", "    lines.append(").replace(
             "for result in results:", "lines = []\nfor result in results:"

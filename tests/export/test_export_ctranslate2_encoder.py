@@ -76,8 +76,9 @@ def test_readme_code_embeds_as_sentence_transformers():
     exported = export_of("miniembed")
     code = re.search(r"```python\n(.*?)```", (exported / "README.md").read_text(), re.S).group(1)
     limit = json.loads((engine_encoder("miniembed") / "config.json").read_text())["max_position_embeddings"]
-    code = code.replace("path/to/this/folder", str(exported)).replace("MAX_LENGTH", str(limit))
-    code = code.replace('["a sentence to embed", "another one"]', repr(TEXTS))
+    assert f"enable_truncation({limit})" in code  # the position table, as minitf embed
+    code = code.replace("path/to/this/folder", str(exported))
+    code = re.sub(r"encode_batch\(\[.*\]\)", f"encode_batch({TEXTS!r})", code)
     code = code.replace("print(embeddings @ embeddings.T)", "import json; print(json.dumps(embeddings.tolist()))")
     assert np.abs(np.array(run_python(code)) - reference("miniembed")).max() <= 1e-5
 

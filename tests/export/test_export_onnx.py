@@ -43,10 +43,7 @@ def readme_embeddings(folder, file_name: str, texts: list[str]) -> np.ndarray:
     section = (folder / "README.md").read_text().split("## ONNX Runtime")[1]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace("path/to/this/folder", str(folder)).replace("onnx/model.onnx", file_name)
-    code = code.replace(
-        'print(encode(["The weather is lovely today.", "It\'s so sunny outside!"]).shape)',
-        f"import json\nprint(json.dumps(encode({texts!r}).tolist()))",
-    )
+    code = re.sub(r"print\(encode\(.*\)\.shape\)", f"import json\nprint(json.dumps(encode({texts!r}).tolist()))", code)
     return np.array(run_python(code))
 
 

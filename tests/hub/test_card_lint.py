@@ -1,6 +1,7 @@
 """Issue 48's card standard over every card the package writes (tests/card_lint.py): trained GPT, encoder and
-translator; converted GPT and encoder; each export (native, ONNX, web, CTranslate2, Ollama, the native folder with
-GGUF files that `minitf push --native --gguf` publishes, the GGUF repo's folder of `--all-runtimes`); a folder
+translator; converted GPT and encoder; each export of the GPT (native, ONNX, web, CTranslate2, Ollama, the native
+folder with GGUF files that `minitf push --native --gguf` publishes, the GGUF repo's folder of `--all-runtimes`), of
+the encoder (native, ONNX, CTranslate2) and of the translator (native, ONNX, CTranslate2); a folder
 `minitf eval` measured; the pushed repos on the loopback Hub, and a native export of a pushed repo (its card must
 name that repo as `base_model`).
 
@@ -29,6 +30,7 @@ from hf_minitf.training.trainers import TrainSettings, train_encoder, train_gpt,
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 STEPS = TrainSettings(max_steps=2, batch_size=4, progress=False)
 GPT_TEXT = "the cat sat on the mat\n" * 20
+"""A character vocabulary without a capital letter: it spells neither "Hello" nor "Once upon a time"."""
 OWNER = "lint-org"
 GGUF_BASE_MODEL = f"{OWNER}/lintcard-gpt"
 """The repo `minitf push SRC lint-org/lintcard-gpt --all-runtimes` pushes the native folder to: its GGUF repo's base."""
@@ -52,6 +54,12 @@ CARDS = {
     "export_ctranslate2": "lintcard-gpt-ct2",
     "export_ollama": "lintcard-gpt-ollama",
     "gguf_repo": "lintcard-gpt-GGUF",
+    "export_native_encoder": "lintcard-encoder-native",
+    "export_onnx_encoder": "lintcard-encoder-onnx",
+    "export_ctranslate2_encoder": "lintcard-encoder-ct2",
+    "export_native_translator": "lintcard-translator-native",
+    "export_onnx_translator": "lintcard-translator-onnx",
+    "export_ctranslate2_translator": "lintcard-translator-ct2",
     "evaluated_translator": "evaluated/lintcard-translator",
     "export_native_of_hub_repo": "lintcard-hub-gpt-native",
     "hub_gpt": f"{OWNER}/lintcard-gpt",
@@ -64,8 +72,15 @@ CARDS = {
 
 LOCAL_NAMES = frozenset(path.split("/")[0] for path in CARDS.values() if not path.startswith(OWNER))
 
-CLEAN_FIGURES = "export_native", "export_onnx", "export_ctranslate2"
+EXPORTS = [name for name in CARDS if name.startswith("export_") or name == "gguf_repo"]
+EXPORT_SOURCES = {
+    name: next((f"trained_{family}" for family in ("encoder", "translator") if name.endswith(family)), "trained_gpt")
+    for name in EXPORTS
+}
+"""Each export's source folder: what its card's examples are spelled with (an Ollama folder has no tokenizer file)."""
+CLEAN_FIGURES = tuple(name for name in EXPORTS if name.split("_")[1] in ("native", "onnx", "ctranslate2"))
 """Exports exact to float32 rounding: the source's measured figures are theirs too."""
+CTRANSLATE2_CARDS = tuple(name for name in CARDS if name.startswith("export_ctranslate2"))
 
 
 def cli(*argv) -> str:
@@ -96,7 +111,8 @@ def train_all(root: Path) -> dict[str, dict[str, float]]:
 
 
 def export_all(root: Path) -> None:
-    """Every export of the trained GPT; the native and CTranslate2 ones verified as `minitf export` verifies them
+    """Every export of the trained GPT (and the native, ONNX and CTranslate2 ones of the encoder and the translator);
+    the native and CTranslate2 ones verified as `minitf export` verifies them
     (their Runs in rows, in their cards and the source's), the ONNX ones not (ONNX Runtime's start takes most of a
     minute on two busy cores; the rows are the same table)."""
     source = root / CARDS["trained_gpt"]
@@ -105,6 +121,12 @@ def export_all(root: Path) -> None:
     cli("export", "web", source, root / CARDS["export_web"], "--no-verify")
     if HAS_CTRANSLATE2:
         cli("export", "ctranslate2", source, root / CARDS["export_ctranslate2"])
+    for family in ("encoder", "translator"):
+        trained = root / CARDS[f"trained_{family}"]
+        cli("export", "native", trained, root / CARDS[f"export_native_{family}"])
+        cli("export", "onnx", trained, root / CARDS[f"export_onnx_{family}"], "--no-verify")
+        if HAS_CTRANSLATE2:
+            cli("export", "ctranslate2", trained, root / CARDS[f"export_ctranslate2_{family}"])
     cli("export", "ollama", source, root / CARDS["export_ollama"])
     # The GGUF repo's folder as `minitf push --all-runtimes` writes it before uploading (the rest of that push
     # would export and verify every runtime again).
@@ -140,14 +162,14 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
     export_all(root)
     measured["evaluated_translator"] = {**measured["trained_translator"], **evaluate(root)}
     publish(root)
-    for name in ("native", "onnx", "ctranslate2"):
-        measured[f"export_{name}"] = measured["trained_gpt"]
+    for name in CLEAN_FIGURES:
+        measured[name] = measured[EXPORT_SOURCES[name]]
     for name in ("gpt", "encoder", "translator"):
         measured[f"hub_{name}"] = measured[f"trained_{name}"]
     measured["hub_native_gguf"] = measured["export_native_of_hub_repo"] = measured["trained_gpt"]
     targets = []
     for name, where in CARDS.items():
-        if name == "export_ctranslate2" and not HAS_CTRANSLATE2:
+        if name in CTRANSLATE2_CARDS and not HAS_CTRANSLATE2:
             continue
         repo_id = where if where.startswith(OWNER) else None
         folder = (
@@ -166,6 +188,7 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
                 local_names=LOCAL_NAMES,
                 forbidden=(str(root),),
                 model_id=repo_id,
+                tokenizer_folder=root / CARDS[EXPORT_SOURCES[name]] if name in EXPORT_SOURCES else None,
             )
         )
     # Every snippet talks to the loopback Hub (the local ones need no Hub; any download they try lands there).
@@ -176,10 +199,19 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
     return {target.name: lint_card(target, snippets[target.name]) for target in targets}
 
 
+KNOWN_PROBLEMS = {
+    ("export_onnx_encoder", "usage"): "the copied SentenceTransformer card's Use section beside ONNX Runtime's",
+    ("export_onnx_encoder", "snippets"): "the copied card's Use section loads the source's id, not this folder",
+}
+"""Problems found and not fixed yet (strict: a fix makes the test pass and fail as unexpected)."""
+
+
 def _case(card: str, check: str):
     marks = []
-    if card == "export_ctranslate2" and not HAS_CTRANSLATE2:
+    if card in CTRANSLATE2_CARDS and not HAS_CTRANSLATE2:
         marks.append(pytest.mark.skip(reason="ctranslate2 is not installed"))
+    if (card, check) in KNOWN_PROBLEMS:
+        marks.append(pytest.mark.xfail(reason=KNOWN_PROBLEMS[card, check], strict=True))
     return pytest.param(card, check, marks=marks, id=f"{card}-{check}")
 
 

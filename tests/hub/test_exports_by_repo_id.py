@@ -128,6 +128,17 @@ def program(export: str, installed: bool) -> str:
     return "import json\n" + constants + textwrap.dedent(PROGRAMS[export]) + extra + "print(json.dumps(result))\n"
 
 
+def run_fresh(code: str, installed: bool, cwd) -> dict:
+    """`code` run in a fresh process, with hf-minitf importable (`installed`) or hidden as on a machine without it:
+    the JSON its last printed line holds."""
+    if not installed:
+        return run_without_hf_minitf(code, cwd=str(cwd))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory):
     return make_gpt(tmp_path_factory.mktemp("exports_by_repo_id") / "exp", "rope")
@@ -161,14 +172,7 @@ def expected(gpt):
 
 @pytest.mark.parametrize(("export", "installed"), CASES)
 def test_each_export_runs_by_repo_id_with_each_named_entry_point(pushed, gpt, expected, export, installed, tmp_path):
-    code = program(export, installed)
-    if installed:
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-        assert completed.returncode == 0, completed.stderr
-        result = json.loads(completed.stdout.strip().splitlines()[-1])
-    else:
-        result = run_without_hf_minitf(code, cwd=str(tmp_path))
+    result = run_fresh(program(export, installed), installed, tmp_path)
     assert result["tokens"] == expected["tokens"], export
     if export == "native":
         assert result["class"] == "GPTNeoXForCausalLM" and result["pipeline"] == expected["pipeline"]
