@@ -9,7 +9,8 @@ What the rest of the package asks of a card, by what it is for:
 - a converted model: `render_model_card`, before its folder exists;
 - an export: `export_card` (its template rendered), `export_card_data` (what it carries over from its source's),
   `source_naming` and `source_words` (how it names its source: the Hub repo it is published as, or none),
-  `model_examples` (the source's example texts, which its snippets run on);
+  `model_examples` (the source's example texts, which its snippets run on), `insert_section_after` (an export's
+  usage added under its copied card's);
 - measurements: `record_evaluation` (`minitf eval`: model-index, `.eval_results/`, `EVAL_RESULTS_FOLDER`,
   `is_eval_results_path`), `write_runs_in` and `RunRow` (`minitf verify`'s "Runs in" table);
 - `read_card` (a folder's card, its metadata checked before it is parsed), `card_template` (a template's text) and
@@ -27,6 +28,7 @@ from hf_minitf.cards.render import (
     PLACEHOLDER_MODEL_ID,
     card_template,
     inline_text,
+    insert_section_after,
     local_model_id,
     model_examples,
     render_model_card,
@@ -52,6 +54,7 @@ __all__ = [
     "export_card",
     "export_card_data",
     "inline_text",
+    "insert_section_after",
     "is_eval_results_path",
     "local_model_id",
     "model_examples",

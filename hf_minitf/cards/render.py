@@ -202,6 +202,17 @@ def set_section(text: str, name: str, content: str) -> str:
     return text.rstrip() + "\n\n" + section
 
 
+def insert_section_after(text: str, after: str, name: str, content: str) -> str:
+    """The card body with the marked section `name` (replaced where it is) right after the marked section `after`
+    (else at the end): its `###` headings are then subsections of the heading `after`'s section is under."""
+    text = drop_section(text, name)
+    span = section_spans(text).get(after)
+    if span is None:
+        return set_section(text, name, content)
+    section = _SECTION.format(name=name, text=content.strip()) + "\n"
+    return text[: span[1]] + "\n" + section + text[span[1] :]
+
+
 def drop_section(text: str, name: str) -> str:
     """A card body without its marked section `name` (as it was when it has none)."""
     span = section_spans(text).get(name)

@@ -65,6 +65,8 @@ FILE_NOTES = {
     "fp16": "float16 weights and computation (inputs and outputs too); half the size",
     "q4": "4-bit weights in blocks of 32, float32 activations; the smallest, and the furthest from float32",
 }
+ONNX_USAGE_SECTION = "onnx_usage"
+"""The marked section of an encoder export's card holding its ONNX Runtime and transformers.js code."""
 TRANSFORMERS_JS_TEMPLATE = "onnx_transformers_js.md"  # its transformers.js section, also added to an encoder's card
 
 
@@ -248,8 +250,10 @@ print(encode(TEXTS).shape)"""
 
 
 def onnx_readme_section(files: list[str], examples: list[str]) -> str:
-    """The encoder card's ONNX Runtime section: the files, sentence-transformers' ONNX backend, the plain code run
-    on `examples`."""
+    """The encoder card's ONNX Runtime subsection of its usage: the files, sentence-transformers' ONNX backend, the
+    plain code run on `examples`."""
+    from hf_minitf.cards.exports import shell_word
+
     listed = ", ".join(f"`{name}`" for name in files)
     default = QUANTIZED_FILES["q8"] if QUANTIZED_FILES["q8"] in files else MODEL_FILE
     quantized = (
@@ -258,7 +262,7 @@ def onnx_readme_section(files: list[str], examples: list[str]) -> str:
         if SENTENCE_TRANSFORMERS_Q8_FILE in files
         else ""
     )
-    return f"""## ONNX Runtime
+    return f"""### ONNX Runtime
 
 This folder holds the encoder as ONNX ({listed}; exported by `minitf export onnx`), inputs `input_ids` and
 `attention_mask` (batch x sequence, both axes dynamic), output `last_hidden_state`. The sentence embedding is
@@ -274,7 +278,7 @@ yet (optimum-onnx 0.1.0 requires transformers < 4.58). Without optimum, ONNX Run
 {ONNX_SNIPPET.replace("TEXTS", json.dumps(examples[:2]))}
 ```
 
-With hf_minitf installed, `minitf embed path/to/this/folder "{examples[0]}"` runs `{default}` this way."""
+With hf_minitf installed, `minitf embed path/to/this/folder {shell_word(examples[0])}` runs `{default}` this way."""
 
 
 def transformers_js_section(family: str, out: Path, files: list[str], config, examples: list[str]) -> str:
@@ -305,12 +309,20 @@ def write_onnx_card(
 ) -> None:
     """README.md of the folder being written in `work` (to become `out`): a GPT gets its card from
     model_cards/onnx_export.md, a translator from model_cards/onnx_translator_export.md; an encoder's
-    SentenceTransformer card gets the ONNX Runtime and transformers.js sections added. All carry the source card's
-    license (or `license`) and held-out figures (`export_card_data`) and name the source by `source_repo` (else its
-    own repo id) as their `base_model`."""
+    SentenceTransformer card, naming this folder, gets the ONNX Runtime and transformers.js code in its usage. All
+    carry the source card's license (or `license`) and held-out figures (`export_card_data`) and name the source by
+    `source_repo` (else its own repo id) as their `base_model`."""
     from huggingface_hub import ModelCard
 
-    from hf_minitf.cards import export_card, export_card_data, model_examples, source_naming
+    from hf_minitf.cards import (
+        export_card,
+        export_card_data,
+        insert_section_after,
+        local_model_id,
+        model_examples,
+        source_naming,
+        write_model_card,
+    )
 
     family = source.family
     carried = export_card_data(source.folder, license, model_name=out.name)
@@ -324,15 +336,17 @@ def write_onnx_card(
     js = transformers_js_section(family, out, files, config, examples)
     card = work / "README.md"
     if family == "encoder":
-        previous = ModelCard(card.read_text(encoding="utf-8") if card.is_file() else "")
+        # the copied SentenceTransformer card, its snippets loading this folder (not the source), with the ONNX
+        # Runtime and transformers.js code as subsections of its one usage section
+        write_model_card(work, model_id=local_model_id(out))
+        previous = ModelCard.load(card)
         data = previous.data
         for key, value in carried.items():
             data[key] = value
         data["base_model"] = named["source_repo"]
-        card.write_text(
-            f"---\n{data.to_yaml()}\n---\n\n{previous.text.strip()}\n\n{onnx_readme_section(files, examples)}\n\n{js}",
-            encoding="utf-8",
-        )
+        usage = f"{onnx_readme_section(files, examples)}\n\n{js.replace('## ', '### ', 1)}"
+        text = insert_section_after(previous.text, "usage", ONNX_USAGE_SECTION, usage)
+        card.write_text(f"---\n{data.to_yaml()}\n---\n\n{text.strip()}\n", encoding="utf-8")
         return
     from hf_minitf.catalog.exports import NATIVE_ARCHITECTURES, NATIVE_MODEL_TYPES
     from hf_minitf.export.onnx_decoder import ONNXRUNTIME_SNIPPET

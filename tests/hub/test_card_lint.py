@@ -199,10 +199,7 @@ def linted(tmp_path_factory, hub) -> dict[str, dict[str, list[str]]]:
     return {target.name: lint_card(target, snippets[target.name]) for target in targets}
 
 
-KNOWN_PROBLEMS = {
-    ("export_onnx_encoder", "usage"): "the copied SentenceTransformer card's Use section beside ONNX Runtime's",
-    ("export_onnx_encoder", "snippets"): "the copied card's Use section loads the source's id, not this folder",
-}
+KNOWN_PROBLEMS: dict[tuple[str, str], str] = {}
 """Problems found and not fixed yet (strict: a fix makes the test pass and fail as unexpected)."""
 
 
