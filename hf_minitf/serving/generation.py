@@ -211,10 +211,18 @@ class ModelWorker:
         elif hasattr(runner, "tokens"):
             options = request.engine_arguments()
             options["generator"] = np.random.default_rng(options.pop("seed", 0))
+            # a stream gets each token as it comes; an answer given whole gets them at once (waking the event loop
+            # for each token cost a lone request more than the engine's decoding)
+            held: list[int] = []
             for token in runner.tokens(request.prompt_ids, request.max_new_tokens, **options):
                 if generation.cancelled.is_set():
                     return
-                generation.push([token])
+                held.append(token)
+                if request.stream or not request.shareable:
+                    generation.push(held)
+                    held = []
+            if held:
+                generation.push(held)
             return
         else:
             ids = runner.generate([request.prompt_ids], request.max_new_tokens, **request.engine_arguments())[0]

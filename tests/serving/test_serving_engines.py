@@ -215,3 +215,34 @@ def test_a_generation_config_the_engines_do_not_apply_keeps_the_folder_on_torch(
     assert choice.engine == "torch" and choice.runner is None
     assert "generation_config.json sets repetition_penalty, which onnxruntime does not apply" in choice.reason
     assert not (folder / ENGINE_CACHE_FOLDER).exists()
+
+
+class _CountingRunner:
+    """An engine runner that decodes one token at a time (as ONNX Runtime's does): ids 1, 2, 3, ..."""
+
+    def tokens(self, prompt_ids, max_new_tokens, **options):
+        yield from range(1, max_new_tokens + 1)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_answer_given_whole_gets_its_tokens_at_once_and_a_stream_each_as_it_comes(stream):
+    """Waking the event loop for each token cost a lone request on the export more than its decoding: an answer
+    given whole is handed its tokens in one piece, a stream each token as the engine decodes it."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from hf_minitf.serving.generation import ModelWorker
+    from hf_minitf.serving.requests import GenerationRequest
+
+    served = SimpleNamespace(name="m", family="gpt", engine="onnxruntime", model=_CountingRunner())
+
+    async def pieces() -> list[list[int]]:
+        worker = ModelWorker(served)
+        try:
+            request = GenerationRequest(served, "completions", [5, 6], 4, stream=stream)
+            return [piece async for piece in worker.submit(request).tokens()]
+        finally:
+            worker.close()
+
+    received = asyncio.run(pieces())
+    assert received == ([[1], [2], [3], [4]] if stream else [[1, 2, 3, 4]])
