@@ -124,10 +124,15 @@ class _LineProcess:
 class NodeRunner(_LineProcess):
     """`node tests/js/run.mjs TASK FOLDER DTYPE`: transformers.js in Node on an ONNX export folder (`translate`: on
     the page `minitf export web` wrote). `ask` takes {"prompts", "max_new_tokens"} (answer: the new token ids of each
-    prompt), {"sentences"} (the embeddings) or {"texts", "max_new_tokens"} (each translation's ids and text)."""
+    prompt; for `text-generation`, the cards' pipeline, each prompt's {"ids", "text"}), {"sentences"} (the
+    embeddings) or {"texts", "max_new_tokens"} (each translation's ids and text).
 
-    def __init__(self, task: str, folder: Path, dtype: str = "fp32") -> None:
-        super().__init__(["node", str(JS_DIR / "run.mjs"), task, str(folder), dtype])
+    `hub`: (the URL of a Hub, a cache folder): `folder` is then a repo id of that Hub, loaded as a web page loads one
+    (remote only, downloads cached in the folder)."""
+
+    def __init__(self, task: str, folder: Path | str, dtype: str = "fp32", hub: tuple[str, Path] | None = None) -> None:
+        remote = ["--hub", hub[0], str(hub[1])] if hub else []
+        super().__init__(["node", str(JS_DIR / "run.mjs"), task, str(folder), dtype, *remote])
 
 
 class BrowserPage(_LineProcess):

@@ -5,7 +5,8 @@ each in a fresh process, with hf-minitf installed and, where the entry point doe
 - the native repo: `AutoModelForCausalLM.from_pretrained(REPO)` with `AutoTokenizer`, and `pipeline("text-generation",
   model=REPO)`;
 - the ONNX repo (`REPO-ONNX`): ONNX Runtime on its `snapshot_download` (the card's greedy loop), and `minitf generate`
-  on that download;
+  on that download; transformers.js's `pipeline("text-generation", REPO-ONNX, {dtype: "fp32"})` as the card's web
+  page calls it, in Node with the Hub's URL as its `remoteHost` (no local files, a fresh cache);
 - the CTranslate2 repo (`REPO-ct2`): `ctranslate2.Generator` on its `snapshot_download` (CTranslate2 reads folders
   only), and `minitf generate` on that download;
 - the GGUF repo (`REPO-GGUF`): llama-cpp-python's `Llama.from_pretrained(REPO-GGUF, FILE)` (what `llama-cli -hf`
@@ -28,6 +29,7 @@ import torch
 from factories import GPT_PROMPTS, make_gpt
 from isolation import run_without_hf_minitf
 from transformers import AutoTokenizer, pipeline
+from transformers_js import NodeRunner
 
 from hf_minitf import MiniTFGPTForCausalLM
 from hf_minitf.cli import main as minitf_main
@@ -178,6 +180,17 @@ def test_each_export_runs_by_repo_id_with_each_named_entry_point(pushed, gpt, ex
         assert result["class"] == "GPTNeoXForCausalLM" and result["pipeline"] == expected["pipeline"]
     if "minitf_generate" in result:
         assert result["minitf_generate"] == expected["minitf_generate"]
+
+
+def test_transformers_js_runs_the_onnx_repo_by_repo_id(pushed, expected, node_modules, tmp_path):
+    """The ONNX repo by its id, as its card's web page loads it: transformers.js downloads it from the Hub (the
+    loopback one's URL for huggingface.co) and its text-generation pipeline, greedy, continues the prompt with the
+    source's tokens and text."""
+    cache = tmp_path / "transformers_js_cache"
+    with NodeRunner("text-generation", REPO + "-ONNX", "fp32", hub=(pushed.url, cache)) as node:
+        (answer,) = node.ask({"prompts": [PROMPT], "max_new_tokens": NEW_TOKENS})["result"]
+    assert answer == {"ids": expected["tokens"], "text": expected["pipeline"]}
+    assert (cache / (REPO + "-ONNX") / "onnx" / "model.onnx").is_file()  # downloaded, not found on disk
 
 
 def test_the_engine_export_cards_say_how_their_folder_comes_from_the_hub(pushed):

@@ -4,8 +4,10 @@ docs/publishing.md, docs/export.md, docs/export_engines.md and the export cards)
 does for the GPT's:
 
 - encoder, the native repo: `SentenceTransformer(REPO)`, and `AutoModel` + `AutoTokenizer` with the card's masked
-  mean; the ONNX repo (`REPO-ONNX`): ONNX Runtime on its `snapshot_download` (the card's code); the CTranslate2 repo
-  (`REPO-ct2`): `ctranslate2.Encoder` on its download (the card's code); `minitf embed` on each download;
+  mean; the ONNX repo (`REPO-ONNX`): ONNX Runtime on its `snapshot_download` (the card's code), and transformers.js's
+  `pipeline("feature-extraction", REPO-ONNX, {dtype: "fp32"})` with mean pooling, normalized, as the card's web page
+  calls it (in Node, the Hub's URL as its `remoteHost`); the CTranslate2 repo (`REPO-ct2`): `ctranslate2.Encoder` on
+  its download (the card's code); `minitf embed` on each download;
 - translator, the native repo: `AutoModelForSeq2SeqLM` + `AutoTokenizer` and `generate()` (transformers 5 has no
   translation pipeline; the MiniTF repos' `minitf-translation` task: tests/hub/test_hub.py); the CTranslate2 repo:
   `ctranslate2.Translator` on its download; `minitf translate` on the ONNX and CTranslate2 downloads (the ONNX card's
@@ -30,6 +32,7 @@ from sentence_transformers import SentenceTransformer
 from test_exports_by_repo_id import run_fresh
 from tokenizers import Tokenizer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers_js import NodeRunner
 
 from hf_minitf.cli import main as minitf_main
 from hf_minitf.publishing import push_all_runtimes
@@ -189,3 +192,14 @@ def test_minitf_runs_each_engine_download_as_the_source(pushed, expected, family
             assert_same_output(family, vectors, np.array(reference), suffix)
         else:
             assert printed == expected["minitf"][family], suffix
+
+
+def test_transformers_js_embeds_with_the_encoders_onnx_repo_by_repo_id(pushed, expected, node_modules, tmp_path):
+    """The encoder's ONNX repo by its id, as its card's web page loads it: transformers.js downloads it from the Hub
+    (the loopback one's URL for huggingface.co); its feature-extraction pipeline, mean-pooled and normalized, gives
+    the source's SentenceTransformer embeddings."""
+    cache = tmp_path / "transformers_js_cache"
+    with NodeRunner("embed", REPOS["encoder"] + "-ONNX", "fp32", hub=(pushed.url, cache)) as node:
+        embeddings = node.ask({"sentences": TEXTS})["result"]
+    assert_same_output("encoder", embeddings, expected["encoder"], "transformers.js")
+    assert (cache / (REPOS["encoder"] + "-ONNX") / "onnx" / "model.onnx").is_file()  # downloaded, not found on disk
