@@ -41,27 +41,6 @@ def _share_the_cores_between_workers() -> None:
 
 _share_the_cores_between_workers()
 
-LONGEST_MODULES = (
-    "tests/hub/test_card_lint.py",
-    "tests/verification/test_verify.py",
-    "tests/test_registration.py",
-    "tests/export/test_export_onnx_seq2seq.py",
-    "tests/export/test_export_onnx_gpt.py",
-    "tests/serving/test_serving_exports.py",
-    "tests/serving/test_serving_engines.py",
-    "tests/export/test_export_web.py",
-    "tests/hub/test_exports_by_repo_id.py",
-    "tests/hub/test_exports_by_repo_id_families.py",
-)
-"""The modules that take a minute or more on 2 idle cores (`--durations`): pytest-xdist hands modules out in
-collection order (`--dist loadfile`), so these go first and no worker is left running one while the other idles."""
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """LONGEST_MODULES first, in that order; every other module after them as collected."""
-    rank = {module: index for index, module in enumerate(LONGEST_MODULES)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
-
 
 @pytest.fixture
 def one_thread():
