@@ -39,6 +39,10 @@ Cases:
 Each round runs `--steps` timed steps of every case in turn (after untimed warm-up steps in each process); the
 figure of a case is the median step over all rounds. Ratios are to the original loop (else to the MiniTF loop).
 The machine is shared: read the ratios and the spread (the steps' min-max and the rounds' medians' range).
+
+The loops also report their loss at every timed step (the same batches in the same order for both models, each
+from its own random start): with `--rounds 1 --steps 60 --cases "original loop" "minitf loop"` the two curves side
+by side (the first timed step's loss and the mean of the last 10).
 """
 
 from __future__ import annotations
@@ -360,7 +364,7 @@ CASES = {"gpt": gpt_case, "encoder": encoder_case, "seq2seq": seq2seq_case}
 
 
 def bare_loop(spec: dict):
-    """One run of `spec["steps"]` optimizer steps of a model in a bare loop; returns each step's seconds."""
+    """One run of `spec["steps"]` optimizer steps of a model in a bare loop; returns each step's seconds and loss."""
     import torch
 
     torch.manual_seed(0)
@@ -371,18 +375,20 @@ def bare_loop(spec: dict):
     optimizer = getattr(torch.optim, family.optimizer)(model.parameters(), lr=family.learning_rate, **options)
     position = 0
 
-    def run() -> list[float]:
+    def run() -> dict[str, list[float]]:
         nonlocal position
-        seconds = []
+        seconds, losses = [], []
         for _ in range(spec["steps"]):
             batch = data[position % len(data)]
             position += 1
             started = time.perf_counter()
-            loss_of(batch).backward()
+            loss = loss_of(batch)
+            loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             seconds.append(time.perf_counter() - started)
-        return seconds
+            losses.append(loss.item())
+        return {"seconds": seconds, "losses": losses}
 
     for _ in range(WARMUP_STEPS):  # untimed: allocator, compilation
         run()
@@ -458,13 +464,13 @@ def command_run(spec: dict):
         *spec.get("options", []),
     ]
 
-    def run() -> list[float]:
+    def run() -> dict[str, list[float]]:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()) as errors:
             status = cli_main(arguments)
         if status != 0:
             raise RuntimeError(f"minitf train {spec['family']} failed: {errors.getvalue()[-2000:]}")
         ends = clock[-1].ends[WARMUP_STEPS:]
-        return [later - earlier for earlier, later in zip(ends, ends[1:])]
+        return {"seconds": [later - earlier for earlier, later in zip(ends, ends[1:])], "losses": []}
 
     return run
 
@@ -517,6 +523,13 @@ def source_dest(family: Family) -> str:
     return family.source_option.removeprefix("--").replace("-", "_")
 
 
+def loss_summary(losses: list[float]) -> str:
+    """A loop's loss curve in a few words: its first timed step's loss and the mean of its last 10 (or nothing)."""
+    if not losses:
+        return ""
+    return f"  loss {losses[0]:.3f} -> {statistics.mean(losses[-10:]):.3f} (last {min(10, len(losses))})"
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = interleaved_parser(__doc__.split("\n\n")[0], unit="case")
     parser.add_argument("--family", choices=FAMILIES, default="gpt", help="the family to train (default: gpt)")
@@ -537,8 +550,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     cases = {name: spec for name, spec in specs(args).items() if not args.cases or name in args.cases}
     timings = time_interleaved(SCRIPT, cases, args.rounds)
     reference = "original loop" if "original loop" in timings else "minitf loop"
-    steps = {name: [step for result in timing.results for step in result] for name, timing in timings.items()}
-    rounds = {name: [statistics.median(result) for result in timing.results] for name, timing in timings.items()}
+    steps = {
+        name: [step for result in timing.results for step in result["seconds"]] for name, timing in timings.items()
+    }
+    rounds = {
+        name: [statistics.median(result["seconds"]) for result in timing.results] for name, timing in timings.items()
+    }
+    losses = {
+        name: [loss for result in timing.results for loss in result["losses"]] for name, timing in timings.items()
+    }
     base = statistics.median(steps[reference])
     rows = [
         dict(
@@ -549,6 +569,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             round_medians_ms=[1000 * value for value in rounds[name]],
             ratio_to_reference=statistics.median(steps[name]) / base,
             reference=reference,
+            losses=losses[name],
         )
         for name in timings
     ]
@@ -558,7 +579,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rounds_range = f"{min(row['round_medians_ms']):.0f}-{max(row['round_medians_ms']):.0f}"
         print(
             f"{row['case']:42s} {row['ms_per_step']:8.1f} ms/step  round medians {rounds_range} ms  "
-            f"{row['ratio_to_reference']:.3f}x {reference}"
+            f"{row['ratio_to_reference']:.3f}x {reference}{loss_summary(row['losses'])}"
         )
     if args.json or not args.smoke:
         stem = "training-speed" if args.family == "gpt" else f"training-speed-{args.family}"
