@@ -8,7 +8,9 @@ MiniTF model of the same family in the same loop, and `minitf train FAMILY`, eac
 Families (`--family`, default gpt), each at its original's dims (a catalog preset), fp32:
 - gpt: the nanoGPT-style char GPT (`--char-gpt-source`, its model.py) at nanoGPT's shakespeare-char dims (preset
   "shakespeare-char": 6 layers of 384, 6 heads, dropout 0.2; 65 characters), batch 8 x 128 tokens, AdamW at 1e-3.
-  Its loop: `logits, loss = model(x, y)`; the MiniTF loop: `model(input_ids=x, labels=x).loss` (the model shifts).
+  Its loop: `logits, loss = model(x, y)`; the MiniTF loop: `model(input_ids=x, labels=x, shift_labels=y).loss` (the
+  same targets: transformers' causal-LM loss takes them already shifted). The tokens follow a fixed random chain:
+  each token is followed by one of 4 (a loss floor of ln 4 = 1.386).
 - encoder: MiniEmbed (`--miniembed-source`, its src/model.py) at its mini dims (preset "miniembed-mini": 4 layers
   of 256, 4 heads, FFN 1024, dropout 0.1; a word vocabulary of about 29,000 of the preset's 30,000), batch 32
   (anchor, positive) pairs of 26 to 32 tokens padded to the batch's longest, AdamW at 1e-3. The loss is sentence-transformers'
@@ -21,8 +23,10 @@ Families (`--family`, default gpt), each at its original's dims (a catalog prese
   anchor here), a vocabulary of about 7,700 words a side; hkproj's loop: Adam at 1e-4 (eps 1e-9), `encode`,
   `decode` with its padding and causal masks, `project`, cross entropy with ignore_index [PAD] and label smoothing
   0.1; the MiniTF loop: `model(input_ids, attention_mask, labels=labels).loss`.
-The pairs are random sentences of a word vocabulary; every case reads them through the tokenizer `minitf train`
-trains on them (so the vocabularies, ids and lengths are the same), the loops' batches tokenized before timing.
+The pairs are random sentences of a word vocabulary, each paired with its word-for-word translation under a fixed
+random permutation of the words (so there is something to learn); every case reads them through the tokenizer
+`minitf train` trains on them (so the vocabularies, ids and lengths are the same), the loops' batches tokenized
+before timing.
 
 Cases:
 - `original loop`: the original's own model (its source file passed by path; left out without it) in a bare loop:
@@ -40,9 +44,8 @@ Each round runs `--steps` timed steps of every case in turn (after untimed warm-
 figure of a case is the median step over all rounds. Ratios are to the original loop (else to the MiniTF loop).
 The machine is shared: read the ratios and the spread (the steps' min-max and the rounds' medians' range).
 
-The loops also report their loss at every timed step (the same batches in the same order for both models, each
-from its own random start): with `--rounds 1 --steps 60 --cases "original loop" "minitf loop"` the two curves side
-by side (the first timed step's loss and the mean of the last 10).
+benchmarks/training_loss.py trains the same loops over the same batches from the first step, with one more model
+(the original's as it is built, converted by `hf_minitf.conversion`), and compares their loss curves.
 """
 
 from __future__ import annotations
@@ -160,27 +163,42 @@ def command_preset(spec: dict) -> str:
     return "tiny" if spec.get("smoke") else family_of(spec).preset
 
 
+CHAIN_CHOICES = 4  # the tokens that may follow each token of the GPT's stream
+
+
 def text_batches(vocab: int, block: int, batch: int, count: int):
-    """`count` random (inputs, targets) batches of `batch` windows of `block` tokens of a fixed random token stream,
-    the targets one token on, as nanoGPT's get_batch draws them."""
+    """`count` random (inputs, targets) batches of `batch` windows of `block` tokens of a stream drawn from a fixed
+    random chain (each token followed by one of CHAIN_CHOICES), the targets one token on, as nanoGPT's get_batch
+    draws them."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
-    stream = torch.randint(0, vocab, (100_000,), generator=generator)
+    successors = torch.randint(0, vocab, (vocab, CHAIN_CHOICES), generator=generator).tolist()
+    tokens = [0]
+    for choice in torch.randint(0, CHAIN_CHOICES, (100_000 - 1,), generator=generator).tolist():
+        tokens.append(successors[tokens[-1]][choice])
+    stream = torch.tensor(tokens)
     starts = torch.randint(0, len(stream) - block - 1, (count, batch), generator=generator)
     windows = [torch.stack([stream[start : start + block + 1] for start in row.tolist()]) for row in starts]
     return [(window[:, :-1].contiguous(), window[:, 1:].contiguous()) for window in windows]
 
 
 def sentence_pairs(spec: dict) -> list[tuple[str, str]]:
-    """The family's pairs: random sentences of `words` words (`w0 w1 ...`; a translator's target `t0 t1 ...`)."""
+    """The family's pairs: random sentences of `words` words `w0 w1 ...` (`spec["words"]`, else the family's), each
+    with its translation: every word `w{k}` replaced by its counterpart under a fixed random permutation of the
+    words (`w{p(k)}`; a translator's target words are `t{p(k)}`)."""
     family = family_of(spec)
     rng = random.Random(0)
     count = 8 * batch_size(spec) if spec.get("smoke") else family.pairs
-    words = 50 if spec.get("smoke") else family.words
-    first = random_sentences(rng, count, "w", words, lengths(spec))
-    second = random_sentences(rng, count, "t" if spec["family"] == "seq2seq" else "w", words, lengths(spec))
-    return list(zip(first, second))
+    words = spec.get("words") or (50 if spec.get("smoke") else family.words)
+    counterpart = list(range(words))
+    rng.shuffle(counterpart)
+    prefix = "t" if spec["family"] == "seq2seq" else "w"
+    sentences = random_sentences(rng, count, "w", words, lengths(spec))
+    return [
+        (sentence, " ".join(f"{prefix}{counterpart[int(word[1:])]}" for word in sentence.split()))
+        for sentence in sentences
+    ]
 
 
 def pair_tokenizer(spec: dict, pairs: list[tuple[str, str]], fields: dict):
@@ -208,11 +226,36 @@ def load_source(source: str, name: str):
     return module
 
 
+def converted(original, plan, *arguments, **options):
+    """The MiniTF model `minitf convert` makes of the original's model as it is now: its state_dict saved, then planned
+    by the converter's `plan` (with the rest of what the converter needs) and built in memory, in training mode."""
+    import torch
+
+    from hf_minitf.conversion import open_checkpoint
+    from hf_minitf.conversion.base import materialize
+
+    with tempfile.TemporaryDirectory(prefix="training-start-") as folder:
+        path = Path(folder) / "original.pt"
+        torch.save(original.state_dict(), path)
+        return materialize(plan(open_checkpoint(path), *arguments, **options)).train()
+
+
+def converted_gpt(original, fields: dict):
+    from hf_minitf.conversion.char_gpt import plan_char_gpt
+
+    characters = [chr(32 + index) for index in range(fields["vocab_size"])]  # the ids are what the batches hold
+    dropout = dict(dropout=fields["hidden_dropout"])
+    return converted(original, plan_char_gpt, characters, fields["num_attention_heads"], dropout)
+
+
 def gpt_case(spec: dict, fields: dict):
-    """The char GPT's own `GPT` (or the MiniTF GPT) of the fields' dims, its loss of a batch, and its batches."""
+    """The char GPT's own `GPT` (or the MiniTF GPT, or the original converted) of the fields' dims, its loss of a
+    batch, and its batches."""
     from hf_minitf import MiniTFGPTConfig, MiniTFGPTForCausalLM
 
-    if spec["case"] == "original":
+    if spec["case"] == "minitf":
+        model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**fields))
+    else:
         model = load_source(spec["source"], "char_gpt_original").GPT(
             vocab_size=fields["vocab_size"],
             block_size=fields["max_position_embeddings"],
@@ -221,17 +264,24 @@ def gpt_case(spec: dict, fields: dict):
             n_layer=fields["num_hidden_layers"],
             dropout=fields["hidden_dropout"],
         )
+    if spec["case"] == "converted":
+        model = converted_gpt(model, fields)
+    if spec["case"] == "original":
 
         def loss_of(batch):
             return model(*batch)[1]
     else:
-        model = MiniTFGPTForCausalLM(MiniTFGPTConfig(**fields))
-        forward = compiled(model, spec)
-
-        def loss_of(batch):  # the model shifts the labels itself
-            return forward(input_ids=batch[0], labels=batch[0]).loss
-
+        loss_of = gpt_loss(compiled(model, spec))
     return model, loss_of, text_batches(fields["vocab_size"], lengths(spec)[0], batch_size(spec), 64)
+
+
+def gpt_loss(forward):
+    """The MiniTF GPT's loss of an (inputs, targets) batch: the original's targets, as `shift_labels`."""
+
+    def loss_of(batch):
+        return forward(input_ids=batch[0], labels=batch[0], shift_labels=batch[1]).loss
+
+    return loss_of
 
 
 def compiled(model, spec: dict):
@@ -241,8 +291,9 @@ def compiled(model, spec: dict):
 
 
 def encoder_case(spec: dict, fields: dict):
-    """MiniEmbed's own `MiniTransformerEmbedding` (or the MiniTF encoder) of the fields' dims, the in-batch
-    negatives loss of a batch of pairs, and the batches (each side tokenized and padded to its longest)."""
+    """MiniEmbed's own `MiniTransformerEmbedding` (or the MiniTF encoder, or the original converted) of the fields'
+    dims, the in-batch negatives loss of a batch of pairs, and the batches (each side tokenized and padded to its
+    longest)."""
     import torch
     import torch.nn.functional as F
 
@@ -251,7 +302,7 @@ def encoder_case(spec: dict, fields: dict):
     pairs = sentence_pairs(spec)
     tokenizer = pair_tokenizer(spec, pairs, fields)
     vocab, pad = len(tokenizer), tokenizer.pad_token_id
-    if spec["case"] == "original":
+    if spec["case"] != "minitf":
         model = load_source(spec["source"], "miniembed_original").MiniTransformerEmbedding(
             vocab_size=vocab,
             d_model=fields["hidden_size"],
@@ -262,9 +313,13 @@ def encoder_case(spec: dict, fields: dict):
             dropout=fields.get("hidden_dropout", 0.1),
             pad_token_id=pad,
         )
+    if spec["case"] == "original":
         embed = model.encode
     else:
-        model = MiniTFEncoderModel(MiniTFEncoderConfig(**fields, vocab_size=vocab, pad_token_id=pad))
+        if spec["case"] == "converted":
+            model = converted_encoder(model, fields, tokenizer)
+        else:
+            model = MiniTFEncoderModel(MiniTFEncoderConfig(**fields, vocab_size=vocab, pad_token_id=pad))
         forward = compiled(model, spec)
 
         def embed(input_ids, attention_mask):
@@ -283,9 +338,57 @@ def encoder_case(spec: dict, fields: dict):
     return model, loss_of, batches
 
 
+def converted_encoder(original, fields: dict, tokenizer):
+    from hf_minitf.conversion.miniembed import plan_miniembed
+
+    vocabulary = dict(vocab_size=len(tokenizer), word_to_id=tokenizer.get_vocab())  # MiniEmbed's tokenizer.json
+    config = dict(
+        num_heads=fields["num_attention_heads"],
+        max_seq_len=fields["max_position_embeddings"],
+        dropout=fields.get("hidden_dropout", 0.1),
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return converted(original, plan_miniembed, vocabulary, config)
+
+
+EARLY_NORM = "scalar_std_times_eps"  # the norm of hkproj's early version (the model file's, unless told otherwise)
+FIXED_NORM = "scalar_std_plus_eps"  # hkproj's fix of it
+
+
+def hkproj_module(spec: dict):
+    """hkproj's model file; with `spec["hkproj_norm"]` FIXED_NORM, its LayerNormalization divides by std + eps,
+    as hkproj fixed it, instead of the early version's std * eps (whose activations reach ~1e6, its losses ~1e6)."""
+    module = load_source(spec["source"], "hkproj_original")
+    if spec.get("hkproj_norm", EARLY_NORM) == FIXED_NORM:
+
+        def fixed_forward(self, x):
+            centered = x - x.mean(dim=-1, keepdim=True)
+            return self.alpha * centered / (x.std(dim=-1, keepdim=True) + self.eps) + self.bias
+
+        module.LayerNormalization.forward = fixed_forward
+    return module
+
+
+def converted_translator(original, fields: dict, tokenizer, norm: str):
+    """The original converted, with the label smoothing of hkproj's train.py (a training setting its weights do not
+    hold)."""
+    from hf_minitf.conversion.hkproj import plan_hkproj
+    from hf_minitf.modeling.tokenization_minitf_seq2seq import VOCAB_FILES_NAMES
+
+    with tempfile.TemporaryDirectory(prefix="training-tokenizers-") as folder:
+        tokenizer.save_pretrained(folder)  # hkproj's two tokenizer files among them
+        source, target = (Path(folder) / name for name in VOCAB_FILES_NAMES.values())
+        dropout = dict(dropout=fields.get("hidden_dropout", 0.1))
+        heads, limit = fields["num_attention_heads"], fields["max_position_embeddings"]
+        model = converted(original, plan_hkproj, source, target, heads, norm, config=dropout, max_length=limit)
+    model.config.label_smoothing = fields.get("label_smoothing", 0.0)
+    return model
+
+
 def seq2seq_case(spec: dict, fields: dict):
-    """hkproj's `build_transformer` (or the MiniTF translator) of the fields' dims, its loss of a batch as hkproj's
-    train.py computes it, and the batches (hkproj's encoder input, decoder input, masks and labels)."""
+    """hkproj's `build_transformer` (or the MiniTF translator, or the original converted) of the fields' dims, its loss
+    of a batch as hkproj's train.py computes it, and the batches (hkproj's encoder input, decoder input, masks and
+    labels)."""
     import torch
     import torch.nn.functional as F
 
@@ -296,9 +399,9 @@ def seq2seq_case(spec: dict, fields: dict):
     source_vocab, target_vocab = tokenizer.source_vocab_size, tokenizer.target_vocab_size
     pad, start, end = tokenizer.pad_token_id, tokenizer.bos_token_id, tokenizer.eos_token_id
     smoothing = fields.get("label_smoothing", 0.0)
-    if spec["case"] == "original":
-        limit = fields["max_position_embeddings"]
-        model = load_source(spec["source"], "hkproj_original").build_transformer(
+    limit = fields["max_position_embeddings"]
+    if spec["case"] != "minitf":
+        model = hkproj_module(spec).build_transformer(
             source_vocab,
             target_vocab,
             limit,
@@ -309,6 +412,7 @@ def seq2seq_case(spec: dict, fields: dict):
             dropout=fields.get("hidden_dropout", 0.1),
             d_ff=fields["intermediate_size"],
         )
+    if spec["case"] == "original":
 
         def loss_of(batch):
             encoder_output = model.encode(batch["encoder_input"], batch["encoder_mask"])
@@ -320,16 +424,19 @@ def seq2seq_case(spec: dict, fields: dict):
                 logits.view(-1, target_vocab), batch["labels"].view(-1), ignore_index=pad, label_smoothing=smoothing
             )
     else:
-        config = MiniTFSeq2SeqConfig(
-            **fields,
-            src_vocab_size=source_vocab,
-            vocab_size=target_vocab,
-            pad_token_id=pad,
-            bos_token_id=start,
-            eos_token_id=end,
-            decoder_start_token_id=start,
-        )
-        model = MiniTFSeq2SeqForConditionalGeneration(config)
+        if spec["case"] == "converted":
+            model = converted_translator(model, fields, tokenizer, spec.get("hkproj_norm", EARLY_NORM))
+        else:
+            config = MiniTFSeq2SeqConfig(
+                **fields,
+                src_vocab_size=source_vocab,
+                vocab_size=target_vocab,
+                pad_token_id=pad,
+                bos_token_id=start,
+                eos_token_id=end,
+                decoder_start_token_id=start,
+            )
+            model = MiniTFSeq2SeqForConditionalGeneration(config)
         forward = compiled(model, spec)
 
         def loss_of(batch):  # the model makes `[SOS] y` of the labels and ignores their padding
@@ -363,32 +470,41 @@ def seq2seq_case(spec: dict, fields: dict):
 CASES = {"gpt": gpt_case, "encoder": encoder_case, "seq2seq": seq2seq_case}
 
 
-def bare_loop(spec: dict):
-    """One run of `spec["steps"]` optimizer steps of a model in a bare loop; returns each step's seconds and loss."""
+def loop_steps(spec: dict):
+    """The case's model (built after `torch.manual_seed(spec.get("seed", 0))`) in a bare loop: its batches, and a
+    function taking one optimizer step on a batch that returns the step's seconds and its loss (a tensor)."""
     import torch
 
-    torch.manual_seed(0)
+    torch.manual_seed(spec.get("seed", 0))
     family = family_of(spec)
     model, loss_of, data = CASES[spec["family"]](spec, spec["fields"])
     model.train()
     options = dict(eps=1e-9) if family.optimizer == "Adam" else {}
     optimizer = getattr(torch.optim, family.optimizer)(model.parameters(), lr=family.learning_rate, **options)
+
+    def step(batch):
+        started = time.perf_counter()
+        loss = loss_of(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - started, loss.detach()
+
+    return data, step
+
+
+def bare_loop(spec: dict):
+    """One run of `spec["steps"]` optimizer steps of a model in a bare loop; returns each step's seconds."""
+    data, step = loop_steps(spec)
     position = 0
 
     def run() -> dict[str, list[float]]:
         nonlocal position
-        seconds, losses = [], []
+        seconds = []
         for _ in range(spec["steps"]):
-            batch = data[position % len(data)]
+            seconds.append(step(data[position % len(data)])[0])
             position += 1
-            started = time.perf_counter()
-            loss = loss_of(batch)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            seconds.append(time.perf_counter() - started)
-            losses.append(loss.item())
-        return {"seconds": seconds, "losses": losses}
+        return {"seconds": seconds}
 
     for _ in range(WARMUP_STEPS):  # untimed: allocator, compilation
         run()
@@ -470,7 +586,7 @@ def command_run(spec: dict):
         if status != 0:
             raise RuntimeError(f"minitf train {spec['family']} failed: {errors.getvalue()[-2000:]}")
         ends = clock[-1].ends[WARMUP_STEPS:]
-        return {"seconds": [later - earlier for earlier, later in zip(ends, ends[1:])], "losses": []}
+        return {"seconds": [later - earlier for earlier, later in zip(ends, ends[1:])]}
 
     return run
 
@@ -523,13 +639,6 @@ def source_dest(family: Family) -> str:
     return family.source_option.removeprefix("--").replace("-", "_")
 
 
-def loss_summary(losses: list[float]) -> str:
-    """A loop's loss curve in a few words: its first timed step's loss and the mean of its last 10 (or nothing)."""
-    if not losses:
-        return ""
-    return f"  loss {losses[0]:.3f} -> {statistics.mean(losses[-10:]):.3f} (last {min(10, len(losses))})"
-
-
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = interleaved_parser(__doc__.split("\n\n")[0], unit="case")
     parser.add_argument("--family", choices=FAMILIES, default="gpt", help="the family to train (default: gpt)")
@@ -556,9 +665,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rounds = {
         name: [statistics.median(result["seconds"]) for result in timing.results] for name, timing in timings.items()
     }
-    losses = {
-        name: [loss for result in timing.results for loss in result["losses"]] for name, timing in timings.items()
-    }
     base = statistics.median(steps[reference])
     rows = [
         dict(
@@ -569,7 +675,6 @@ def main(argv: list[str] | None = None) -> list[dict]:
             round_medians_ms=[1000 * value for value in rounds[name]],
             ratio_to_reference=statistics.median(steps[name]) / base,
             reference=reference,
-            losses=losses[name],
         )
         for name in timings
     ]
@@ -579,7 +684,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         rounds_range = f"{min(row['round_medians_ms']):.0f}-{max(row['round_medians_ms']):.0f}"
         print(
             f"{row['case']:42s} {row['ms_per_step']:8.1f} ms/step  round medians {rounds_range} ms  "
-            f"{row['ratio_to_reference']:.3f}x {reference}{loss_summary(row['losses'])}"
+            f"{row['ratio_to_reference']:.3f}x {reference}"
         )
     if args.json or not args.smoke:
         stem = "training-speed" if args.family == "gpt" else f"training-speed-{args.family}"

@@ -81,8 +81,4 @@ def test_smoke_times_the_original_loop_the_minitf_loop_and_the_command(family, t
     assert list(by_case) == ["original loop", "minitf loop", f"minitf train {family}"]
     assert all(row["ms_per_step"] > 0 and row["family"] == family for row in rows)
     assert by_case["original loop"]["ratio_to_reference"] == 1.0
-    # the loops' loss at every timed step (the smoke run's 2), the command's none
-    for case in ("original loop", "minitf loop"):
-        assert len(by_case[case]["losses"]) == 2 and all(0 < loss < 100 for loss in by_case[case]["losses"]), case
-    assert by_case[f"minitf train {family}"]["losses"] == []
     assert {row["reference"] for row in rows} == {"original loop"}
