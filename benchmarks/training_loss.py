@@ -2,8 +2,8 @@
 the same bare loop on the same batches (benchmarks/training_speed.py's), from the first step, over several seeds.
 
     python benchmarks/training_loss.py [--family gpt|encoder|seq2seq] [--char-gpt-source PATH]
-        [--miniembed-source PATH] [--hkproj-source PATH] [--seeds 3] [--steps 60] [--words 500] [--dropout P]
-        [--cases NAME ...] [--json FILE] [--smoke]
+        [--miniembed-source PATH] [--hkproj-source PATH] [--hkproj-norm NORM] [--seeds 3] [--steps 60]
+        [--words 500] [--dropout P] [--cases NAME ...] [--json FILE] [--smoke]
 
 Cases, each at training_speed.py's dims, batches, loss and optimizer, its model built after `torch.manual_seed(seed)`:
 - `original`: the original's own model, from its own initialization (PyTorch's defaults in all three originals);
@@ -81,7 +81,7 @@ def largest_relative_difference(first: list[list[float]], second: list[list[floa
 def main(argv: list[str] | None = None) -> dict:
     import argparse
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", choices=FAMILIES, default="gpt", help="the family to train (default: gpt)")
     for name, family in FAMILIES.items():
         parser.add_argument(family.source_option, type=Path, help=f"{family.original}'s model file (--family {name})")
