@@ -31,6 +31,7 @@ by std + eps), converted with that norm.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -79,8 +80,6 @@ def largest_relative_difference(first: list[list[float]], second: list[list[floa
 
 
 def main(argv: list[str] | None = None) -> dict:
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--family", choices=FAMILIES, default="gpt", help="the family to train (default: gpt)")
     for name, family in FAMILIES.items():
@@ -95,7 +94,12 @@ def main(argv: list[str] | None = None) -> dict:
         default=EARLY_NORM,
         help=f"hkproj's norm: its early version's (the model file's, default) or its fix ({FIXED_NORM})",
     )
-    parser.add_argument("--cases", nargs="+", choices=CASES, help="only these cases (default: all three)")
+    parser.add_argument(
+        "--cases",
+        nargs="+",
+        choices=CASES,
+        help="only these cases (default: all three, or `minitf` alone without the original's model file)",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny dims: check that everything runs")
     parser.add_argument("--json", type=Path, default=None, help="also write the curves to this JSON file")
     args = parser.parse_args(argv)
@@ -130,14 +134,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{machine()}; {args.family}{norm}, {shape}, dropout {dropout}, {args.steps} steps, seeds 0-{args.seeds - 1}")
     print("loss, mean over the seeds (their range)")
     print(f"{'step':>12s}  " + "  ".join(f"{name:26s}" for name in names))
-    for step in [step for step in CHECKPOINTS if step <= args.steps] + ["last"]:
-        if step == "last":
-            figures = [[statistics.mean(losses[-LAST:]) for losses in curves[name]] for name in names]
-            label = f"last {min(LAST, args.steps)} mean"
-        else:
-            figures = [[losses[step - 1] for losses in curves[name]] for name in names]
-            label = str(step)
-        print(f"{label:>12s}  " + "  ".join(f"{spread(values):26s}" for values in figures))
+    rows = [(str(step), lambda losses, step=step: losses[step - 1]) for step in CHECKPOINTS if step <= args.steps]
+    rows.append((f"last {min(LAST, args.steps)} mean", lambda losses: statistics.mean(losses[-LAST:])))
+    for label, figure in rows:
+        print(
+            f"{label:>12s}  "
+            + "  ".join(f"{spread([figure(losses) for losses in curves[name]]):26s}" for name in names)
+        )
     result: dict = dict(machine=machine(), family=args.family, dropout=dropout, steps=args.steps, curves=curves)
     if args.family == "seq2seq":
         result["hkproj_norm"] = args.hkproj_norm
